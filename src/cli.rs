@@ -1,0 +1,276 @@
+//! Command-line interface. Doc comments here are the `--help` text, the man
+//! page and the shell completions, so they are written for users.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{ArgAction, CommandFactory, Parser, ValueHint};
+
+use crate::exit;
+use crate::redlock;
+
+const EXAMPLES: &str = "\
+Examples:
+  # crontab: run the report on exactly one host; stay silent when another has it
+  */5 * * * * redlock-run -q -E 0 -r redis://lock1,redis://lock2,redis://lock3 -k report -- ./report.sh
+
+  # one Redis node, a shell command, a 2-minute lock kept alive while it runs
+  redlock-run -k backup -t 2m -c 'pg_dump app | gzip > /backup/app.gz'
+
+  # nodes from the environment, as systemd units and CI jobs like it
+  REDLOCK_REDIS=redis://10.0.0.1,redis://10.0.0.2,redis://10.0.0.3 redlock-run -k deploy -- make deploy";
+
+/// Run a command while holding a lock on one Redis node or a Redlock quorum.
+///
+/// redlock-run takes the lock named by --key on every node given with --redis
+/// (SET NX PX with a random token), runs the command only when a majority
+/// granted it in time, extends the lock every TTL/3 while the command runs,
+/// and deletes it (compare-and-delete) when the command exits. If the lock
+/// cannot be kept, the command's process group gets SIGTERM, then SIGKILL
+/// before the lock can expire, and redlock-run exits 76.
+///
+/// Signals INT, TERM, HUP, QUIT, USR1 and USR2 are passed on to the command.
+/// The command sees REDLOCK_KEY and REDLOCK_TOKEN in its environment.
+#[derive(Debug, Parser)]
+#[command(name = "redlock-run", version, max_term_width = 100)]
+pub struct Cli {
+    /// Name of the lock; the Redis key is <PREFIX><NAME>
+    #[arg(short, long, value_name = "NAME", env = "REDLOCK_KEY")]
+    pub key: String,
+
+    /// Prefix put before the lock name to form the Redis key
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        env = "REDLOCK_PREFIX",
+        default_value = "lock:"
+    )]
+    pub prefix: String,
+
+    /// Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes
+    #[arg(
+        short,
+        long = "redis",
+        value_name = "URL",
+        env = "REDLOCK_REDIS",
+        hide_env_values = true,
+        value_delimiter = ',',
+        default_value = "redis://127.0.0.1:6379",
+        value_hint = ValueHint::Url
+    )]
+    pub redis: Vec<String>,
+
+    /// Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub ttl: Duration,
+
+    /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub node_timeout: Option<Duration>,
+
+    /// Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub kill_after: Option<Duration>,
+
+    /// Exit status when the lock is held elsewhere
+    #[arg(short = 'E', long, value_name = "N", default_value_t = exit::BUSY_DEFAULT)]
+    pub busy_exit_code: u8,
+
+    /// Run STRING with /bin/sh -c instead of a command given after --
+    #[arg(short, long = "command", value_name = "STRING", conflicts_with = "args", value_hint = ValueHint::CommandString)]
+    pub command: Option<String>,
+
+    /// Print nothing when the lock is busy (cron mails any output)
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Say more on stderr: -v each decision, -vv every node and heartbeat
+    #[arg(short, long, action = ArgAction::Count)]
+    pub verbose: u8,
+
+    /// The command to run and its arguments
+    #[arg(
+        value_name = "COMMAND",
+        trailing_var_arg = true,
+        value_hint = ValueHint::CommandWithArguments
+    )]
+    pub args: Vec<OsString>,
+}
+
+/// The full clap command, with the examples and exit-status table attached.
+/// Shared by the parser, the man page and the completions.
+pub fn command() -> clap::Command {
+    Cli::command().after_help(format!("{EXAMPLES}\n\n{}", exit::TABLE))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("'{s}' is not a duration ({e}); try 500ms, 30s or 2m"))?;
+    if d.is_zero() {
+        return Err(format!("'{s}' must be longer than zero"));
+    }
+    Ok(d)
+}
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Program {
+    Shell(String),
+    Argv(Vec<OsString>),
+}
+
+/// Validated settings with every default resolved.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub name: String,
+    pub key: Vec<u8>,
+    pub urls: Vec<String>,
+    pub ttl: Duration,
+    pub node_timeout: Duration,
+    pub kill_after: Duration,
+    pub busy_exit_code: u8,
+    pub program: Program,
+    /// -1 quiet, 0 default, 1.. verbose
+    pub verbosity: i8,
+}
+
+impl Cli {
+    /// Checks what clap cannot: relations between values. Errors are one line.
+    pub fn into_config(self) -> Result<Config, String> {
+        if self.key.is_empty() {
+            return Err("--key must not be empty".into());
+        }
+        let urls: Vec<String> = self
+            .redis
+            .iter()
+            .map(|u| u.trim().to_string())
+            .filter(|u| !u.is_empty())
+            .collect();
+        if urls.is_empty() {
+            return Err("--redis names no node".into());
+        }
+        let node_timeout = self
+            .node_timeout
+            .unwrap_or_else(|| redlock::default_node_timeout(self.ttl));
+        if !redlock::node_timeout_fits(self.ttl, node_timeout) {
+            return Err(format!(
+                "--node-timeout {} must be at most 1/{} of --ttl {}: lower it or raise --ttl",
+                humantime::format_duration(node_timeout),
+                redlock::MAX_NODE_TIMEOUT_FRACTION,
+                humantime::format_duration(self.ttl),
+            ));
+        }
+        let program = match (self.command, self.args) {
+            (Some(s), a) if a.is_empty() => Program::Shell(s),
+            (None, a) if !a.is_empty() => Program::Argv(a),
+            (Some(_), _) => {
+                return Err("give either -c STRING or a command after --, not both".into());
+            }
+            (None, _) => {
+                return Err("no command given: add -- COMMAND [ARGS] or -c 'SHELL COMMAND'".into());
+            }
+        };
+        let key = [self.prefix.as_bytes(), self.key.as_bytes()].concat();
+        Ok(Config {
+            name: self.key,
+            key,
+            urls,
+            ttl: self.ttl,
+            node_timeout,
+            kill_after: self
+                .kill_after
+                .unwrap_or_else(|| redlock::default_kill_after(self.ttl)),
+            busy_exit_code: self.busy_exit_code,
+            program,
+            verbosity: if self.quiet {
+                -1
+            } else {
+                self.verbose.min(i8::MAX as u8) as i8
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::FromArgMatches;
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        let m = command()
+            .try_get_matches_from(std::iter::once("redlock-run").chain(args.iter().copied()))
+            .map_err(|e| e.kind().to_string())?;
+        Cli::from_arg_matches(&m)
+            .map_err(|e| e.to_string())?
+            .into_config()
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        command().debug_assert();
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse(&["-k", "job", "--", "true"]).expect("valid");
+        assert_eq!(c.key, b"lock:job");
+        assert_eq!(c.ttl, Duration::from_secs(30));
+        assert_eq!(c.node_timeout, Duration::from_secs(1));
+        assert_eq!(c.kill_after, Duration::from_secs(10));
+        assert_eq!(c.busy_exit_code, 75);
+        assert_eq!(c.program, Program::Argv(vec!["true".into()]));
+        assert_eq!(c.verbosity, 0);
+    }
+
+    #[test]
+    fn redis_urls_repeat_and_split_on_commas() {
+        let c = parse(&[
+            "-k",
+            "j",
+            "-r",
+            "redis://a,redis://b",
+            "-r",
+            "redis://c",
+            "true",
+        ])
+        .expect("valid");
+        assert_eq!(c.urls, ["redis://a", "redis://b", "redis://c"]);
+    }
+
+    #[test]
+    fn trailing_command_keeps_its_own_flags() {
+        let c = parse(&["-k", "j", "--", "ls", "-k", "-v"]).expect("valid");
+        assert_eq!(
+            c.program,
+            Program::Argv(vec!["ls".into(), "-k".into(), "-v".into()])
+        );
+        let c = parse(&["-k", "j", "ls", "-la"]).expect("valid without --");
+        assert_eq!(c.program, Program::Argv(vec!["ls".into(), "-la".into()]));
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        assert!(parse(&["-k", "j"]).is_err(), "no command");
+        assert!(
+            parse(&["-k", "j", "-c", "x", "--", "y"]).is_err(),
+            "both forms"
+        );
+        assert!(parse(&["-k", "", "true"]).is_err(), "empty key");
+        assert!(parse(&["-k", "j", "-t", "soon", "true"]).is_err());
+        assert!(parse(&["-k", "j", "-t", "0s", "true"]).is_err());
+        assert!(parse(&["-k", "j", "-t", "1s", "--node-timeout", "500ms", "true"]).is_err());
+        assert!(parse(&["-k", "j", "-E", "256", "true"]).is_err());
+        assert!(parse(&["-k", "j", "-q", "-v", "true"]).is_err());
+        assert!(parse(&["-k", "j", "-r", ",", "true"]).is_err(), "no node");
+    }
+
+    #[test]
+    fn durations_are_humantime() {
+        let c = parse(&["-k", "j", "-t", "2m", "--kill-after", "1500ms", "true"]).expect("valid");
+        assert_eq!(c.ttl, Duration::from_secs(120));
+        assert_eq!(c.kill_after, Duration::from_millis(1500));
+        assert_eq!(c.node_timeout, Duration::from_secs(1));
+        let c = parse(&["-k", "j", "-t", "500ms", "true"]).expect("valid");
+        assert_eq!(c.node_timeout, Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,92 @@
+//! Every exit status redlock-run can produce, defined once. `--help`, the man
+//! page and the README all print `TABLE`, which a unit test keeps in step with
+//! the enum.
+
+/// Why redlock-run exited, and with which status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// The command exited with this status.
+    Command(u8),
+    /// The command was killed by this signal: status 128 + N.
+    Signal(i32),
+    /// Bad flag, duration, URL, or no command (as sysexits' EX_USAGE).
+    Usage,
+    /// Fewer than a quorum of nodes answered (EX_UNAVAILABLE).
+    Unavailable,
+    /// The lock is held elsewhere (or the run was skipped): `-E`, default 75 (EX_TEMPFAIL).
+    Busy(u8),
+    /// The lock was lost while the command ran; the command was stopped.
+    Lost,
+    /// The command ran past `--timeout` and was stopped (as timeout(1)).
+    Timeout,
+    /// The command was found but could not be executed (as env(1)).
+    CannotExecute,
+    /// The command was not found (as env(1)).
+    NotFound,
+}
+
+pub const USAGE: u8 = 64;
+pub const UNAVAILABLE: u8 = 69;
+pub const BUSY_DEFAULT: u8 = 75;
+pub const LOST: u8 = 76;
+pub const TIMEOUT: u8 = 124;
+pub const CANNOT_EXECUTE: u8 = 126;
+pub const NOT_FOUND: u8 = 127;
+
+impl Exit {
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Command(c) => c,
+            // Signal numbers on Linux are below 128, so this never wraps.
+            Exit::Signal(n) => 128u8.saturating_add(n.clamp(0, 127) as u8),
+            Exit::Usage => USAGE,
+            Exit::Unavailable => UNAVAILABLE,
+            Exit::Busy(c) => c,
+            Exit::Lost => LOST,
+            Exit::Timeout => TIMEOUT,
+            Exit::CannotExecute => CANNOT_EXECUTE,
+            Exit::NotFound => NOT_FOUND,
+        }
+    }
+}
+
+/// The exit-status table shown by `--help`, the man page and the README.
+pub const TABLE: &str = "\
+Exit status:
+  N      the command's own exit status
+  128+N  the command was killed by signal N
+  64     usage error: bad flag, duration or URL, or no command
+  69     Redis unavailable: fewer than a quorum of nodes answered
+  75     lock busy: held elsewhere (change with -E/--busy-exit-code)
+  76     lock lost while the command ran; the command was stopped
+  124    the command ran past --timeout and was stopped
+  126    the command was found but could not be executed
+  127    the command was not found";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_lists_every_fixed_code() {
+        for e in [
+            Exit::Usage,
+            Exit::Unavailable,
+            Exit::Busy(BUSY_DEFAULT),
+            Exit::Lost,
+            Exit::Timeout,
+            Exit::CannotExecute,
+            Exit::NotFound,
+        ] {
+            let line = format!("\n  {:<7}", e.code());
+            assert!(TABLE.contains(&line), "{e:?} ({}) missing", e.code());
+        }
+    }
+
+    #[test]
+    fn signals_map_to_128_plus_n() {
+        assert_eq!(Exit::Signal(libc::SIGTERM).code(), 143);
+        assert_eq!(Exit::Signal(libc::SIGINT).code(), 130);
+        assert_eq!(Exit::Signal(libc::SIGKILL).code(), 137);
+    }
+}

@@ -1,0 +1,256 @@
+//! The lock across all nodes: acquire, extend and release rounds, with the
+//! Redlock rules from `redlock` applied to what the nodes answered.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::TryRng;
+use rand::rngs::SysRng;
+
+use crate::log::Log;
+use crate::node::{Node, Released};
+use crate::quorum::{self, Reply, Round};
+use crate::redlock::{self, Answer, Verdict};
+
+pub struct Lock {
+    nodes: Arc<[Arc<Node>]>,
+    key: Arc<[u8]>,
+    token: Arc<str>,
+    ttl: Duration,
+    node_timeout: Duration,
+}
+
+/// How an acquire round ended.
+pub enum Acquired {
+    /// Held until `deadline` unless extended.
+    Yes {
+        deadline: Instant,
+    },
+    Busy,
+    /// Why the quorum could not be reached, one clause per failed node.
+    Unavailable(String),
+}
+
+/// How an extension round ended.
+pub enum Extended {
+    Yes {
+        deadline: Instant,
+    },
+    /// Not this time; retry while the old deadline allows.
+    Failed(String),
+    /// A quorum no longer holds our token: nothing can win it back.
+    Gone,
+}
+
+impl Lock {
+    pub fn new(
+        nodes: Vec<Node>,
+        key: Vec<u8>,
+        ttl: Duration,
+        node_timeout: Duration,
+    ) -> std::io::Result<Lock> {
+        Ok(Lock {
+            nodes: nodes.into_iter().map(Arc::new).collect(),
+            key: key.into(),
+            token: new_token()?.into(),
+            ttl,
+            node_timeout,
+        })
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Longest we listen to one round: connect, write and read, each bounded by
+    /// the node timeout, plus scheduling slack. Well inside the TTL by the
+    /// node-timeout check.
+    fn round_limit(&self) -> Duration {
+        self.node_timeout * 3 + Duration::from_millis(20)
+    }
+
+    pub fn acquire(&self, log: &Log) -> Acquired {
+        let t0 = Instant::now();
+        let (key, token, ttl) = (Arc::clone(&self.key), Arc::clone(&self.token), self.ttl);
+        let round = quorum::decide(
+            &self.nodes,
+            move |n| n.acquire(&key, &token, ttl),
+            self.round_limit(),
+        );
+        self.log_round("acquire", &round, log);
+        let outcome = match round.verdict {
+            Verdict::Quorum => match redlock::validity(self.ttl, round.elapsed) {
+                Some(v) => {
+                    log.info(|| {
+                        format!(
+                            "acquired on {}/{} nodes in {:.1?}; valid for {:.0?}",
+                            round.tally.granted(),
+                            self.nodes.len(),
+                            round.elapsed,
+                            v
+                        )
+                    });
+                    return Acquired::Yes {
+                        deadline: t0 + self.ttl - redlock::drift(self.ttl),
+                    };
+                }
+                None => Acquired::Unavailable(format!(
+                    "a quorum granted the lock only after {:.0?}, too late for --ttl {}",
+                    round.elapsed,
+                    humantime::format_duration(self.ttl)
+                )),
+            },
+            Verdict::Refused => Acquired::Busy,
+            Verdict::Unavailable => Acquired::Unavailable(format!(
+                "fewer than {} of {} nodes answered: {}",
+                redlock::quorum(self.nodes.len()),
+                self.nodes.len(),
+                self.failures(&round)
+            )),
+        };
+        // Not ours after all: undo wherever our SET may have landed, including
+        // nodes whose reply we never saw.
+        self.release_on(&round.maybe_ours(self.nodes.len()), log);
+        outcome
+    }
+
+    pub fn extend(&self, log: &Log) -> Extended {
+        let t0 = Instant::now();
+        let (key, token, ttl) = (Arc::clone(&self.key), Arc::clone(&self.token), self.ttl);
+        let round = quorum::decide(
+            &self.nodes,
+            move |n| n.extend(&key, &token, ttl),
+            self.round_limit(),
+        );
+        self.log_round("extend", &round, log);
+        if round.verdict == Verdict::Quorum && redlock::validity(self.ttl, round.elapsed).is_some()
+        {
+            return Extended::Yes {
+                deadline: t0 + self.ttl - redlock::drift(self.ttl),
+            };
+        }
+        if round.tally.quorum_refused() {
+            return Extended::Gone;
+        }
+        Extended::Failed(format!(
+            "extended on {}/{} nodes in {:.0?}: {}",
+            round.tally.granted(),
+            self.nodes.len(),
+            round.elapsed,
+            self.failures(&round)
+        ))
+    }
+
+    /// Compare-and-delete on every node: any of them may hold our token.
+    pub fn release(&self, log: &Log) {
+        let all: Vec<usize> = (0..self.nodes.len()).collect();
+        self.release_on(&all, log);
+    }
+
+    fn release_on(&self, which: &[usize], log: &Log) {
+        if which.is_empty() {
+            return;
+        }
+        let replies = quorum::release(
+            &self.nodes,
+            which,
+            &self.key,
+            &self.token,
+            self.round_limit(),
+        );
+        for r in &replies {
+            match &r.result {
+                Ok(Released::Deleted) => log.debug(|| {
+                    format!(
+                        "{}: released in {:.1?}",
+                        self.nodes[r.node].name(),
+                        r.latency
+                    )
+                }),
+                Ok(Released::AlreadyGone) => {
+                    log.debug(|| format!("{}: nothing to release", self.nodes[r.node].name()))
+                }
+                Ok(Released::NotOurs) => log.info(|| {
+                    format!(
+                        "{}: the key holds another token; left alone",
+                        self.nodes[r.node].name()
+                    )
+                }),
+                Err(e) => {
+                    log.info(|| format!("release failed, the key expires within the TTL: {e}"))
+                }
+            }
+        }
+        if replies.len() < which.len() {
+            log.info(|| {
+                format!(
+                    "{} node(s) did not confirm the release in time; the key expires within the TTL",
+                    which.len() - replies.len()
+                )
+            });
+        }
+    }
+
+    fn log_round(&self, what: &str, round: &Round, log: &Log) {
+        for r in &round.replies {
+            log.debug(|| match &r.result {
+                Ok(a) => format!(
+                    "{what} {}: {} in {:.1?}",
+                    self.nodes[r.node].name(),
+                    match a {
+                        Answer::Granted => "granted",
+                        Answer::Refused => "refused (held by another token)",
+                        Answer::Failed => "failed",
+                    },
+                    r.latency
+                ),
+                Err(e) => format!("{what} {e} (after {:.1?})", r.latency),
+            });
+        }
+    }
+
+    /// The failed nodes' errors, and the nodes that did not answer in time.
+    fn failures(&self, round: &Round) -> String {
+        let mut parts: Vec<String> = round
+            .replies
+            .iter()
+            .filter_map(|r: &Reply<Answer>| r.result.as_ref().err().map(|e| e.to_string()))
+            .collect();
+        for (i, node) in self.nodes.iter().enumerate() {
+            if !round.replies.iter().any(|r| r.node == i) {
+                parts.push(format!("{}: no answer yet", node.name()));
+            }
+        }
+        if parts.is_empty() {
+            "no node failed".into()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+/// 128 bits from the OS CSPRNG, as 32 lowercase hex digits.
+fn new_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 16];
+    SysRng
+        .try_fill_bytes(&mut bytes)
+        .map_err(|e| std::io::Error::other(format!("no randomness from the OS: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_128_bit_hex_and_differ() {
+        let a = new_token().expect("os rng");
+        let b = new_token().expect("os rng");
+        assert_eq!(a.len(), 32);
+        assert!(
+            a.bytes()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert_ne!(a, b);
+    }
+}

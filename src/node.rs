@@ -1,0 +1,273 @@
+//! One Redis node: a lazily opened connection with every step bounded by the
+//! node timeout, and the lock's commands.
+//!
+//! Each node keeps one connection behind a mutex. That serialises the requests
+//! sent to a node, so a release always reaches the server after an acquire that
+//! is still in flight there (a reply we gave up on may still have been applied).
+
+use std::fmt;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use redis::{Client, Connection, IntoConnectionInfo, Value};
+
+use crate::redlock::Answer;
+
+/// Extends only our own lock; never re-creates an expired one.
+const EXTEND: &str = "\
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0";
+
+/// Deletes only our own lock. -1 tells the log the key had already gone.
+const RELEASE: &str = "\
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+elseif v == false then
+  return -1
+end
+return 0";
+
+/// What a release found on the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Released {
+    Deleted,
+    AlreadyGone,
+    /// Another token holds the key: left alone.
+    NotOurs,
+}
+
+#[derive(Debug)]
+pub struct NodeError(String);
+
+impl NodeError {
+    pub fn new(msg: String) -> Self {
+        NodeError(msg)
+    }
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+pub struct Node {
+    /// Redacted URL: safe for logs and errors.
+    name: String,
+    client: Client,
+    timeout: Duration,
+    conn: Mutex<Option<Connection>>,
+}
+
+impl Node {
+    /// Parses the URL; no I/O. The error names the node without its password.
+    pub fn new(url: &str, timeout: Duration) -> Result<Node, String> {
+        let name = redact(url);
+        let scheme = url.split_once("://").map(|(s, _)| s);
+        if !matches!(scheme, Some("redis" | "rediss" | "unix" | "redis+unix")) {
+            return Err(format!(
+                "invalid Redis URL '{name}': expected redis://HOST[:PORT][/DB], rediss://... or unix:///PATH"
+            ));
+        }
+        let info = url
+            .into_connection_info()
+            .map_err(|_| format!("invalid Redis URL '{name}': it does not parse"))?;
+        // CLIENT SETINFO would cost an extra round trip per node on every run.
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let tcp = info.tcp_settings().clone().set_nodelay(true);
+        let info = info.set_redis_settings(settings).set_tcp_settings(tcp);
+        let client = Client::open(info).map_err(|e| format!("invalid Redis URL '{name}': {e}"))?;
+        Ok(Node {
+            name,
+            client,
+            timeout,
+            conn: Mutex::new(None),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `SET key token NX PX ttl`.
+    pub fn acquire(&self, key: &[u8], token: &str, ttl: Duration) -> Result<Answer, NodeError> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(key).arg(token).arg("NX").arg("PX").arg(millis(ttl));
+        match self.query(&cmd)? {
+            Value::Okay => Ok(Answer::Granted),
+            Value::Nil => Ok(Answer::Refused),
+            other => Err(self.unexpected("SET", &other)),
+        }
+    }
+
+    /// Compare-and-PEXPIRE: `Refused` when the key no longer holds our token.
+    pub fn extend(&self, key: &[u8], token: &str, ttl: Duration) -> Result<Answer, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(EXTEND).arg(1).arg(key).arg(token).arg(millis(ttl));
+        match self.query(&cmd)? {
+            Value::Int(1) => Ok(Answer::Granted),
+            Value::Int(0) => Ok(Answer::Refused),
+            other => Err(self.unexpected("extend script", &other)),
+        }
+    }
+
+    /// Compare-and-delete.
+    pub fn release(&self, key: &[u8], token: &str) -> Result<Released, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(RELEASE).arg(1).arg(key).arg(token);
+        match self.query(&cmd)? {
+            Value::Int(1) => Ok(Released::Deleted),
+            Value::Int(-1) => Ok(Released::AlreadyGone),
+            Value::Int(0) => Ok(Released::NotOurs),
+            other => Err(self.unexpected("release script", &other)),
+        }
+    }
+
+    // Plain EVAL rather than EVALSHA: a once-per-run CLI would pay a NOSCRIPT
+    // round trip and a SCRIPT LOAD on every fresh node, and the scripts are tiny.
+    fn query(&self, cmd: &redis::Cmd) -> Result<Value, NodeError> {
+        let mut guard = self.lock_conn();
+        let conn = match guard.as_mut() {
+            Some(c) => c,
+            None => guard.insert(self.connect()?),
+        };
+        match cmd.query::<Value>(conn) {
+            Ok(Value::ServerError(e)) => Err(NodeError(format!("{}: {e}", self.name))),
+            Ok(v) => Ok(v),
+            Err(e) => {
+                // After a timeout a late reply would be read as the answer to the
+                // next request: never reuse a connection that saw an error.
+                *guard = None;
+                Err(self.error(&e))
+            }
+        }
+    }
+
+    fn connect(&self) -> Result<Connection, NodeError> {
+        let conn = self
+            .client
+            .get_connection_with_timeout(self.timeout)
+            .map_err(|e| self.error(&e))?;
+        // The crate bounds only the connect; reads and writes would block forever
+        // on a node that is stopped but still completes TCP handshakes.
+        conn.set_read_timeout(Some(self.timeout))
+            .and_then(|()| conn.set_write_timeout(Some(self.timeout)))
+            .map_err(|e| self.error(&e))?;
+        Ok(conn)
+    }
+
+    fn lock_conn(&self) -> MutexGuard<'_, Option<Connection>> {
+        // A panic while holding the lock leaves at worst a connection we drop.
+        self.conn.lock().unwrap_or_else(|p| {
+            let mut g = p.into_inner();
+            *g = None;
+            g
+        })
+    }
+
+    fn error(&self, e: &redis::RedisError) -> NodeError {
+        let what = if e.is_timeout() {
+            format!(
+                "no answer within {} (--node-timeout)",
+                humantime::format_duration(self.timeout)
+            )
+        } else if e.is_connection_refusal() {
+            "connection refused".to_string()
+        } else {
+            e.to_string()
+        };
+        NodeError(format!("{}: {what}", self.name))
+    }
+
+    fn unexpected(&self, what: &str, v: &Value) -> NodeError {
+        NodeError(format!("{}: unexpected reply to {what}: {v:?}", self.name))
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The URL with any password replaced by `***`, for logs and errors.
+/// Works on text that does not parse, since that is when it gets printed.
+pub fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let mut out = url[..scheme_end + 3].to_string();
+    match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let userinfo = &rest[..at];
+            match userinfo.find(':') {
+                Some(colon) => {
+                    out.push_str(&userinfo[..colon]);
+                    out.push_str(":***");
+                }
+                None if userinfo.is_empty() => {}
+                // redis://secret@host: a lone userinfo is the password.
+                None => out.push_str("***"),
+            }
+            out.push_str(&rest[at..]);
+        }
+        None => out.push_str(rest),
+    }
+    // unix:///path?pass=secret
+    if let Some(q) = out.find('?') {
+        let (base, query) = out.split_at(q + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _))
+                    if k.eq_ignore_ascii_case("pass") || k.eq_ignore_ascii_case("password") =>
+                {
+                    format!("{k}=***")
+                }
+                _ => kv.to_string(),
+            })
+            .collect();
+        out = format!("{base}{}", query.join("&"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_hides_passwords_only() {
+        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(redact("redis://:s3cret@h:1/0"), "redis://:***@h:1/0");
+        assert_eq!(redact("redis://u:s3cret@h"), "redis://u:***@h");
+        assert_eq!(redact("rediss://u:p@ss:w@h/2"), "rediss://u:***@h/2");
+        assert_eq!(redact("redis://s3cret@h"), "redis://***@h");
+        assert_eq!(
+            redact("unix:///run/r.sock?db=1&pass=s3cret"),
+            "unix:///run/r.sock?db=1&pass=***"
+        );
+        assert_eq!(redact("not a url"), "not a url");
+        assert_eq!(redact("redis://h/0#frag@x"), "redis://h/0#frag@x");
+    }
+
+    #[test]
+    fn bad_urls_are_rejected_without_echoing_secrets() {
+        for url in ["notaurl://x", "redis://:pw@[::1", "http://h"] {
+            let err = Node::new(url, Duration::from_millis(50))
+                .err()
+                .expect("must fail");
+            assert!(err.starts_with("invalid Redis URL"), "{err}");
+            assert!(!err.contains("pw@"), "{err}");
+        }
+    }
+
+    #[test]
+    fn millis_never_sends_zero() {
+        assert_eq!(millis(Duration::from_micros(10)), 1);
+        assert_eq!(millis(Duration::from_secs(2)), 2000);
+    }
+}

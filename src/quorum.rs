@@ -1,0 +1,157 @@
+//! Rounds of requests to all nodes at once, decided as soon as the outcome is
+//! certain. A node that has not answered by then keeps its thread; its reply
+//! is dropped, and the node's connection mutex makes any later request to it
+//! wait until that one is done.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::node::{Node, NodeError, Released};
+use crate::redlock::{Answer, Tally, Verdict};
+
+/// One node's reply within a round.
+pub struct Reply<T> {
+    pub node: usize,
+    pub result: Result<T, NodeError>,
+    pub latency: Duration,
+}
+
+/// Sends `op` to every node in parallel and collects replies until `done`
+/// says stop (or all replied, or `limit` passed). Replies come back in arrival order.
+fn fan_out<T, F, D>(nodes: &[Arc<Node>], op: F, mut done: D, limit: Duration) -> Vec<Reply<T>>
+where
+    T: Send + 'static,
+    F: Fn(&Node) -> Result<T, NodeError> + Send + Sync + 'static,
+    D: FnMut(&[Reply<T>]) -> bool,
+{
+    let start = Instant::now();
+    // One node: no thread, no channel. This is the common case and the one that
+    // races flock(1).
+    if let [node] = nodes {
+        let result = op(node);
+        return vec![Reply {
+            node: 0,
+            result,
+            latency: start.elapsed(),
+        }];
+    }
+    let op = Arc::new(op);
+    let (tx, rx) = mpsc::channel();
+    for (i, node) in nodes.iter().enumerate() {
+        let (thread_tx, op, thread_node) = (tx.clone(), Arc::clone(&op), Arc::clone(node));
+        let spawned = thread::Builder::new()
+            .name(format!("node-{i}"))
+            .spawn(move || {
+                let result = op(&thread_node);
+                // The round may have been decided already: nobody listens.
+                let _ = thread_tx.send(Reply {
+                    node: i,
+                    result,
+                    latency: start.elapsed(),
+                });
+            });
+        if let Err(e) = spawned {
+            let _ = tx.send(Reply {
+                node: i,
+                result: Err(NodeError::new(format!(
+                    "{}: cannot start thread: {e}",
+                    node.name()
+                ))),
+                latency: Duration::ZERO,
+            });
+        }
+    }
+    drop(tx);
+    let deadline = start + limit;
+    let mut replies = Vec::with_capacity(nodes.len());
+    while replies.len() < nodes.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(r) => {
+                replies.push(r);
+                if done(&replies) {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    replies
+}
+
+fn tally(n: usize, replies: &[Reply<Answer>]) -> Tally {
+    let mut t = Tally::new(n);
+    for r in replies {
+        t.record(*r.result.as_ref().unwrap_or(&Answer::Failed));
+    }
+    t
+}
+
+/// A finished acquire or extend round.
+pub struct Round {
+    pub verdict: Verdict,
+    /// When the verdict became certain, measured from the round's start.
+    pub elapsed: Duration,
+    pub tally: Tally,
+    pub replies: Vec<Reply<Answer>>,
+}
+
+impl Round {
+    /// Nodes whose SET may have landed: granted, failed, or not heard from.
+    /// Only an explicit refusal proves our token is not there.
+    pub fn maybe_ours(&self, n: usize) -> Vec<usize> {
+        (0..n)
+            .filter(|i| {
+                !self
+                    .replies
+                    .iter()
+                    .any(|r| r.node == *i && matches!(r.result, Ok(Answer::Refused)))
+            })
+            .collect()
+    }
+}
+
+/// Runs `op` (acquire or extend) on all nodes; stops listening at the verdict.
+pub fn decide<F>(nodes: &[Arc<Node>], op: F, limit: Duration) -> Round
+where
+    F: Fn(&Node) -> Result<Answer, NodeError> + Send + Sync + 'static,
+{
+    let n = nodes.len();
+    let start = Instant::now();
+    let replies = fan_out(nodes, op, |r| tally(n, r).verdict().is_some(), limit);
+    let elapsed = start.elapsed();
+    let tally = tally(n, &replies);
+    // Past the limit, whoever has not answered counts as failed.
+    let verdict = tally.verdict().unwrap_or_else(|| {
+        let mut t = tally.clone();
+        for _ in replies.len()..n {
+            t.record(Answer::Failed);
+        }
+        t.verdict().unwrap_or(Verdict::Unavailable)
+    });
+    Round {
+        verdict,
+        elapsed,
+        tally,
+        replies,
+    }
+}
+
+/// Compare-and-delete on the given nodes, waiting for all of them (bounded).
+pub fn release(
+    nodes: &[Arc<Node>],
+    which: &[usize],
+    key: &Arc<[u8]>,
+    token: &Arc<str>,
+    limit: Duration,
+) -> Vec<Reply<Released>> {
+    let subset: Vec<Arc<Node>> = which.iter().map(|i| Arc::clone(&nodes[*i])).collect();
+    let (key, token) = (Arc::clone(key), Arc::clone(token));
+    let mut replies = fan_out(&subset, move |n| n.release(&key, &token), |_| false, limit);
+    for r in &mut replies {
+        r.node = which[r.node];
+    }
+    replies
+}

@@ -1,0 +1,304 @@
+//! The Redlock arithmetic, free of I/O so every rule here is unit-tested.
+//!
+//! Times are `Duration`s measured on the monotonic clock by the caller; nothing in
+//! this module reads a clock.
+
+use std::time::Duration;
+
+/// Majority of `n` independent nodes: any two quorums share at least one node.
+pub fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// Clock drift allowance: 1 % of the TTL plus 2 ms for Redis's 1 ms expiry
+/// precision and a floor for very short TTLs.
+pub fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// How long the lock is still ours after a round that started `elapsed` ago
+/// reached its quorum. `None` means the round took the whole TTL: not acquired.
+pub fn validity(ttl: Duration, elapsed: Duration) -> Option<Duration> {
+    ttl.checked_sub(elapsed)?
+        .checked_sub(drift(ttl))
+        .filter(|v| !v.is_zero())
+}
+
+/// Default bound on one node's connect, read and write: a twentieth of the TTL,
+/// at least 50 ms (loopback jitter) and at most 1 s (a hung node must not eat the TTL).
+pub fn default_node_timeout(ttl: Duration) -> Duration {
+    (ttl / 20).clamp(Duration::from_millis(50), Duration::from_secs(1))
+}
+
+/// The node timeout must leave room for several heartbeat rounds inside one TTL.
+pub const MAX_NODE_TIMEOUT_FRACTION: u32 = 10;
+
+pub fn node_timeout_fits(ttl: Duration, node_timeout: Duration) -> bool {
+    !node_timeout.is_zero() && node_timeout * MAX_NODE_TIMEOUT_FRACTION <= ttl
+}
+
+/// Grace between SIGTERM and SIGKILL: a third of the TTL, at most 10 s.
+pub fn default_kill_after(ttl: Duration) -> Duration {
+    (ttl / 3).min(Duration::from_secs(10))
+}
+
+/// Heartbeat period: three chances to extend before the TTL runs out.
+pub fn heartbeat_interval(ttl: Duration) -> Duration {
+    ttl / 3
+}
+
+/// Pause before retrying a failed extension round: soon enough to fit several
+/// retries into the remaining validity, slow enough not to hammer a sick node.
+pub fn heartbeat_retry(ttl: Duration, node_timeout: Duration) -> Duration {
+    (ttl / 15).max(node_timeout)
+}
+
+/// What one node said to a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The node did what we asked (SET NX applied, extension applied).
+    Granted,
+    /// The node answered but refused: another token holds the key.
+    Refused,
+    /// No usable answer: connection failure, timeout, error reply.
+    Failed,
+}
+
+/// Outcome of a round once it is certain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A quorum granted.
+    Quorum,
+    /// A quorum can no longer be reached, but a quorum of nodes answered:
+    /// the lock is held elsewhere.
+    Refused,
+    /// A quorum can no longer be reached and fewer than a quorum answered.
+    Unavailable,
+}
+
+/// Counts answers as they arrive and says as soon as the round's verdict is
+/// certain, so the caller need not wait for a slow or dead node.
+#[derive(Clone, Debug)]
+pub struct Tally {
+    n: usize,
+    granted: usize,
+    refused: usize,
+    failed: usize,
+}
+
+impl Tally {
+    pub fn new(n: usize) -> Self {
+        Tally {
+            n,
+            granted: 0,
+            refused: 0,
+            failed: 0,
+        }
+    }
+
+    pub fn record(&mut self, answer: Answer) {
+        match answer {
+            Answer::Granted => self.granted += 1,
+            Answer::Refused => self.refused += 1,
+            Answer::Failed => self.failed += 1,
+        }
+    }
+
+    pub fn granted(&self) -> usize {
+        self.granted
+    }
+
+    pub fn refused(&self) -> usize {
+        self.refused
+    }
+
+    fn pending(&self) -> usize {
+        self.n - self.granted - self.refused - self.failed
+    }
+
+    /// `None` while the answers still pending could change the verdict.
+    pub fn verdict(&self) -> Option<Verdict> {
+        let q = quorum(self.n);
+        if self.granted >= q {
+            return Some(Verdict::Quorum);
+        }
+        if self.granted + self.pending() >= q {
+            return None;
+        }
+        let answered = self.granted + self.refused;
+        if answered >= q {
+            Some(Verdict::Refused)
+        } else if answered + self.pending() < q {
+            Some(Verdict::Unavailable)
+        } else {
+            None
+        }
+    }
+
+    /// A quorum of nodes says another token (or none) holds the key: no retry
+    /// can win it back, the lock is gone.
+    pub fn quorum_refused(&self) -> bool {
+        self.refused >= quorum(self.n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn quorum_is_a_strict_majority() {
+        assert_eq!(
+            [1, 2, 3, 4, 5, 6, 7].map(quorum),
+            [1, 2, 2, 3, 3, 4, 4],
+            "N/2+1"
+        );
+        for n in 1..50 {
+            assert!(2 * quorum(n) > n, "two quorums of {n} must intersect");
+        }
+    }
+
+    #[test]
+    fn drift_is_one_percent_plus_two_ms() {
+        assert_eq!(drift(ms(10_000)), ms(102));
+        assert_eq!(drift(ms(1_000)), ms(12));
+        assert_eq!(drift(ms(0)), ms(2));
+    }
+
+    #[test]
+    fn validity_subtracts_elapsed_and_drift() {
+        assert_eq!(validity(ms(10_000), ms(50)), Some(ms(10_000 - 50 - 102)));
+        assert_eq!(
+            validity(ms(1_000), ms(988)),
+            None,
+            "exactly zero is not held"
+        );
+        assert_eq!(validity(ms(1_000), ms(987)), Some(ms(1)));
+        assert_eq!(
+            validity(ms(1_000), ms(5_000)),
+            None,
+            "took longer than the TTL"
+        );
+    }
+
+    #[test]
+    fn defaults_follow_the_ttl() {
+        assert_eq!(default_node_timeout(ms(30_000)), ms(1_000));
+        assert_eq!(default_node_timeout(ms(10_000)), ms(500));
+        assert_eq!(default_node_timeout(ms(500)), ms(50));
+        assert_eq!(default_kill_after(ms(30_000)), ms(10_000));
+        assert_eq!(default_kill_after(ms(3_000)), ms(1_000));
+        assert_eq!(heartbeat_interval(ms(30_000)), ms(10_000));
+        for ttl in [500, 1_000, 2_000, 30_000, 600_000] {
+            assert!(
+                node_timeout_fits(ms(ttl), default_node_timeout(ms(ttl))),
+                "the default node timeout for ttl {ttl}ms must be accepted"
+            );
+        }
+        assert!(!node_timeout_fits(ms(1_000), ms(101)));
+        assert!(!node_timeout_fits(ms(1_000), ms(0)));
+    }
+
+    fn run(n: usize, answers: &[Answer]) -> Vec<Option<Verdict>> {
+        let mut t = Tally::new(n);
+        answers
+            .iter()
+            .map(|a| {
+                t.record(*a);
+                t.verdict()
+            })
+            .collect()
+    }
+
+    use Answer::*;
+
+    #[test]
+    fn single_node_decides_on_its_answer() {
+        assert_eq!(run(1, &[Granted]), [Some(Verdict::Quorum)]);
+        assert_eq!(run(1, &[Refused]), [Some(Verdict::Refused)]);
+        assert_eq!(run(1, &[Failed]), [Some(Verdict::Unavailable)]);
+    }
+
+    #[test]
+    fn three_nodes_decide_without_waiting_for_the_third() {
+        assert_eq!(run(3, &[Granted, Granted])[1], Some(Verdict::Quorum));
+        assert_eq!(run(3, &[Refused, Refused])[1], Some(Verdict::Refused));
+        assert_eq!(run(3, &[Failed, Failed])[1], Some(Verdict::Unavailable));
+        // One of each so far: the third decides.
+        assert_eq!(run(3, &[Granted, Failed]), [None, None]);
+        assert_eq!(
+            run(3, &[Granted, Failed, Failed])[2],
+            Some(Verdict::Unavailable)
+        );
+        assert_eq!(
+            run(3, &[Granted, Refused, Failed])[2],
+            Some(Verdict::Refused)
+        );
+    }
+
+    #[test]
+    fn refused_needs_a_quorum_of_answers() {
+        // 5 nodes: 2 refused, 1 failed -> quorum unreachable only once a third
+        // node fails or refuses; answered (2) < quorum (3) but one pending may answer.
+        let v = run(5, &[Refused, Refused, Failed, Failed]);
+        assert_eq!(v, [None, None, None, None]);
+        let mut t = Tally::new(5);
+        for a in [Refused, Refused, Failed, Failed, Failed] {
+            t.record(a);
+        }
+        assert_eq!(t.verdict(), Some(Verdict::Unavailable));
+        let mut t = Tally::new(5);
+        for a in [Refused, Refused, Failed, Failed, Refused] {
+            t.record(a);
+        }
+        assert_eq!(t.verdict(), Some(Verdict::Refused));
+    }
+
+    #[test]
+    fn quorum_refusal_means_lost() {
+        let mut t = Tally::new(3);
+        t.record(Refused);
+        assert!(!t.quorum_refused());
+        t.record(Failed);
+        assert!(!t.quorum_refused());
+        t.record(Refused);
+        assert!(t.quorum_refused());
+    }
+
+    #[test]
+    fn every_complete_round_has_a_verdict() {
+        let all = [Granted, Refused, Failed];
+        for n in 1..=5usize {
+            let mut combos = vec![vec![]];
+            for _ in 0..n {
+                combos = combos
+                    .into_iter()
+                    .flat_map(|c: Vec<Answer>| {
+                        all.iter().map(move |a| {
+                            let mut c = c.clone();
+                            c.push(*a);
+                            c
+                        })
+                    })
+                    .collect();
+            }
+            for c in combos {
+                let mut t = Tally::new(n);
+                let mut first = None;
+                for a in &c {
+                    t.record(*a);
+                    if first.is_none() {
+                        first = t.verdict();
+                    }
+                }
+                let last = t.verdict();
+                assert!(last.is_some(), "{c:?} left undecided");
+                assert_eq!(first, last, "{c:?}: early verdict changed");
+            }
+        }
+    }
+}
