@@ -72,6 +72,26 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub kill_after: Option<Duration>,
 
+    /// Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once
+    #[arg(short, long, value_name = "DURATION|forever", default_value = "0", value_parser = parse_wait)]
+    pub wait: Wait,
+
+    /// Keep the lock at least this long after taking it, even if the command ends sooner
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub hold: Option<Duration>,
+
+    /// Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub once_per: Option<Duration>,
+
+    /// Stop the command after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+
+    /// Sleep a random time in [0, DURATION) before the first attempt
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub jitter: Option<Duration>,
+
     /// Exit status when the lock is held elsewhere
     #[arg(short = 'E', long, value_name = "N", default_value_t = exit::BUSY_DEFAULT)]
     pub busy_exit_code: u8,
@@ -103,6 +123,31 @@ pub fn command() -> clap::Command {
     Cli::command().after_help(format!("{EXAMPLES}\n\n{}", exit::TABLE))
 }
 
+/// How long to keep trying for a busy lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Try once (`0`).
+    Once,
+    For(Duration),
+    Forever,
+}
+
+fn parse_wait(s: &str) -> Result<Wait, String> {
+    match s.trim() {
+        "forever" | "inf" | "infinity" => Ok(Wait::Forever),
+        "0" => Ok(Wait::Once),
+        other => humantime::parse_duration(other)
+            .map(|d| {
+                if d.is_zero() {
+                    Wait::Once
+                } else {
+                    Wait::For(d)
+                }
+            })
+            .map_err(|e| format!("'{s}' is not a duration or 'forever' ({e})")),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s.trim())
         .map_err(|e| format!("'{s}' is not a duration ({e}); try 500ms, 30s or 2m"))?;
@@ -129,6 +174,12 @@ pub struct Config {
     pub node_timeout: Duration,
     pub kill_after: Duration,
     pub busy_exit_code: u8,
+    pub wait: Wait,
+    pub hold: Option<Duration>,
+    /// Window length in whole seconds.
+    pub once_per: Option<u64>,
+    pub timeout: Option<Duration>,
+    pub jitter: Option<Duration>,
     pub program: Program,
     /// -1 quiet, 0 default, 1.. verbose
     pub verbosity: i8,
@@ -170,6 +221,26 @@ impl Cli {
                 return Err("no command given: add -- COMMAND [ARGS] or -c 'SHELL COMMAND'".into());
             }
         };
+        let kill_after = self
+            .kill_after
+            .unwrap_or_else(|| redlock::default_kill_after(self.ttl));
+        if kill_after > self.ttl / 2 {
+            return Err(format!(
+                "--kill-after {} must be at most half of --ttl {}: the heartbeat needs the rest",
+                humantime::format_duration(kill_after),
+                humantime::format_duration(self.ttl),
+            ));
+        }
+        let once_per = match self.once_per {
+            None => None,
+            Some(w) if w.subsec_nanos() == 0 => Some(w.as_secs()),
+            Some(w) => {
+                return Err(format!(
+                    "--once-per {} must be a whole number of seconds",
+                    humantime::format_duration(w)
+                ));
+            }
+        };
         let key = [self.prefix.as_bytes(), self.key.as_bytes()].concat();
         Ok(Config {
             name: self.key,
@@ -177,10 +248,13 @@ impl Cli {
             urls,
             ttl: self.ttl,
             node_timeout,
-            kill_after: self
-                .kill_after
-                .unwrap_or_else(|| redlock::default_kill_after(self.ttl)),
+            kill_after,
             busy_exit_code: self.busy_exit_code,
+            wait: self.wait,
+            hold: self.hold,
+            once_per,
+            timeout: self.timeout,
+            jitter: self.jitter,
             program,
             verbosity: if self.quiet {
                 -1
@@ -262,6 +336,22 @@ mod tests {
         assert!(parse(&["-k", "j", "-E", "256", "true"]).is_err());
         assert!(parse(&["-k", "j", "-q", "-v", "true"]).is_err());
         assert!(parse(&["-k", "j", "-r", ",", "true"]).is_err(), "no node");
+        assert!(parse(&["-k", "j", "-t", "2s", "--kill-after", "1500ms", "true"]).is_err());
+        assert!(parse(&["-k", "j", "--once-per", "1500ms", "true"]).is_err());
+        assert!(parse(&["-k", "j", "--wait", "later", "true"]).is_err());
+    }
+
+    #[test]
+    fn wait_accepts_durations_and_forever() {
+        let w = |a: &str| parse(&["-k", "j", "-w", a, "true"]).map(|c| c.wait);
+        assert_eq!(w("0"), Ok(Wait::Once));
+        assert_eq!(w("0s"), Ok(Wait::Once));
+        assert_eq!(w("forever"), Ok(Wait::Forever));
+        assert_eq!(w("90s"), Ok(Wait::For(Duration::from_secs(90))));
+        let c = parse(&["-k", "j", "true"]).expect("valid");
+        assert_eq!(c.wait, Wait::Once, "default is a single try");
+        let c = parse(&["-k", "j", "--once-per", "1h", "true"]).expect("valid");
+        assert_eq!(c.once_per, Some(3600));
     }
 
     #[test]

@@ -15,6 +15,8 @@ use crate::redlock::{self, Answer, Verdict};
 pub struct Lock {
     nodes: Arc<[Arc<Node>]>,
     key: Arc<[u8]>,
+    /// Where a release is announced to waiters: `<key>:released`.
+    channel: Arc<[u8]>,
     token: Arc<str>,
     ttl: Duration,
     node_timeout: Duration,
@@ -22,8 +24,9 @@ pub struct Lock {
 
 /// How an acquire round ended.
 pub enum Acquired {
-    /// Held until `deadline` unless extended.
+    /// Held since `since` (the round's start) until `deadline` unless extended.
     Yes {
+        since: Instant,
         deadline: Instant,
     },
     Busy,
@@ -51,6 +54,7 @@ impl Lock {
     ) -> std::io::Result<Lock> {
         Ok(Lock {
             nodes: nodes.into_iter().map(Arc::new).collect(),
+            channel: [key.as_slice(), b":released"].concat().into(),
             key: key.into(),
             token: new_token()?.into(),
             ttl,
@@ -60,6 +64,10 @@ impl Lock {
 
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    pub fn node_timeout(&self) -> Duration {
+        self.node_timeout
     }
 
     /// Longest we listen to one round: connect, write and read, each bounded by
@@ -91,6 +99,7 @@ impl Lock {
                         )
                     });
                     return Acquired::Yes {
+                        since: t0,
                         deadline: t0 + self.ttl - redlock::drift(self.ttl),
                     };
                 }
@@ -147,15 +156,86 @@ impl Lock {
         self.release_on(&all, log);
     }
 
+    /// Leaves the lock to expire by itself after `left` (what remains of
+    /// --hold), by compare-and-PEXPIRE on every node. Waiters are not woken:
+    /// their backoff poll finds the lock free once it expires.
+    pub fn hold_for(&self, left: Duration, log: &Log) {
+        let all: Vec<usize> = (0..self.nodes.len()).collect();
+        let (key, token) = (Arc::clone(&self.key), Arc::clone(&self.token));
+        let replies = quorum::on_each(
+            &self.nodes,
+            &all,
+            move |n| n.extend(&key, &token, left),
+            self.round_limit(),
+        );
+        for r in &replies {
+            let name = self.nodes[r.node].name();
+            match &r.result {
+                Ok(Answer::Granted) => log.debug(|| format!("{name}: held for {left:.0?} more")),
+                Ok(_) => log.debug(|| format!("{name}: not ours to hold")),
+                Err(e) => log.info(|| {
+                    format!("cannot shorten the hold, the key expires within the TTL: {e}")
+                }),
+            }
+        }
+    }
+
+    /// Sets the once-per-window marker (NX, expiring after `ttl`) on all
+    /// nodes. `Quorum`: this run is the window's first; `Refused`: the window
+    /// already had its run.
+    pub fn mark_once(&self, marker: Vec<u8>, ttl: Duration, log: &Log) -> Verdict {
+        let token = Arc::clone(&self.token);
+        let round = quorum::decide(
+            &self.nodes,
+            move |n| n.acquire(&marker, &token, ttl),
+            self.round_limit(),
+        );
+        self.log_round("once-per marker", &round, log);
+        round.verdict
+    }
+
+    /// Subscribes to this lock's release announcements on every node, calling
+    /// `wake` for each. Returns once every subscription stands or failed, or
+    /// after the round limit, so that a release right after the caller's next
+    /// look cannot be missed.
+    pub fn watch_releases(&self, wake: impl Fn() -> bool + Clone + Send + 'static, log: &Log) {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        for node in self.nodes.iter() {
+            let (node, channel, wake) = (Arc::clone(node), Arc::clone(&self.channel), wake.clone());
+            let ready_tx = ready_tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name("watch".into())
+                .spawn(move || {
+                    node.watch(&channel, |r| drop(ready_tx.send(r)), wake);
+                });
+            if let Err(e) = spawned {
+                log.info(|| format!("cannot watch for releases: {e}"));
+            }
+        }
+        drop(ready_tx);
+        let until = Instant::now() + self.round_limit();
+        for _ in 0..self.nodes.len() {
+            match ready_rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => log.debug(|| format!("not woken by releases from {e}")),
+                Err(_) => break,
+            }
+        }
+    }
+
     fn release_on(&self, which: &[usize], log: &Log) {
         if which.is_empty() {
             return;
         }
-        let replies = quorum::release(
+        let (key, token, channel) = (
+            Arc::clone(&self.key),
+            Arc::clone(&self.token),
+            Arc::clone(&self.channel),
+        );
+        let replies = quorum::on_each(
             &self.nodes,
             which,
-            &self.key,
-            &self.token,
+            move |n| n.release(&key, &token, &channel),
             self.round_limit(),
         );
         for r in &replies {
@@ -170,7 +250,7 @@ impl Lock {
                 Ok(Released::AlreadyGone) => {
                     log.debug(|| format!("{}: nothing to release", self.nodes[r.node].name()))
                 }
-                Ok(Released::NotOurs) => log.info(|| {
+                Ok(Released::NotOurs) => log.debug(|| {
                     format!(
                         "{}: the key holds another token; left alone",
                         self.nodes[r.node].name()

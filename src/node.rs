@@ -20,11 +20,15 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0";
 
-/// Deletes only our own lock. -1 tells the log the key had already gone.
+/// Deletes only our own lock, then wakes waiters subscribed to ARGV[2] (in
+/// the same script, so no waiter can miss it). -1 tells the log the key had
+/// already gone.
 const RELEASE: &str = "\
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], '')
+  return 1
 elseif v == false then
   return -1
 end
@@ -114,16 +118,42 @@ impl Node {
         }
     }
 
-    /// Compare-and-delete.
-    pub fn release(&self, key: &[u8], token: &str) -> Result<Released, NodeError> {
+    /// Compare-and-delete, announcing the release on `channel`.
+    pub fn release(&self, key: &[u8], token: &str, channel: &[u8]) -> Result<Released, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(RELEASE).arg(1).arg(key).arg(token);
+        cmd.arg(RELEASE).arg(1).arg(key).arg(token).arg(channel);
         match self.query(&cmd)? {
             Value::Int(1) => Ok(Released::Deleted),
             Value::Int(-1) => Ok(Released::AlreadyGone),
             Value::Int(0) => Ok(Released::NotOurs),
             other => Err(self.unexpected("release script", &other)),
         }
+    }
+
+    /// Blocks on a connection of its own subscribed to `channel`: `ready` once
+    /// the subscription stands (or failed), then `wake` for every message,
+    /// until the connection fails or `wake` returns false.
+    pub fn watch(
+        &self,
+        channel: &[u8],
+        ready: impl FnOnce(Result<(), NodeError>),
+        mut wake: impl FnMut() -> bool,
+    ) {
+        let mut conn = match self.connect() {
+            Ok(c) => c,
+            Err(e) => return ready(Err(e)),
+        };
+        let mut pubsub = conn.as_pubsub();
+        if let Err(e) = pubsub.subscribe(channel) {
+            return ready(Err(self.error(&e)));
+        }
+        ready(Ok(()));
+        // Messages may be far apart; a dead node ends the loop through its
+        // connection, and the waiter's backoff poll covers the gap.
+        if pubsub.set_read_timeout(None).is_err() {
+            return;
+        }
+        while pubsub.get_message().is_ok() && wake() {}
     }
 
     // Plain EVAL rather than EVALSHA: a once-per-run CLI would pay a NOSCRIPT

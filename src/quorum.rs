@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::node::{Node, NodeError, Released};
+use crate::node::{Node, NodeError};
 use crate::redlock::{Answer, Tally, Verdict};
 
 /// One node's reply within a round.
@@ -139,17 +139,15 @@ where
     }
 }
 
-/// Compare-and-delete on the given nodes, waiting for all of them (bounded).
-pub fn release(
-    nodes: &[Arc<Node>],
-    which: &[usize],
-    key: &Arc<[u8]>,
-    token: &Arc<str>,
-    limit: Duration,
-) -> Vec<Reply<Released>> {
+/// Runs `op` on the nodes listed in `which`, waiting for all of them (bounded
+/// by `limit`). Replies carry indexes into `nodes`.
+pub fn on_each<T, F>(nodes: &[Arc<Node>], which: &[usize], op: F, limit: Duration) -> Vec<Reply<T>>
+where
+    T: Send + 'static,
+    F: Fn(&Node) -> Result<T, NodeError> + Send + Sync + 'static,
+{
     let subset: Vec<Arc<Node>> = which.iter().map(|i| Arc::clone(&nodes[*i])).collect();
-    let (key, token) = (Arc::clone(key), Arc::clone(token));
-    let mut replies = fan_out(&subset, move |n| n.release(&key, &token), |_| false, limit);
+    let mut replies = fan_out(&subset, op, |_| false, limit);
     for r in &mut replies {
         r.node = which[r.node];
     }

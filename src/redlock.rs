@@ -53,6 +53,17 @@ pub fn heartbeat_retry(ttl: Duration, node_timeout: Duration) -> Duration {
     (ttl / 15).max(node_timeout)
 }
 
+/// Pause before the next try for a busy lock: "full jitter" exponential
+/// backoff, 50 ms doubling up to 1 s, scaled by `unit` in [0, 1). Releases
+/// normally wake waiters sooner; this is the fallback for lost announcements
+/// and for locks left to expire (--hold).
+pub fn backoff(attempt: u32, unit: f64) -> Duration {
+    let cap = Duration::from_millis(50)
+        .saturating_mul(1u32 << attempt.min(5))
+        .min(Duration::from_secs(1));
+    cap.mul_f64(unit.clamp(0.0, 1.0))
+}
+
 /// What one node said to a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Answer {
@@ -201,6 +212,17 @@ mod tests {
         }
         assert!(!node_timeout_fits(ms(1_000), ms(101)));
         assert!(!node_timeout_fits(ms(1_000), ms(0)));
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_one_second_cap() {
+        assert_eq!(backoff(0, 1.0), ms(50));
+        assert_eq!(backoff(1, 1.0), ms(100));
+        assert_eq!(backoff(4, 1.0), ms(800));
+        assert_eq!(backoff(5, 1.0), ms(1000));
+        assert_eq!(backoff(60, 1.0), ms(1000));
+        assert_eq!(backoff(3, 0.5), ms(200));
+        assert_eq!(backoff(3, 0.0), ms(0));
     }
 
     fn run(n: usize, answers: &[Answer]) -> Vec<Option<Verdict>> {

@@ -7,26 +7,28 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::FromArgMatches;
 
 use crate::child::{self, Env, Supervised};
-use crate::cli::{self, Cli, Config};
+use crate::cli::{self, Cli, Config, Wait};
 use crate::exit::Exit;
 use crate::lock::{Acquired, Extended, Lock};
 use crate::log::Log;
 use crate::node::{self, Node};
-use crate::redlock;
+use crate::redlock::{self, Verdict};
 use crate::signals;
 
-/// Everything the supervising loop reacts to.
+/// Everything the waiting and supervising loops react to.
 enum Event {
     Exited(io::Result<ExitStatus>),
     Signal(i32),
     Extended(Instant),
     /// The lock is certainly gone (a quorum holds another token or none).
     Gone(String),
+    /// A release was announced on some node: worth another try.
+    Wake,
 }
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
@@ -99,18 +101,14 @@ fn run(config: &Config) -> Exit {
         log.error(format!("cannot watch signals: {e}"));
         return Exit::Unavailable;
     }
-
-    let deadline = match lock.acquire(&log) {
-        Acquired::Yes { deadline } => deadline,
-        Acquired::Busy => {
-            log.notice(format!("lock '{}' is held elsewhere", config.name));
-            return Exit::Busy(config.busy_exit_code);
-        }
-        Acquired::Unavailable(why) => {
-            log.error(format!("cannot take lock '{}': {why}", config.name));
-            return Exit::Unavailable;
-        }
+    let (since, deadline) = match acquire(&lock, config, &tx, &rx, &log) {
+        Ok(held) => held,
+        Err(exit) => return exit,
     };
+    if let Some(exit) = check_once_per(&lock, config, &log) {
+        lock.release(&log);
+        return exit;
+    }
     if let Some(sig) = rx.try_iter().find_map(|e| match e {
         Event::Signal(s) => Some(s),
         _ => None,
@@ -141,7 +139,6 @@ fn run(config: &Config) -> Exit {
     };
     let pid = supervised.pid;
     log.info(|| format!("running {} as pid {pid}", program_name(config)));
-
     let waiter_tx = tx.clone();
     let waiter = thread::Builder::new().name("wait".into()).spawn(move || {
         let _ = waiter_tx.send(Event::Exited(child.wait()));
@@ -159,13 +156,152 @@ fn run(config: &Config) -> Exit {
     let exit = supervise(&supervised, config, deadline, &rx, &log);
     drop(stop_tx);
     supervised.restore_terminal();
-    lock.release(&log);
+    match config.hold.and_then(|h| h.checked_sub(since.elapsed())) {
+        Some(left) if exit != Exit::Lost && !left.is_zero() => lock.hold_for(left, &log),
+        _ => lock.release(&log),
+    }
     exit
 }
 
-/// Waits for the command while enforcing the lock's deadline: SIGTERM to its
-/// group at `deadline - kill_after`, SIGKILL at the deadline, unless a
-/// heartbeat moved the deadline on. Returns the exit status to report.
+/// Takes the lock, waiting per --jitter and --wait. Returns when it was taken
+/// and its validity deadline, or the exit status when it was not.
+fn acquire(
+    lock: &Lock,
+    config: &Config,
+    tx: &Sender<Event>,
+    rx: &Receiver<Event>,
+    log: &Log,
+) -> Result<(Instant, Instant), Exit> {
+    if let Some(jitter) = config.jitter {
+        let pause = Duration::from_micros(rand::random_range(0..jitter.as_micros().max(1) as u64));
+        log.info(|| format!("jitter: sleeping {pause:.0?}"));
+        pause_for(pause, rx)?;
+    }
+    let start = Instant::now();
+    let until = match config.wait {
+        Wait::Once => Some(start),
+        Wait::For(d) => Some(start + d),
+        Wait::Forever => None,
+    };
+    let mut watching = false;
+    let mut attempt = 0u32;
+    loop {
+        let failure = match lock.acquire(log) {
+            Acquired::Yes { since, deadline } => {
+                if config.wait != Wait::Once {
+                    log.info(|| {
+                        format!("waited {:.0?} for lock '{}'", start.elapsed(), config.name)
+                    });
+                }
+                return Ok((since, deadline));
+            }
+            Acquired::Busy => None,
+            Acquired::Unavailable(why) => Some(why),
+        };
+        if until.is_some_and(|u| Instant::now() >= u) {
+            return Err(match failure {
+                None => {
+                    if config.wait == Wait::Once {
+                        log.notice(format!("lock '{}' is held elsewhere", config.name));
+                    } else {
+                        log.notice(format!(
+                            "lock '{}' is still held elsewhere after waiting {:.0?}",
+                            config.name,
+                            start.elapsed()
+                        ));
+                    }
+                    Exit::Busy(config.busy_exit_code)
+                }
+                Some(why) => {
+                    log.error(format!("cannot take lock '{}': {why}", config.name));
+                    Exit::Unavailable
+                }
+            });
+        }
+        if failure.is_none() && !watching {
+            // Subscribe, then look again at once: the holder may have released
+            // between our try and the subscription.
+            let wake_tx = tx.clone();
+            lock.watch_releases(move || wake_tx.send(Event::Wake).is_ok(), log);
+            watching = true;
+            continue;
+        }
+        let mut pause = redlock::backoff(attempt, rand::random_range(0.0..1.0));
+        attempt = attempt.saturating_add(1);
+        if let Some(u) = until {
+            pause = pause.min(u.saturating_duration_since(Instant::now()));
+        }
+        log.debug(|| format!("busy; next try within {pause:.0?} or on release"));
+        pause_for(pause, rx)?;
+    }
+}
+
+/// Sleeps up to `pause`, returning early on a release announcement; a signal
+/// ends the wait with 128+N (nothing is held while waiting).
+fn pause_for(pause: Duration, rx: &Receiver<Event>) -> Result<(), Exit> {
+    let until = Instant::now() + pause;
+    loop {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(Event::Signal(sig)) => return Err(Exit::Signal(sig)),
+            Ok(Event::Wake) => {
+                // Several nodes announce the same release: one try is enough.
+                for e in rx.try_iter() {
+                    if let Event::Signal(sig) = e {
+                        return Err(Exit::Signal(sig));
+                    }
+                }
+                return Ok(());
+            }
+            Ok(_) => {}
+            Err(_) => return Ok(()),
+        }
+    }
+}
+
+/// With --once-per: the first lock holder in a window sets its marker and
+/// runs; later ones skip. `Some(exit)` means do not run.
+fn check_once_per(lock: &Lock, config: &Config, log: &Log) -> Option<Exit> {
+    let window = config.once_per?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let start = now / window * window;
+    let marker = [config.key.as_slice(), format!(":once:{start}").as_bytes()].concat();
+    // The marker outlives its window by a window, so hosts whose clocks lag
+    // still find it.
+    let ttl = Duration::from_secs(window.saturating_mul(2));
+    match lock.mark_once(marker, ttl, log) {
+        Verdict::Quorum => None,
+        Verdict::Refused => {
+            log.notice(format!(
+                "lock '{}' already ran in this window (started at unix time {start})",
+                config.name
+            ));
+            Some(Exit::Busy(config.busy_exit_code))
+        }
+        Verdict::Unavailable => {
+            log.error(format!(
+                "cannot record the --once-per window for '{}': fewer than a quorum of nodes answered",
+                config.name
+            ));
+            Some(Exit::Unavailable)
+        }
+    }
+}
+
+/// Why the command is being stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Stop {
+    Lost(String),
+    Timeout,
+}
+
+/// Waits for the command while enforcing the lock's deadline and --timeout.
+///
+/// Lock: SIGTERM to the group at `deadline - kill_after`, SIGKILL at the
+/// deadline, unless a heartbeat moved the deadline on first. Timeout: SIGTERM
+/// at start + timeout, SIGKILL `kill_after` later. SIGKILL never comes later
+/// than the lock's deadline, whatever the reason.
 fn supervise(
     supervised: &Supervised,
     config: &Config,
@@ -173,31 +309,51 @@ fn supervise(
     rx: &Receiver<Event>,
     log: &Log,
 ) -> Exit {
-    // Set once the lock is known or feared lost: the command must stop.
-    let mut lost: Option<String> = None;
-    let mut term_at = deadline.checked_sub(config.kill_after).unwrap_or(deadline);
-    let mut kill_at = deadline;
-    let (mut term_sent, mut kill_sent) = (false, false);
+    let timeout_at = config.timeout.map(|t| Instant::now() + t);
+    let mut stop: Option<Stop> = None;
+    // Once stopping: when SIGKILL goes out (capped by `deadline` below).
+    let mut kill_at: Option<Instant> = None;
+    let mut killed = false;
     let status = loop {
         let now = Instant::now();
-        if !kill_sent && now >= kill_at {
-            supervised.signal_group(libc::SIGKILL);
-            (term_sent, kill_sent) = (true, true);
-            lost.get_or_insert_with(|| "its validity ran out".into());
-        } else if !term_sent && now >= term_at {
-            supervised.signal_group(libc::SIGTERM);
-            term_sent = true;
-            let why = lost.get_or_insert_with(|| "no extension succeeded in time".into());
-            log.error(format!(
-                "lock '{}' lost: {why}; stopping the command (SIGKILL in {:.0?})",
-                config.name,
-                kill_at.saturating_duration_since(now)
-            ));
+        let term_at = deadline.checked_sub(config.kill_after).unwrap_or(deadline);
+        let begin = if !matches!(stop, Some(Stop::Lost(_))) && now >= term_at {
+            Some((
+                Stop::Lost("no extension succeeded in time".into()),
+                deadline,
+            ))
+        } else if stop.is_none() && timeout_at.is_some_and(|t| now >= t) {
+            Some((Stop::Timeout, now + config.kill_after))
+        } else {
+            None
+        };
+        if let Some((why, at)) = begin {
+            match &why {
+                Stop::Lost(reason) => log.error(format!(
+                    "lock '{}' lost: {reason}; stopping the command",
+                    config.name
+                )),
+                Stop::Timeout => log.notice(format!(
+                    "{} ran past --timeout; stopping it",
+                    program_name(config)
+                )),
+            }
+            if stop.is_none() {
+                supervised.signal_group(libc::SIGTERM);
+            }
+            stop = Some(why);
+            kill_at = Some(kill_at.map_or(at, |k| k.min(at)));
         }
-        let next = match (term_sent, kill_sent) {
-            (false, _) => Some(term_at),
-            (true, false) => Some(kill_at),
-            (true, true) => None,
+        let kill_due = kill_at.map(|k| k.min(deadline));
+        if !killed && kill_due.is_some_and(|k| now >= k) {
+            supervised.signal_group(libc::SIGKILL);
+            killed = true;
+        }
+        let next = match (&stop, killed) {
+            (_, true) => None,
+            (None, _) => Some(timeout_at.map_or(term_at, |t| t.min(term_at))),
+            (Some(Stop::Timeout), _) => kill_due.map(|k| k.min(term_at)),
+            (Some(Stop::Lost(_)), _) => kill_due,
         };
         let event = match next {
             Some(t) => rx.recv_timeout(t.saturating_duration_since(Instant::now())),
@@ -209,30 +365,35 @@ fn supervise(
                 log.info(|| format!("passing signal {sig} to the command"));
                 supervised.signal_group(sig);
             }
-            Ok(Event::Extended(d)) if lost.is_none() => {
-                deadline = d;
-                term_at = deadline.checked_sub(config.kill_after).unwrap_or(deadline);
-                kill_at = deadline;
-            }
-            Ok(Event::Gone(why)) if lost.is_none() => {
+            Ok(Event::Extended(d)) if !matches!(stop, Some(Stop::Lost(_))) => deadline = d,
+            Ok(Event::Gone(why)) if !matches!(stop, Some(Stop::Lost(_))) => {
                 // Someone else may hold it already: stop at once, and never
                 // later than our own validity.
-                lost = Some(why);
-                term_at = Instant::now();
-                kill_at = (term_at + config.kill_after).min(deadline);
+                log.error(format!(
+                    "lock '{}' lost: {why}; stopping the command",
+                    config.name
+                ));
+                if stop.is_none() {
+                    supervised.signal_group(libc::SIGTERM);
+                }
+                stop = Some(Stop::Lost(why));
+                let at = Instant::now() + config.kill_after;
+                kill_at = Some(kill_at.map_or(at, |k| k.min(at)));
             }
-            Ok(Event::Extended(_) | Event::Gone(_)) | Err(RecvTimeoutError::Timeout) => {}
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 break Err(io::Error::other("lost track of the command"));
             }
         }
     };
-    match (lost, status) {
-        (Some(_), _) => {
-            // The command's leader is gone; nothing it forked may outlive the lock.
-            supervised.signal_group(libc::SIGKILL);
-            Exit::Lost
-        }
+    if stop.is_some() {
+        // The command's leader is gone; nothing it forked may outlive the lock
+        // or the timeout.
+        supervised.signal_group(libc::SIGKILL);
+    }
+    match (stop, status) {
+        (Some(Stop::Lost(_)), _) => Exit::Lost,
+        (Some(Stop::Timeout), _) => Exit::Timeout,
         (None, Ok(s)) => child::exit_of(s),
         (None, Err(e)) => {
             log.error(format!("waiting for the command failed: {e}"));
