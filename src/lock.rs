@@ -82,7 +82,7 @@ impl Lock {
         let (key, token, ttl) = (Arc::clone(&self.key), Arc::clone(&self.token), self.ttl);
         let round = quorum::decide(
             &self.nodes,
-            move |n| n.acquire(&key, &token, ttl),
+            move |n, t| n.acquire(t, &key, &token, ttl),
             self.round_limit(),
         );
         self.log_round("acquire", &round, log);
@@ -128,7 +128,7 @@ impl Lock {
         let (key, token, ttl) = (Arc::clone(&self.key), Arc::clone(&self.token), self.ttl);
         let round = quorum::decide(
             &self.nodes,
-            move |n| n.extend(&key, &token, ttl),
+            move |n, t| n.extend(t, &key, &token, ttl),
             self.round_limit(),
         );
         self.log_round("extend", &round, log);
@@ -165,7 +165,7 @@ impl Lock {
         let replies = quorum::on_each(
             &self.nodes,
             &all,
-            move |n| n.extend(&key, &token, left),
+            move |n, t| n.extend(t, &key, &token, left),
             self.round_limit(),
         );
         for r in &replies {
@@ -187,7 +187,7 @@ impl Lock {
         let token = Arc::clone(&self.token);
         let round = quorum::decide(
             &self.nodes,
-            move |n| n.acquire(&marker, &token, ttl),
+            move |n, t| n.acquire(t, &marker, &token, ttl),
             self.round_limit(),
         );
         self.log_round("once-per marker", &round, log);
@@ -235,7 +235,7 @@ impl Lock {
         let replies = quorum::on_each(
             &self.nodes,
             which,
-            move |n| n.release(&key, &token, &channel),
+            move |n, t| n.release(t, &key, &token, &channel),
             self.round_limit(),
         );
         for r in &replies {

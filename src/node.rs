@@ -1,12 +1,16 @@
 //! One Redis node: a lazily opened connection with every step bounded by the
 //! node timeout, and the lock's commands.
 //!
-//! Each node keeps one connection behind a mutex. That serialises the requests
-//! sent to a node, so a release always reaches the server after an acquire that
-//! is still in flight there (a reply we gave up on may still have been applied).
+//! Each node keeps one connection and serves requests strictly in the order
+//! their tickets were taken. A round takes its tickets before it starts any
+//! thread, so a release always reaches a node after an acquire still in
+//! flight there (a reply we gave up on may still have been applied), even if
+//! the acquire's thread has not been scheduled yet.
 
+use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use redis::{Client, Connection, IntoConnectionInfo, Value};
@@ -63,7 +67,7 @@ pub struct Node {
     name: String,
     client: Client,
     timeout: Duration,
-    conn: Mutex<Option<Connection>>,
+    line: Arc<Line>,
 }
 
 impl Node {
@@ -88,7 +92,7 @@ impl Node {
             name,
             client,
             timeout,
-            conn: Mutex::new(None),
+            line: Arc::default(),
         })
     }
 
@@ -97,10 +101,26 @@ impl Node {
     }
 
     /// `SET key token NX PX ttl`.
-    pub fn acquire(&self, key: &[u8], token: &str, ttl: Duration) -> Result<Answer, NodeError> {
+    /// A place in this node's queue. Take it before handing the request to
+    /// another thread; a ticket dropped unused gives up its place.
+    pub fn ticket(&self) -> Ticket {
+        Ticket {
+            n: self.line.next.fetch_add(1, Ordering::Relaxed),
+            line: Arc::clone(&self.line),
+            used: false,
+        }
+    }
+
+    pub fn acquire(
+        &self,
+        t: Ticket,
+        key: &[u8],
+        token: &str,
+        ttl: Duration,
+    ) -> Result<Answer, NodeError> {
         let mut cmd = redis::cmd("SET");
         cmd.arg(key).arg(token).arg("NX").arg("PX").arg(millis(ttl));
-        match self.query(&cmd)? {
+        match self.query(t, &cmd)? {
             Value::Okay => Ok(Answer::Granted),
             Value::Nil => Ok(Answer::Refused),
             other => Err(self.unexpected("SET", &other)),
@@ -108,10 +128,16 @@ impl Node {
     }
 
     /// Compare-and-PEXPIRE: `Refused` when the key no longer holds our token.
-    pub fn extend(&self, key: &[u8], token: &str, ttl: Duration) -> Result<Answer, NodeError> {
+    pub fn extend(
+        &self,
+        t: Ticket,
+        key: &[u8],
+        token: &str,
+        ttl: Duration,
+    ) -> Result<Answer, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(EXTEND).arg(1).arg(key).arg(token).arg(millis(ttl));
-        match self.query(&cmd)? {
+        match self.query(t, &cmd)? {
             Value::Int(1) => Ok(Answer::Granted),
             Value::Int(0) => Ok(Answer::Refused),
             other => Err(self.unexpected("extend script", &other)),
@@ -119,10 +145,16 @@ impl Node {
     }
 
     /// Compare-and-delete, announcing the release on `channel`.
-    pub fn release(&self, key: &[u8], token: &str, channel: &[u8]) -> Result<Released, NodeError> {
+    pub fn release(
+        &self,
+        t: Ticket,
+        key: &[u8],
+        token: &str,
+        channel: &[u8],
+    ) -> Result<Released, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(RELEASE).arg(1).arg(key).arg(token).arg(channel);
-        match self.query(&cmd)? {
+        match self.query(t, &cmd)? {
             Value::Int(1) => Ok(Released::Deleted),
             Value::Int(-1) => Ok(Released::AlreadyGone),
             Value::Int(0) => Ok(Released::NotOurs),
@@ -158,8 +190,9 @@ impl Node {
 
     // Plain EVAL rather than EVALSHA: a once-per-run CLI would pay a NOSCRIPT
     // round trip and a SCRIPT LOAD on every fresh node, and the scripts are tiny.
-    fn query(&self, cmd: &redis::Cmd) -> Result<Value, NodeError> {
-        let mut guard = self.lock_conn();
+    fn query(&self, mut ticket: Ticket, cmd: &redis::Cmd) -> Result<Value, NodeError> {
+        let mut turn = ticket.wait_turn();
+        let guard = &mut turn.state.conn;
         let conn = match guard.as_mut() {
             Some(c) => c,
             None => guard.insert(self.connect()?),
@@ -189,15 +222,6 @@ impl Node {
         Ok(conn)
     }
 
-    fn lock_conn(&self) -> MutexGuard<'_, Option<Connection>> {
-        // A panic while holding the lock leaves at worst a connection we drop.
-        self.conn.lock().unwrap_or_else(|p| {
-            let mut g = p.into_inner();
-            *g = None;
-            g
-        })
-    }
-
     fn error(&self, e: &redis::RedisError) -> NodeError {
         let what = if e.is_timeout() {
             format!(
@@ -214,6 +238,97 @@ impl Node {
 
     fn unexpected(&self, what: &str, v: &Value) -> NodeError {
         NodeError(format!("{}: unexpected reply to {what}: {v:?}", self.name))
+    }
+}
+
+/// A node's queue: one request at a time, in ticket order.
+#[derive(Default)]
+pub struct Line {
+    next: AtomicU64,
+    state: Mutex<LineState>,
+    turn: Condvar,
+}
+
+#[derive(Default)]
+struct LineState {
+    serving: u64,
+    /// Tickets given up before their turn came.
+    skipped: BTreeSet<u64>,
+    conn: Option<Connection>,
+}
+
+impl LineState {
+    fn advance(&mut self) {
+        self.serving += 1;
+        while self.skipped.remove(&self.serving) {
+            self.serving += 1;
+        }
+    }
+}
+
+impl Line {
+    fn lock(&self) -> MutexGuard<'_, LineState> {
+        // A panic mid-request leaves at worst a connection in an unknown
+        // state: drop it, keep the queue.
+        self.state.lock().unwrap_or_else(|p| {
+            let mut g = p.into_inner();
+            g.conn = None;
+            g
+        })
+    }
+}
+
+#[must_use = "an unused ticket only holds up the node's queue until dropped"]
+pub struct Ticket {
+    line: Arc<Line>,
+    n: u64,
+    used: bool,
+}
+
+/// The node's connection while it is this ticket's turn; the next ticket's
+/// turn begins when this is dropped.
+struct Turn<'a> {
+    state: MutexGuard<'a, LineState>,
+    line: &'a Line,
+}
+
+impl Ticket {
+    fn wait_turn(&mut self) -> Turn<'_> {
+        self.used = true;
+        let mut state = self.line.lock();
+        while state.serving != self.n {
+            state = self
+                .line
+                .turn
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        Turn {
+            state,
+            line: &self.line,
+        }
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.state.advance();
+        self.line.turn.notify_all();
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if self.used {
+            return;
+        }
+        let mut state = self.line.lock();
+        if state.serving == self.n {
+            state.advance();
+            self.line.turn.notify_all();
+        } else {
+            state.skipped.insert(self.n);
+        }
     }
 }
 
@@ -293,6 +408,40 @@ mod tests {
             assert!(err.starts_with("invalid Redis URL"), "{err}");
             assert!(!err.contains("pw@"), "{err}");
         }
+    }
+
+    #[test]
+    fn tickets_are_served_in_order_and_skipped_when_dropped() {
+        use std::sync::mpsc;
+        let line = Arc::new(Line::default());
+        let take = |line: &Arc<Line>| Ticket {
+            n: line.next.fetch_add(1, Ordering::Relaxed),
+            line: Arc::clone(line),
+            used: false,
+        };
+        let (a, b, c, d) = (take(&line), take(&line), take(&line), take(&line));
+        let (tx, rx) = mpsc::channel();
+        // Started in reverse order: each must still wait for the one before.
+        let handles: Vec<_> = [(3, d), (1, b)]
+            .into_iter()
+            .map(|(i, mut t)| {
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    let _turn = t.wait_turn();
+                    tx.send(i).expect("send");
+                })
+            })
+            .collect();
+        drop(c); // given up before its turn
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(rx.try_recv().is_err(), "nobody may go before ticket 0");
+        let mut a = a;
+        drop(a.wait_turn());
+        for h in handles {
+            h.join().expect("thread");
+        }
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), [1, 3]);
+        assert_eq!(line.lock().serving, 4);
     }
 
     #[test]

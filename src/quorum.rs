@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::node::{Node, NodeError};
+use crate::node::{Node, NodeError, Ticket};
 use crate::redlock::{Answer, Tally, Verdict};
 
 /// One node's reply within a round.
@@ -23,14 +23,18 @@ pub struct Reply<T> {
 fn fan_out<T, F, D>(nodes: &[Arc<Node>], op: F, mut done: D, limit: Duration) -> Vec<Reply<T>>
 where
     T: Send + 'static,
-    F: Fn(&Node) -> Result<T, NodeError> + Send + Sync + 'static,
+    F: Fn(&Node, Ticket) -> Result<T, NodeError> + Send + Sync + 'static,
     D: FnMut(&[Reply<T>]) -> bool,
 {
     let start = Instant::now();
+    // Queue places first, in this thread: see `node`.
+    let mut tickets: Vec<Ticket> = nodes.iter().map(|n| n.ticket()).collect();
     // One node: no thread, no channel. This is the common case and the one that
     // races flock(1).
-    if let [node] = nodes {
-        let result = op(node);
+    if nodes.len() == 1
+        && let Some(ticket) = tickets.pop()
+    {
+        let result = op(&nodes[0], ticket);
         return vec![Reply {
             node: 0,
             result,
@@ -39,12 +43,12 @@ where
     }
     let op = Arc::new(op);
     let (tx, rx) = mpsc::channel();
-    for (i, node) in nodes.iter().enumerate() {
+    for (i, (node, ticket)) in nodes.iter().zip(tickets).enumerate() {
         let (thread_tx, op, thread_node) = (tx.clone(), Arc::clone(&op), Arc::clone(node));
         let spawned = thread::Builder::new()
             .name(format!("node-{i}"))
             .spawn(move || {
-                let result = op(&thread_node);
+                let result = op(&thread_node, ticket);
                 // The round may have been decided already: nobody listens.
                 let _ = thread_tx.send(Reply {
                     node: i,
@@ -116,7 +120,7 @@ impl Round {
 /// Runs `op` (acquire or extend) on all nodes; stops listening at the verdict.
 pub fn decide<F>(nodes: &[Arc<Node>], op: F, limit: Duration) -> Round
 where
-    F: Fn(&Node) -> Result<Answer, NodeError> + Send + Sync + 'static,
+    F: Fn(&Node, Ticket) -> Result<Answer, NodeError> + Send + Sync + 'static,
 {
     let n = nodes.len();
     let start = Instant::now();
@@ -144,7 +148,7 @@ where
 pub fn on_each<T, F>(nodes: &[Arc<Node>], which: &[usize], op: F, limit: Duration) -> Vec<Reply<T>>
 where
     T: Send + 'static,
-    F: Fn(&Node) -> Result<T, NodeError> + Send + Sync + 'static,
+    F: Fn(&Node, Ticket) -> Result<T, NodeError> + Send + Sync + 'static,
 {
     let subset: Vec<Arc<Node>> = which.iter().map(|i| Arc::clone(&nodes[*i])).collect();
     let mut replies = fan_out(&subset, op, |_| false, limit);

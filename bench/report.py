@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Turns bench/results/raw/*.json into results.md and chart.svg.
+
+    report.py RAW_DIR OUT_DIR
+
+Versions and the like come from the environment bench/run sets
+(REDIS_VERSION, ETCD_VERSION, HYPERFINE_VERSION, BENCH_QUICK, BIN_SIZE, GIT_REV).
+"""
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+from html import escape
+
+RAW, OUT = sys.argv[1], sys.argv[2]
+ENV = os.environ.get
+
+
+def load(name):
+    try:
+        with open(os.path.join(RAW, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def q(values, frac):
+    """Linear-interpolated quantile, frac in 0..1."""
+    v = sorted(values)
+    if not v:
+        return float("nan")
+    x = frac * (len(v) - 1)
+    lo = int(x)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (x - lo)
+
+
+def ms(x, digits=2):
+    if x is None:
+        return "–"
+    return f"{x:.{digits}f}"
+
+
+def hf_rows(data):
+    """hyperfine JSON -> list of dicts in milliseconds."""
+    rows = []
+    for r in (data or {}).get("results", []):
+        t = [x * 1000 for x in r["times"]]
+        rows.append({
+            "name": r["command"], "n": len(t),
+            "median": r["median"] * 1000, "mean": r["mean"] * 1000,
+            "stddev": (r.get("stddev") or 0) * 1000,
+            "min": r["min"] * 1000, "max": r["max"] * 1000,
+            "p25": q(t, 0.25), "p75": q(t, 0.75), "p99": q(t, 0.99),
+            "user": r["user"] * 1000, "system": r["system"] * 1000,
+        })
+    return rows
+
+
+def find(rows, name):
+    for r in rows:
+        if r["name"] == name:
+            return r
+    return None
+
+
+def machine():
+    cpu = "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return [
+        ("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
+        ("nproc", str(os.cpu_count())),
+        ("CPU", cpu),
+        ("memory", mem),
+        ("kernel", platform.release()),
+        ("redis-server", ENV("REDIS_VERSION", "?")),
+        ("etcd", ENV("ETCD_VERSION", "?")),
+        ("hyperfine", ENV("HYPERFINE_VERSION", "?")),
+        ("redlock-run", f"git {ENV('GIT_REV', '?')}, release binary {int(ENV('BIN_SIZE', '0')) / 1024:.0f} KiB"),
+        ("mode", "BENCH_QUICK=1 (smoke pass: few runs, numbers are rough)" if ENV("BENCH_QUICK") == "1" else "full"),
+    ]
+
+
+# ------------------------------------------------------------------ chart
+
+def chart(rows, path):
+    """Horizontal bars: median wall time, error bar = interquartile range,
+    thin whisker = min..p99."""
+    if not rows:
+        return
+    w, left, right, bar_h, gap, top = 760, 210, 90, 22, 12, 48
+    h = top + len(rows) * (bar_h + gap) + 46
+    vmax = max(r["p99"] for r in rows) * 1.05
+    plot_w = w - left - right
+
+    def x(v):
+        return left + plot_w * min(v, vmax) / vmax
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+           f'viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="15" font-weight="bold">'
+           'Lock + run `true` + unlock: wall time per invocation (ms)</text>',
+           f'<text x="{w / 2}" y="37" text-anchor="middle" fill="#555">'
+           'bar = median, black bar = interquartile range, grey line = min..p99 '
+           '(hyperfine -N, loopback)</text>']
+    # grid
+    step = nice_step(vmax)
+    v = 0.0
+    while v <= vmax:
+        gx = x(v)
+        out.append(f'<line x1="{gx:.1f}" y1="{top - 4}" x2="{gx:.1f}" y2="{h - 40}" stroke="#ddd"/>')
+        out.append(f'<text x="{gx:.1f}" y="{h - 26}" text-anchor="middle" fill="#444">{v:g}</text>')
+        v += step
+    out.append(f'<text x="{left + plot_w / 2}" y="{h - 8}" text-anchor="middle" fill="#444">milliseconds</text>')
+    for i, r in enumerate(rows):
+        y = top + i * (bar_h + gap)
+        name = r["name"]
+        color = "#c0392b" if name.startswith("redlock-run") else "#2c7fb8"
+        if name in ("true",):
+            color = "#999"
+        out.append(f'<text x="{left - 8}" y="{y + bar_h * 0.7:.1f}" text-anchor="end">{escape(name)}</text>')
+        out.append(f'<rect x="{left}" y="{y}" width="{x(r["median"]) - left:.1f}" height="{bar_h}" fill="{color}" opacity="0.85"/>')
+        cy = y + bar_h / 2
+        out.append(f'<line x1="{x(r["min"]):.1f}" y1="{cy}" x2="{x(r["p99"]):.1f}" y2="{cy}" stroke="#777" stroke-width="1"/>')
+        out.append(f'<line x1="{x(r["p25"]):.1f}" y1="{cy}" x2="{x(r["p75"]):.1f}" y2="{cy}" stroke="black" stroke-width="3"/>')
+        for v in (r["p25"], r["p75"]):
+            out.append(f'<line x1="{x(v):.1f}" y1="{cy - 6}" x2="{x(v):.1f}" y2="{cy + 6}" stroke="black" stroke-width="1.5"/>')
+        out.append(f'<text x="{max(x(r["p99"]), x(r["median"])) + 6:.1f}" y="{y + bar_h * 0.7:.1f}">{r["median"]:.2f}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def nice_step(vmax):
+    for s in (0.1, 0.2, 0.25, 0.5, 1, 2, 2.5, 5, 10, 20, 25, 50, 100, 200):
+        if vmax / s <= 10:
+            return s
+    return vmax / 10
+
+
+# ------------------------------------------------------------------ report
+
+def main():
+    md = []
+    targets = []
+    notes = open(os.path.join(RAW, "notes.txt")).read().split("\n") if os.path.exists(os.path.join(RAW, "notes.txt")) else []
+    notes = [n for n in notes if n.strip()]
+
+    md.append("# redlock-run benchmark results\n")
+    md.append("Produced by `bench/run` (see `bench/README.md` for what each section measures "
+              "and how to read it). All traffic is on loopback; every server is started by the run.\n")
+    md.append("## Machine\n")
+    md.append("| | |\n|---|---|")
+    for k, v in machine():
+        md.append(f"| {k} | {escape(v)} |")
+    md.append("")
+
+    # 1. overhead
+    ov = hf_rows(load("overhead.json"))
+    flock = find(ov, "flock")
+    tru = find(ov, "true")
+    md.append("## 1. Overhead: lock + run `true` + unlock\n")
+    md.append("hyperfine `-N` (no shell), times in ms. *ratio* = median ÷ flock's median; "
+              "*net ratio* = (median − `true`) ÷ (flock − `true`), i.e. the cost of the locking alone.\n")
+    md.append("| command | median | mean ± σ | IQR | min … max | p99 | user+sys | ratio to flock | net ratio |")
+    md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in ov:
+        ratio = r["median"] / flock["median"] if flock else None
+        net = ((r["median"] - tru["median"]) / (flock["median"] - tru["median"])
+               if flock and tru and flock["median"] > tru["median"] else None)
+        md.append(f"| {escape(r['name'])} | {ms(r['median'])} | {ms(r['mean'])} ± {ms(r['stddev'])} | "
+                  f"{ms(r['p25'])} … {ms(r['p75'])} | {ms(r['min'])} … {ms(r['max'])} | {ms(r['p99'])} | "
+                  f"{ms(r['user'] + r['system'])} | {ms(ratio)}× | {ms(net)}× |")
+    if not any(r["name"] == "etcdctl lock" for r in ov):
+        md.append("\n*etcdctl lock: skipped (etcd not available, see notes).*")
+    md.append(f"\n![overhead chart](chart.svg)\n")
+    r3 = find(ov, "redlock-run 3 nodes")
+    if r3 and flock:
+        ratio = r3["median"] / flock["median"]
+        targets.append(("3-node overhead ≤ 1.0× flock (median wall time)", f"{ratio:.2f}×", ratio <= 1.0))
+    chart(ov, os.path.join(OUT, "chart.svg"))
+
+    # 2. fan-out
+    fo = hf_rows(load("fanout.json"))
+    one = find(fo, "redlock-run 1 node")
+    md.append("## 2. Fan-out behind a 20 ms delay\n")
+    md.append("Each node sits behind `bench/delayproxy.py`, which delays every chunk by 20 ms **in each "
+              "direction** (one request/reply = 40 ms; the TCP handshake itself is not delayed). "
+              "Lock + `true` + unlock needs two request/replies (SET NX, then the release script), so the "
+              "floor is ≈ 80 ms whatever N is. *RTTs* = median ÷ 40 ms.\n")
+    md.append("| command | median | mean ± σ | min … max | RTTs | ratio to redlock-run 1 node |")
+    md.append("|---|---:|---:|---:|---:|---:|")
+    for r in fo:
+        md.append(f"| {escape(r['name'])} | {ms(r['median'], 1)} | {ms(r['mean'], 1)} ± {ms(r['stddev'], 1)} | "
+                  f"{ms(r['min'], 1)} … {ms(r['max'], 1)} | {r['median'] / 40:.2f} | "
+                  f"{ms(r['median'] / one['median']) if one else '–'}× |")
+    r5 = find(fo, "redlock-run 5 nodes")
+    if r5 and one:
+        ratio = r5["median"] / one["median"]
+        targets.append(("5-node fan-out ≤ 1.3× 1-node at 20 ms", f"{ratio:.2f}×", ratio <= 1.3))
+    md.append("")
+
+    # 3. handoff
+    ho = load("handoff.json") or {}
+    md.append("## 3. Handoff with `--wait`\n")
+    if "skipped" in ho or not ho:
+        md.append(f"**Skipped:** {escape(ho.get('skipped', 'no data'))}. The harness is in place "
+                  "(`bench.py handoff`) and runs as soon as `redlock-run --help` lists `--wait`.\n")
+        targets.append(("handoff median ≤ 5 ms", "not measured (no --wait)", None))
+    else:
+        md.append(f"A holder runs `sleep {ho['holder_sleep_s']}; exec date +%s%N` on one node; N waiters "
+                  "(`--wait 30s -- date +%s%N`) queue behind it on the same key. Every handoff = next "
+                  "command's timestamp − previous command's timestamp, so it **includes** the previous "
+                  "holder's exit and reaping, its release round trip, the wake-up, the waiter's SET NX "
+                  "round trip and one fork+exec of `date`.\n")
+        md.append("| waiters | handoffs | median ms | p90 | p99 | max | first handoff median | failed runs | rounds where a waiter started late |")
+        md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        worst = 0.0
+        for c in ho["configs"]:
+            s = c["handoff_ms"]
+            if s.get("n"):
+                worst = max(worst, s["median"])
+            md.append(f"| {c['waiters']} | {s.get('n', 0)} | {ms(s.get('median'))} | {ms(s.get('p90'))} | "
+                      f"{ms(s.get('p99'))} | {ms(s.get('max'))} | {ms(c['first_handoff_ms'].get('median'))} | "
+                      f"{c['failures']} | {c['rounds_with_late_waiters']} |")
+        md.append("\np99 uses the nearest rank: with fewer than 100 handoffs it is the maximum or close to it.\n")
+        targets.append(("handoff median ≤ 5 ms (worst of 1/8/32 waiters)", f"{worst:.2f} ms", worst <= 5.0))
+
+    # 4. memory
+    mem = load("memory.json") or {}
+    md.append("## 4. Peak RSS\n")
+    md.append(f"`/usr/bin/time -f %M` (KiB, max RSS of the process it waits for, {mem.get('reps', '?')} runs; "
+              "median and max shown).\n")
+    md.append("| process | median KiB | max KiB | MiB (median) |")
+    md.append("|---|---:|---:|---:|")
+    rr_max = 0
+    for r in mem.get("rows", []):
+        k = r["kb"]
+        if not k.get("n"):
+            md.append(f"| {escape(r['name'])} | failed | | |")
+            continue
+        md.append(f"| {escape(r['name'])} | {k['median']:.0f} | {k['max']:.0f} | {k['median'] / 1024:.1f} |")
+        if r["name"].startswith("redlock-run"):
+            rr_max = max(rr_max, k["max"])
+    if rr_max:
+        targets.append(("redlock-run peak RSS ≤ 5 MB (5120 KiB, worst case measured)", f"{rr_max:.0f} KiB", rr_max <= 5120))
+    md.append("")
+
+    # 5. herd
+    md.append("## 5. Herd: 100 wrappers with `--wait 120s` on one key\n")
+    herds = [h for h in (load("herd-1.json"), load("herd-3.json")) if h]
+    if not herds or "skipped" in herds[0]:
+        md.append(f"**Skipped:** {escape((herds[0] if herds else {}).get('skipped', 'no data'))}.\n")
+    else:
+        md.append("Each wrapper's command: `mkdir $CS || record overlap; sleep HOLD; rmdir $CS || record overlap`. "
+                  "All are started at once (posix_spawn in a loop).\n")
+        md.append("| nodes | wrappers | hold s | launch s | total s | floor (count × hold) s | handoffs/s | overlaps | ok | failed | Redis cmds/node | connections/node |")
+        md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for h in herds:
+            md.append(f"| {h['nodes']} | {h['count']} | {h['hold_s']} | {h['launch_s']:.2f} | {h['total_s']:.2f} | "
+                      f"{h['floor_s']:.2f} | {ms(h['handoffs_per_s'], 1)} | **{h['overlaps']}** | {h['ok']} | {h['failed']} | "
+                      f"{max(h['redis_commands_per_node'])} | {max(h['redis_connections_per_node'])} |")
+            if h.get("stderr_samples"):
+                md.append(f"\nstderr seen (nodes={h['nodes']}): " + "; ".join(f"`{escape(s)}`" for s in h["stderr_samples"]))
+        overl = sum(h["overlaps"] for h in herds)
+        targets.append(("herd overlaps = 0", str(overl), overl == 0))
+        md.append("")
+
+    # 6. scale
+    sc = load("scale.json") or {}
+    md.append("## 6. Scale: nodes × contenders, try-once on one key\n")
+    md.append(f"C copies of `redlock-run -q -k K -- sleep {sc.get('hold_s', '?')}` started at once (the "
+              "cron-at-:00 pattern without `--wait`): one wins, the rest exit 75. *busy latency* = spawn → "
+              "exit of a loser, measured by the harness. Redis counters are deltas of `INFO stats` per node.\n")
+    md.append("| nodes | contenders | winners per rep | busy latency median ms | busy p99 ms | batch wall ms (median) | Redis cmds per contender per node | connections per contender per node |")
+    md.append("|---:|---:|---|---:|---:|---:|---:|---:|")
+    for r in sc.get("rows", []):
+        b = r["busy_latency_ms"]
+        md.append(f"| {r['nodes']} | {r['contenders']} | {r['winners_per_rep']} | {ms(b.get('median'))} | "
+                  f"{ms(b.get('p99'))} | {ms(r['wall_ms'].get('median'), 0)} | "
+                  f"{r['commands_per_contender_per_node']:.2f} | {r['connections_per_contender_per_node']:.2f} |")
+    rb = load("redisbench.json") or {}
+    if rb.get("rates"):
+        md.append("\nOne Redis node's raw capacity on this machine (`redis-benchmark -t set`, sharing the 2 cores with the client):\n")
+        md.append("| workload | requests/s |")
+        md.append("|---|---:|")
+        for k, v in rb["rates"].items():
+            md.append(f"| {escape(k)} | {v:,.0f} |" if v else f"| {escape(k)} | – |")
+    md.append("\nSee bench/README.md for the fleet arithmetic built on these numbers.\n")
+
+    # targets up front
+    tmd = ["## Targets\n", "| target | measured | verdict |", "|---|---:|---|"]
+    for name, val, ok in targets:
+        verdict = "not measured" if ok is None else ("**met**" if ok else "**not met**")
+        tmd.append(f"| {escape(name)} | {escape(val)} | {verdict} |")
+    tmd.append("")
+    if notes:
+        tmd.append("Notes from this run:\n")
+        tmd += [f"- {escape(n)}" for n in notes]
+        tmd.append("")
+    insert_at = md.index("## Machine\n")
+    md[insert_at:insert_at] = tmd
+
+    with open(os.path.join(OUT, "results.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'redlock-run'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'redlock-run' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix put before the lock name to form the Redis key')
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes')
+            [CompletionResult]::new('-t', '-t', [CompletionResultType]::ParameterName, 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)')
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)')
+            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]')
+            [CompletionResult]::new('--kill-after', '--kill-after', [CompletionResultType]::ParameterName, 'Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]')
+            [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once')
+            [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once')
+            [CompletionResult]::new('--hold', '--hold', [CompletionResultType]::ParameterName, 'Keep the lock at least this long after taking it, even if the command ends sooner')
+            [CompletionResult]::new('--once-per', '--once-per', [CompletionResultType]::ParameterName, 'Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Stop the command after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124')
+            [CompletionResult]::new('--jitter', '--jitter', [CompletionResultType]::ParameterName, 'Sleep a random time in [0, DURATION) before the first attempt')
+            [CompletionResult]::new('-E', '-E ', [CompletionResultType]::ParameterName, 'Exit status when the lock is held elsewhere')
+            [CompletionResult]::new('--busy-exit-code', '--busy-exit-code', [CompletionResultType]::ParameterName, 'Exit status when the lock is held elsewhere')
+            [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Run STRING with /bin/sh -c instead of a command given after --')
+            [CompletionResult]::new('--command', '--command', [CompletionResultType]::ParameterName, 'Run STRING with /bin/sh -c instead of a command given after --')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing when the lock is busy (cron mails any output)')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing when the lock is busy (cron mails any output)')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr: -v each decision, -vv every node and heartbeat')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr: -v each decision, -vv every node and heartbeat')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

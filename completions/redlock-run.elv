@@ -1,0 +1,51 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[redlock-run] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'redlock-run'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'redlock-run'= {
+            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>'
+            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>'
+            cand --prefix 'Prefix put before the lock name to form the Redis key'
+            cand -r 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes'
+            cand --redis 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes'
+            cand -t 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)'
+            cand --ttl 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]'
+            cand --kill-after 'Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]'
+            cand -w 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once'
+            cand --wait 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once'
+            cand --hold 'Keep the lock at least this long after taking it, even if the command ends sooner'
+            cand --once-per 'Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts'
+            cand --timeout 'Stop the command after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124'
+            cand --jitter 'Sleep a random time in [0, DURATION) before the first attempt'
+            cand -E 'Exit status when the lock is held elsewhere'
+            cand --busy-exit-code 'Exit status when the lock is held elsewhere'
+            cand -c 'Run STRING with /bin/sh -c instead of a command given after --'
+            cand --command 'Run STRING with /bin/sh -c instead of a command given after --'
+            cand -q 'Print nothing when the lock is busy (cron mails any output)'
+            cand --quiet 'Print nothing when the lock is busy (cron mails any output)'
+            cand -v 'Say more on stderr: -v each decision, -vv every node and heartbeat'
+            cand --verbose 'Say more on stderr: -v each decision, -vv every node and heartbeat'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+    ]
+    $completions[$command]
+}

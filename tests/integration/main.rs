@@ -1,0 +1,11 @@
+//! Integration tests for `redlock-run`.
+//!
+//! One test binary: every module below shares the fixtures in `support`
+//! (real `redis-server` processes, a fault-injecting TCP proxy and a builder
+//! around the compiled binary). Each test starts its own Redis nodes, so the
+//! tests are independent and may run in parallel.
+
+mod support;
+
+mod foundation;
+mod generated;

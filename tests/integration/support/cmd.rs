@@ -1,0 +1,453 @@
+//! Builder around the compiled `redlock-run` binary.
+//!
+//! ```ignore
+//! let out = Test::new()
+//!     .args(["-r", &node.url(), "-k", "job", "-c", "exit 7"])
+//!     .expect_code(7);
+//! let running = Test::new().args([...]).spawn();
+//! running.signal(libc::SIGTERM);
+//! let out = running.wait();
+//! ```
+//!
+//! Every process is started with:
+//! * all `REDLOCK_*` variables removed from the inherited environment
+//!   (then the test's own `env`/`env_remove` calls are applied in order);
+//! * default dispositions for INT, QUIT, TERM, HUP, PIPE, USR1, USR2 and an
+//!   empty signal mask (the test harness may ignore/block signals and those
+//!   settings would otherwise be inherited);
+//! * core dumps disabled (RLIMIT_CORE = 0) so SIGQUIT tests leave no cores;
+//! * its own process group (so a misdirected group signal from the program
+//!   cannot hit the test harness), unless `.same_process_group()`;
+//! * stdin from /dev/null unless `.stdin_bytes(..)` is used.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Path of the binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_redlock-run");
+
+/// Default upper bound for `run()`/`wait()`: a hung program fails the test
+/// instead of hanging CI.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Builder for one invocation of `redlock-run`.
+#[derive(Clone, Debug)]
+pub struct Test {
+    args: Vec<OsString>,
+    envs: Vec<(OsString, Option<OsString>)>,
+    cwd: Option<PathBuf>,
+    stdin: Option<Vec<u8>>,
+    timeout: Duration,
+    own_group: bool,
+}
+
+impl Default for Test {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Test {
+    pub fn new() -> Test {
+        Test {
+            args: Vec::new(),
+            envs: Vec::new(),
+            cwd: None,
+            stdin: None,
+            timeout: DEFAULT_TIMEOUT,
+            own_group: true,
+        }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Test {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Test
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    pub fn env(mut self, key: impl AsRef<OsStr>, val: impl AsRef<OsStr>) -> Test {
+        self.envs
+            .push((key.as_ref().to_owned(), Some(val.as_ref().to_owned())));
+        self
+    }
+
+    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Test {
+        self.envs.push((key.as_ref().to_owned(), None));
+        self
+    }
+
+    /// Working directory of the program (and so of its command).
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Test {
+        self.cwd = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// stdin from /dev/null (the default; kept for readability).
+    pub fn stdin_null(mut self) -> Test {
+        self.stdin = None;
+        self
+    }
+
+    /// Feed these bytes on stdin, then close it.
+    pub fn stdin_bytes(mut self, bytes: impl Into<Vec<u8>>) -> Test {
+        self.stdin = Some(bytes.into());
+        self
+    }
+
+    /// Upper bound for `run()`/`wait()` (default 60 s).
+    pub fn timeout(mut self, timeout: Duration) -> Test {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Keep the program in the test harness's process group.
+    pub fn same_process_group(mut self) -> Test {
+        self.own_group = false;
+        self
+    }
+
+    fn describe(&self) -> String {
+        let mut s = String::from("redlock-run");
+        for a in &self.args {
+            s.push(' ');
+            s.push_str(&format!("{:?}", a.to_string_lossy()));
+        }
+        s
+    }
+
+    /// Starts the program and returns a handle to it.
+    pub fn spawn(&self) -> Running {
+        let mut command = Command::new(BIN);
+        command.args(&self.args);
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("REDLOCK_") {
+                command.env_remove(&key);
+            }
+        }
+        for (key, val) in &self.envs {
+            match val {
+                Some(v) => command.env(key, v),
+                None => command.env_remove(key),
+            };
+        }
+        if let Some(dir) = &self.cwd {
+            command.current_dir(dir);
+        }
+        command
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let own_group = self.own_group;
+        // SAFETY: only async-signal-safe libc calls between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                for sig in [
+                    libc::SIGINT,
+                    libc::SIGQUIT,
+                    libc::SIGTERM,
+                    libc::SIGHUP,
+                    libc::SIGPIPE,
+                    libc::SIGUSR1,
+                    libc::SIGUSR2,
+                ] {
+                    if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                let mut empty: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut empty);
+                if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let no_core = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+                if own_group && libc::setpgid(0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let started = Instant::now();
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot spawn {BIN}: {e}"));
+        if let (Some(bytes), Some(mut stdin)) = (self.stdin.clone(), child.stdin.take()) {
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&bytes);
+            });
+        }
+        let stdout = Capture::start(child.stdout.take().expect("stdout is piped"));
+        let stderr = Capture::start(child.stderr.take().expect("stderr is piped"));
+        Running {
+            pid: child.id() as i32,
+            child: Some(child),
+            started,
+            stdout,
+            stderr,
+            timeout: self.timeout,
+            own_group,
+            description: self.describe(),
+        }
+    }
+
+    /// Runs to completion (bounded by the timeout) and returns the output.
+    pub fn run(&self) -> RunOutput {
+        self.spawn().wait()
+    }
+
+    /// Runs to completion and asserts the exit code, printing the output on
+    /// failure.
+    pub fn expect_code(&self, code: i32) -> RunOutput {
+        let out = self.run();
+        out.assert_code(code);
+        out
+    }
+}
+
+/// Background reader of one output pipe.
+struct Capture {
+    buf: Arc<Mutex<Vec<u8>>>,
+    done: Arc<AtomicBool>,
+}
+
+impl Capture {
+    fn start(mut pipe: impl Read + Send + 'static) -> Capture {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let done = Arc::new(AtomicBool::new(false));
+        let (b, d) = (Arc::clone(&buf), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            loop {
+                match pipe.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => b
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .extend_from_slice(&chunk[..n]),
+                }
+            }
+            d.store(true, Ordering::SeqCst);
+        });
+        Capture { buf, done }
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.buf.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// A running `redlock-run`. Dropping it SIGKILLs (its process group too)
+/// and reaps it if it has not been waited for.
+pub struct Running {
+    child: Option<Child>,
+    pid: i32,
+    started: Instant,
+    stdout: Capture,
+    stderr: Capture,
+    timeout: Duration,
+    own_group: bool,
+    description: String,
+}
+
+impl Running {
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Time since spawn.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Sends `sig` to the program (not its group). Panics if it was already
+    /// reaped.
+    pub fn signal(&self, sig: i32) {
+        assert!(self.child.is_some(), "signal after the process was reaped");
+        assert!(
+            super::send_signal(self.pid, sig),
+            "kill({}, {sig}) failed: {}",
+            self.pid,
+            std::io::Error::last_os_error()
+        );
+    }
+
+    /// stdout captured so far.
+    pub fn stdout_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.snapshot()).into_owned()
+    }
+
+    /// stderr captured so far.
+    pub fn stderr_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.snapshot()).into_owned()
+    }
+
+    /// Non-blocking: whether the program has exited (it is not reaped; call
+    /// `wait` to collect the output).
+    pub fn has_exited(&mut self) -> bool {
+        // waitid with WNOWAIT leaves the child waitable.
+        // SAFETY: zeroed siginfo_t is a valid out-parameter.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let rc = libc::waitid(
+                libc::P_PID,
+                self.pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            );
+            rc == 0 && info.si_pid() == self.pid
+        }
+    }
+
+    /// Waits up to `limit` for exit; None if still running.
+    pub fn wait_timeout(&mut self, limit: Duration) -> Option<RunOutput> {
+        let child = self.child.as_mut().expect("process already waited for");
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) => {}
+                Err(e) => panic!("waiting for {}: {e}", self.description),
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        let elapsed = self.started.elapsed();
+        self.child = None;
+        Some(self.collect(status, elapsed))
+    }
+
+    /// Waits for exit (bounded by the builder's timeout; on expiry the
+    /// program is killed and the test panics with its output so far).
+    pub fn wait(mut self) -> RunOutput {
+        let limit = self.timeout.saturating_sub(self.started.elapsed());
+        match self.wait_timeout(limit) {
+            Some(out) => out,
+            None => {
+                let stdout = self.stdout_so_far();
+                let stderr = self.stderr_so_far();
+                let description = self.description.clone();
+                let timeout = self.timeout;
+                drop(self);
+                panic!(
+                    "{description} still running after {timeout:?}; killed.\n\
+                     --- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
+                );
+            }
+        }
+    }
+
+    fn collect(&self, status: ExitStatus, elapsed: Duration) -> RunOutput {
+        // Give the readers a moment to drain; a leaked grandchild may keep
+        // the pipes open, in which case we take what has arrived.
+        super::wait_until(Duration::from_millis(500), || {
+            self.stdout.done.load(Ordering::SeqCst) && self.stderr.done.load(Ordering::SeqCst)
+        });
+        RunOutput {
+            code: status.code(),
+            signal: status.signal(),
+            stdout: String::from_utf8_lossy(&self.stdout.snapshot()).into_owned(),
+            stderr: String::from_utf8_lossy(&self.stderr.snapshot()).into_owned(),
+            elapsed,
+            description: self.description.clone(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if self.own_group {
+                super::send_signal(-self.pid, libc::SIGKILL);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Result of one run.
+#[derive(Clone)]
+pub struct RunOutput {
+    /// Exit code (None if killed by a signal).
+    pub code: Option<i32>,
+    /// Signal that killed the program, if any.
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// From spawn to exit.
+    pub elapsed: Duration,
+    pub description: String,
+}
+
+impl RunOutput {
+    /// Asserts the exit code, printing everything on failure.
+    pub fn assert_code(&self, code: i32) -> &RunOutput {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "unexpected exit status (want {code})\n{self}"
+        );
+        self
+    }
+
+    /// stderr lines (without terminators).
+    pub fn stderr_lines(&self) -> Vec<&str> {
+        self.stderr.lines().collect()
+    }
+
+    /// Asserts stderr is exactly one newline-terminated line starting with
+    /// `redlock-run: `.
+    pub fn assert_one_error_line(&self) -> &RunOutput {
+        assert!(
+            self.stderr.starts_with("redlock-run: ")
+                && self.stderr.ends_with('\n')
+                && self.stderr.matches('\n').count() == 1,
+            "stderr must be exactly one line starting with 'redlock-run: '\n{self}"
+        );
+        self
+    }
+}
+
+impl fmt::Display for RunOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "command: {}", self.description)?;
+        writeln!(
+            f,
+            "exit code: {:?}, signal: {:?}, elapsed: {:?}",
+            self.code, self.signal, self.elapsed
+        )?;
+        writeln!(f, "--- stdout ---\n{}", self.stdout)?;
+        write!(f, "--- stderr ---\n{}", self.stderr)
+    }
+}
+
+impl fmt::Debug for RunOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}

@@ -1,0 +1,205 @@
+//! Shared fixtures for the integration tests.
+//!
+//! * [`RedisNode`] / [`Cluster`]: real `redis-server` processes on free ports.
+//! * [`FaultProxy`]: a userspace TCP proxy that can delay, black-hole or reset
+//!   traffic to a node at runtime.
+//! * [`Test`]: a builder around the compiled `redlock-run` binary.
+//! * Small process/time helpers: [`wait_until`], [`tempdir`], [`pid_alive`],
+//!   [`send_signal`], [`child_pids`], [`read_pid_file`].
+
+// The fixtures are shared by several test modules; not every module uses every
+// helper (or re-export), so unused items are expected here.
+#![allow(dead_code, unused_imports)]
+
+pub mod cmd;
+pub mod proxy;
+pub mod redis_node;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub use cmd::{RunOutput, Running, Test};
+pub use proxy::{FaultProxy, Mode};
+pub use redis_node::{Cluster, RedisNode};
+
+/// Default prefix `redlock-run` puts in front of the lock name.
+pub const PREFIX: &str = "lock:";
+
+/// The Redis key `redlock-run` uses for lock `name` with the default prefix.
+pub fn lock_key(name: &str) -> Vec<u8> {
+    let mut key = PREFIX.as_bytes().to_vec();
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
+/// Polls `cond` every 10 ms until it returns true or `timeout` elapses.
+/// Returns whether the condition became true (it is checked one last time
+/// after the deadline).
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return cond();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A directory removed (recursively, best effort) on drop.
+#[derive(Debug)]
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `self.path().join(name)`.
+    pub fn join(&self, name: impl AsRef<Path>) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Whether `name` exists inside the directory.
+    pub fn has(&self, name: impl AsRef<Path>) -> bool {
+        self.path.join(name).exists()
+    }
+
+    /// The path as a `String` (for use in shell command lines).
+    pub fn display(&self) -> String {
+        self.path.display().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Creates a fresh, unique directory under `std::env::temp_dir()`.
+pub fn tempdir() -> TempDir {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    for _ in 0..100 {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "redlock-run-test-{}-{}-{}",
+            std::process::id(),
+            nanos,
+            n
+        ));
+        match fs::create_dir(&path) {
+            Ok(()) => return TempDir { path },
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => panic!("cannot create temp dir {}: {e}", path.display()),
+        }
+    }
+    panic!(
+        "cannot create a unique temp dir under {:?}",
+        std::env::temp_dir()
+    );
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks for existence/permission.
+    let rc = unsafe { libc::kill(pid, 0) };
+    if rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
+        return false;
+    }
+    match process_state(pid) {
+        Some(state) => state != 'Z' && state != 'X',
+        // /proc entry vanished between the two checks: it is gone.
+        None => false,
+    }
+}
+
+/// The one-letter state from `/proc/PID/stat` (`R`, `S`, `T`, `Z`, ...).
+pub fn process_state(pid: i32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may itself contain ')' or
+    // spaces: the state is the first field after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().next()?.chars().next()
+}
+
+/// Parent pid of `pid` from `/proc/PID/stat`.
+pub fn parent_pid(pid: i32) -> Option<i32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Command name (`/proc/PID/comm`) of `pid`.
+pub fn process_name(pid: i32) -> Option<String> {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim_end().to_string())
+}
+
+/// Live (non-zombie) direct children of `ppid`, found by scanning `/proc`.
+pub fn child_pids(ppid: i32) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| parent_pid(pid) == Some(ppid) && pid_alive(pid))
+        .collect()
+}
+
+/// Sends `sig` to `pid` (use a negative pid for a process group). Returns
+/// whether `kill(2)` succeeded.
+pub fn send_signal(pid: i32, sig: i32) -> bool {
+    // SAFETY: plain kill(2) call.
+    unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// Waits (up to `timeout`) until `path` holds a pid (decimal, optional
+/// trailing newline) and returns it. Panics with a clear message otherwise.
+pub fn read_pid_file(path: &Path, timeout: Duration) -> i32 {
+    let mut pid = None;
+    let found = wait_until(timeout, || {
+        pid = fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok());
+        pid.is_some()
+    });
+    assert!(
+        found,
+        "pid file {} did not appear within {timeout:?}",
+        path.display()
+    );
+    pid.expect("pid parsed")
+}
+
+/// SIGKILLs `pid` if it is still alive (cleanup for processes a test may
+/// have leaked when an assertion failed).
+pub fn kill_if_alive(pid: i32) {
+    if pid_alive(pid) {
+        send_signal(pid, libc::SIGKILL);
+    }
+}
+
+/// Renders bytes for assertion messages.
+pub fn show(bytes: &[u8]) -> String {
+    format!("{:?}", String::from_utf8_lossy(bytes))
+}
+
+/// Whether `s` is a redlock token: exactly 32 lowercase hex characters.
+pub fn is_token(s: &[u8]) -> bool {
+    s.len() == 32 && s.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
