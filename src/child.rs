@@ -4,6 +4,8 @@
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::Once;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::cli::Program;
 use crate::exit::Exit;
@@ -66,8 +68,10 @@ pub fn spawn(program: &Program, env: &Env) -> io::Result<(Child, Supervised)> {
             Ok(())
         });
     }
+    guard_against_panics();
     let child = cmd.spawn()?;
     let pid = child.id() as libc::pid_t;
+    RUNNING_GROUP.store(pid, Ordering::SeqCst);
     Ok((child, Supervised { pid, terminal }))
 }
 
@@ -80,8 +84,10 @@ impl Supervised {
         }
     }
 
-    /// Takes the terminal's foreground back after the command exited.
-    pub fn restore_terminal(&self) {
+    /// Takes the terminal's foreground back after the command exited, and
+    /// stops guarding its group.
+    pub fn finish(&self) {
+        RUNNING_GROUP.store(0, Ordering::SeqCst);
         if !self.terminal {
             return;
         }
@@ -92,6 +98,30 @@ impl Supervised {
             }
         }
     }
+}
+
+/// The command's process group while it runs, for the panic hook.
+static RUNNING_GROUP: AtomicI32 = AtomicI32::new(0);
+
+/// If the main thread panics, nobody supervises the command any more and the
+/// lock will lapse: take the whole group down with us. PDEATHSIG alone would
+/// reach only the direct child. (Other threads' panics are handled where they
+/// happen: a node thread counts as a failed node, the heartbeat reports.)
+fn guard_against_panics() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let group = RUNNING_GROUP.load(Ordering::SeqCst);
+            if group > 0 && std::thread::current().name() == Some("main") {
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe {
+                    libc::kill(-group, libc::SIGKILL);
+                }
+            }
+            previous(info);
+        }));
+    });
 }
 
 /// Runs `f` with SIGTTOU blocked in this thread: tcsetpgrp from a background

@@ -11,14 +11,21 @@ use crate::redlock;
 
 const EXAMPLES: &str = "\
 Examples:
-  # crontab: run the report on exactly one host; stay silent when another has it
-  */5 * * * * redlock-run -q -E 0 -r redis://lock1,redis://lock2,redis://lock3 -k report -- ./report.sh
+  # three nodes (Redlock), set once for every run
+  export REDLOCK_REDIS=redis://lock1,redis://lock2,redis://lock3
 
-  # one Redis node, a shell command, a 2-minute lock kept alive while it runs
+  # crontab on every host: one host runs the report, the others stay silent
+  */5 * * * * redlock-run -q -E 0 -k report -- ./report.sh
+
+  # a shell command under a 2-minute TTL, renewed while it runs
   redlock-run -k backup -t 2m -c 'pg_dump app | gzip > /backup/app.gz'
 
-  # nodes from the environment, as systemd units and CI jobs like it
-  REDLOCK_REDIS=redis://10.0.0.1,redis://10.0.0.2,redis://10.0.0.3 redlock-run -k deploy -- make deploy";
+  # queue behind the current holder for up to 10 minutes (deploys from CI)
+  redlock-run -k deploy --wait 10m -- make deploy
+
+  # short jobs fired on hosts with skewed clocks: run once, not once per host
+  redlock-run -q -E 0 -k rotate --hold 30s -- ./rotate-logs
+  redlock-run -q -E 0 -k digest --once-per 1h -- ./send-digest";
 
 /// Run a command while holding a lock on one Redis node or a Redlock quorum.
 ///
@@ -35,7 +42,13 @@ Examples:
 #[command(name = "redlock-run", version, max_term_width = 100)]
 pub struct Cli {
     /// Name of the lock; the Redis key is <PREFIX><NAME>
-    #[arg(short, long, value_name = "NAME", env = "REDLOCK_KEY")]
+    #[arg(
+        short,
+        long,
+        value_name = "NAME",
+        env = "REDLOCK_KEY",
+        hide_env_values = true
+    )]
     pub key: String,
 
     /// Prefix put before the lock name to form the Redis key

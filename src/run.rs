@@ -155,7 +155,7 @@ fn run(config: &Config) -> Exit {
     start_heartbeat(&lock, config, deadline, tx, stop_rx, log);
     let exit = supervise(&supervised, config, deadline, &rx, &log);
     drop(stop_tx);
-    supervised.restore_terminal();
+    supervised.finish();
     match config.hold.and_then(|h| h.checked_sub(since.elapsed())) {
         Some(left) if exit != Exit::Lost && !left.is_zero() => lock.hold_for(left, &log),
         _ => lock.release(&log),
@@ -420,6 +420,9 @@ fn start_heartbeat(
     let spawned = thread::Builder::new()
         .name("heartbeat".into())
         .spawn(move || {
+            // A heartbeat that dies must not look like slow nodes: the
+            // supervisor hears of it at once and stops the command.
+            let _notice = PanicNotice(tx.clone());
             loop {
                 match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
                     Err(RecvTimeoutError::Timeout) => {}
@@ -456,6 +459,19 @@ fn start_heartbeat(
         // Without a heartbeat the supervisor still stops the command before
         // the first deadline: safe, only shorter.
         log.error(format!("cannot start the heartbeat: {e}"));
+    }
+}
+
+/// Sends `Gone` if the heartbeat thread unwinds.
+struct PanicNotice(Sender<Event>);
+
+impl Drop for PanicNotice {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            let _ = self
+                .0
+                .send(Event::Gone("the heartbeat thread failed".into()));
+        }
     }
 }
 
