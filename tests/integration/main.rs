@@ -7,5 +7,7 @@
 
 mod support;
 
+mod cron;
 mod foundation;
 mod generated;
+mod readme;

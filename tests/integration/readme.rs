@@ -1,0 +1,140 @@
+//! Every `redlock-run` command line shown in README.md runs here against a real
+//! node, so the README cannot drift from the program. Crontab schedules and
+//! systemd's `ExecStart=` are peeled off; the programs the examples name
+//! (`./report.sh`, `/opt/app/...`, `make`) are stubs that record their run.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::*;
+
+const README: &str = include_str!("../../README.md");
+
+/// The README's command lines that invoke redlock-run, as a shell would run them.
+fn examples() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_fence = false;
+    for line in README.lines() {
+        if line.starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        // Only code: four-space blocks (the README uses no fenced shell code).
+        if in_fence || !line.starts_with("    ") {
+            continue;
+        }
+        let line = line.trim();
+        if line.starts_with('#') || !line.contains("redlock-run ") || line.contains("[OPTIONS]") {
+            continue;
+        }
+        let first = line.split_whitespace().next().unwrap_or("");
+        // Developer commands (cargo, install, bash demo/try.sh) run in .ci/run.
+        if matches!(first, "cargo" | "install" | "bash") {
+            continue;
+        }
+        let mut cmd = line.trim_start_matches("ExecStart=").to_string();
+        if is_cron_schedule(&cmd) {
+            cmd = cmd.split_whitespace().skip(5).collect::<Vec<_>>().join(" ");
+        }
+        let cmd = cmd
+            .replace("/usr/local/bin/redlock-run", "redlock-run")
+            .replace("/opt/app/", "./opt/app/");
+        out.push(cmd);
+    }
+    out
+}
+
+fn is_cron_schedule(line: &str) -> bool {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    fields.len() > 5
+        && fields[..5]
+            .iter()
+            .all(|f| f.chars().all(|c| c.is_ascii_digit() || "*/,-".contains(c)))
+}
+
+fn stub(path: &Path, log: &Path) {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).expect("stub dir");
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    fs::write(
+        path,
+        format!(
+            "#!/bin/sh\necho \"{name} $* key=$REDLOCK_KEY\" >> '{}'\n",
+            log.display()
+        ),
+    )
+    .expect("write stub");
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).expect("chmod stub");
+}
+
+#[test]
+fn readme_examples_run() {
+    let examples = examples();
+    assert!(
+        examples.len() >= 7,
+        "expected the README's usage, crontab, systemd and CI examples, found {examples:?}"
+    );
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let log = dir.join("ran.log");
+    let bin_dir = dir.join("bin");
+    stub(&bin_dir.join("make"), &log);
+    for ex in &examples {
+        for word in ex.split_whitespace() {
+            if word.starts_with("./") {
+                stub(&dir.join(word), &log);
+            }
+        }
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_redlock-run"));
+    let path = format!(
+        "{}:{}:{}",
+        bin_dir.display(),
+        exe.parent().expect("binary dir").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for ex in &examples {
+        let before = fs::read_to_string(&log).unwrap_or_default().lines().count();
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c").arg(ex).current_dir(dir.path());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("REDLOCK_") {
+                cmd.env_remove(k);
+            }
+        }
+        let out = cmd
+            .env("PATH", &path)
+            .env("REDLOCK_REDIS", node.url())
+            .env("LOCK_NODES", node.url())
+            .env("ENVIRONMENT", "staging")
+            .output()
+            .expect("run example");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "README example failed: {ex}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let after = fs::read_to_string(&log).unwrap_or_default();
+        assert_eq!(
+            after.lines().count(),
+            before + 1,
+            "README example did not run its command exactly once: {ex}\nlog:\n{after}"
+        );
+    }
+    // --hold and --once-per leave what they promise; the plain locks are gone.
+    assert!(node.exists(lock_key("rotate")), "--hold keeps the lock");
+    assert!(!node.exists(lock_key("report")));
+    assert!(
+        node.keys()
+            .iter()
+            .any(|k| k.starts_with(b"lock:digest:once:")),
+        "--once-per leaves its window marker"
+    );
+}
