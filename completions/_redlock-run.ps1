@@ -26,9 +26,9 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix put before the lock name to form the Redis key')
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes')
             [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes')
+            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]')
             [CompletionResult]::new('-t', '-t', [CompletionResultType]::ParameterName, 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)')
-            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]')
             [CompletionResult]::new('--kill-after', '--kill-after', [CompletionResultType]::ParameterName, 'Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]')
             [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once')
@@ -40,6 +40,8 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--busy-exit-code', '--busy-exit-code', [CompletionResultType]::ParameterName, 'Exit status when the lock is held elsewhere')
             [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Run STRING with /bin/sh -c instead of a command given after --')
             [CompletionResult]::new('--command', '--command', [CompletionResultType]::ParameterName, 'Run STRING with /bin/sh -c instead of a command given after --')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log lines on stderr as text, or as one JSON object per line')
+            [CompletionResult]::new('--report', '--report', [CompletionResultType]::ParameterName, 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing when the lock is busy (cron mails any output)')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing when the lock is busy (cron mails any output)')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr: -v each decision, -vv every node and heartbeat')
@@ -48,6 +50,49 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)')
+            [CompletionResult]::new('unlock', 'unlock', [CompletionResultType]::ParameterValue, 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'redlock-run;status' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix put before the lock name to form the Redis key')
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes')
+            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'redlock-run;unlock' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix put before the lock name to form the Redis key')
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes')
+            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]')
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'Delete only where the lock holds this token (the REDLOCK_TOKEN of a holder that is gone)')
+            [CompletionResult]::new('--force', '--force', [CompletionResultType]::ParameterName, 'Delete whatever holds the lock, after printing who held it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'redlock-run;help' {
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)')
+            [CompletionResult]::new('unlock', 'unlock', [CompletionResultType]::ParameterValue, 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'redlock-run;help;status' {
+            break
+        }
+        'redlock-run;help;unlock' {
+            break
+        }
+        'redlock-run;help;help' {
             break
         }
     })

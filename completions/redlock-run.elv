@@ -23,9 +23,9 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --prefix 'Prefix put before the lock name to form the Redis key'
             cand -r 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes'
             cand --redis 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]'
             cand -t 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)'
             cand --ttl 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)'
-            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]'
             cand --kill-after 'Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]'
             cand -w 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once'
             cand --wait 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once'
@@ -37,6 +37,8 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --busy-exit-code 'Exit status when the lock is held elsewhere'
             cand -c 'Run STRING with /bin/sh -c instead of a command given after --'
             cand --command 'Run STRING with /bin/sh -c instead of a command given after --'
+            cand --log-format 'Log lines on stderr as text, or as one JSON object per line'
+            cand --report 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)'
             cand -q 'Print nothing when the lock is busy (cron mails any output)'
             cand --quiet 'Print nothing when the lock is busy (cron mails any output)'
             cand -v 'Say more on stderr: -v each decision, -vv every node and heartbeat'
@@ -45,6 +47,43 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
             cand --version 'Print version'
+            cand status 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
+            cand unlock 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'redlock-run;status'= {
+            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>'
+            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>'
+            cand --prefix 'Prefix put before the lock name to form the Redis key'
+            cand -r 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes'
+            cand --redis 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]'
+            cand --json 'Print one JSON object instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'redlock-run;unlock'= {
+            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>'
+            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>'
+            cand --prefix 'Prefix put before the lock name to form the Redis key'
+            cand -r 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes'
+            cand --redis 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]'
+            cand --token 'Delete only where the lock holds this token (the REDLOCK_TOKEN of a holder that is gone)'
+            cand --force 'Delete whatever holds the lock, after printing who held it'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'redlock-run;help'= {
+            cand status 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
+            cand unlock 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'redlock-run;help;status'= {
+        }
+        &'redlock-run;help;unlock'= {
+        }
+        &'redlock-run;help;help'= {
         }
     ]
     $completions[$command]

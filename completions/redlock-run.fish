@@ -1,17 +1,65 @@
-complete -c redlock-run -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r
-complete -c redlock-run -l prefix -d 'Prefix put before the lock name to form the Redis key' -r
-complete -c redlock-run -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes' -r -f
-complete -c redlock-run -s t -l ttl -d 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)' -r
-complete -c redlock-run -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]' -r
-complete -c redlock-run -l kill-after -d 'Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]' -r
-complete -c redlock-run -s w -l wait -d 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once' -r
-complete -c redlock-run -l hold -d 'Keep the lock at least this long after taking it, even if the command ends sooner' -r
-complete -c redlock-run -l once-per -d 'Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts' -r
-complete -c redlock-run -l timeout -d 'Stop the command after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124' -r
-complete -c redlock-run -l jitter -d 'Sleep a random time in [0, DURATION) before the first attempt' -r
-complete -c redlock-run -s E -l busy-exit-code -d 'Exit status when the lock is held elsewhere' -r
-complete -c redlock-run -s c -l command -d 'Run STRING with /bin/sh -c instead of a command given after --' -r -f -a "(__fish_complete_command)"
-complete -c redlock-run -s q -l quiet -d 'Print nothing when the lock is busy (cron mails any output)'
-complete -c redlock-run -s v -l verbose -d 'Say more on stderr: -v each decision, -vv every node and heartbeat'
-complete -c redlock-run -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock-run -s V -l version -d 'Print version'
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_redlock_run_global_optspecs
+    string join \n k/key= prefix= r/redis= node-timeout= t/ttl= kill-after= w/wait= hold= once-per= timeout= jitter= E/busy-exit-code= c/command= q/quiet v/verbose log-format= report= h/help V/version
+end
+
+function __fish_redlock_run_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_redlock_run_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_redlock_run_using_subcommand
+    set -l cmd (__fish_redlock_run_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s t -l ttl -d 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l hold -d 'Keep the lock at least this long after taking it, even if the command ends sooner' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once-per -d 'Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l timeout -d 'Stop the command after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l jitter -d 'Sleep a random time in [0, DURATION) before the first attempt' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l busy-exit-code -d 'Exit status when the lock is held elsewhere' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l command -d 'Run STRING with /bin/sh -c instead of a command given after --' -r -f -a "(__fish_complete_command)"
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d 'Log lines on stderr as text, or as one JSON object per line' -r -f -a "text\t''
+json\t''"
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l report -d 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)' -r -F
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing when the lock is busy (cron mails any output)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Say more on stderr: -v each decision, -vv every node and heartbeat'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s V -l version -d 'Print version'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "unlock" -d 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json -d 'Print one JSON object instead of text'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l token -d 'Delete only where the lock holds this token (the REDLOCK_TOKEN of a holder that is gone)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l force -d 'Delete whatever holds the lock, after printing who held it'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock help" -f -a "status" -d 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock help" -f -a "unlock" -d 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

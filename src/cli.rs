@@ -4,9 +4,10 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::{ArgAction, CommandFactory, Parser, ValueHint};
+use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand, ValueHint};
 
 use crate::exit;
+use crate::log::Format;
 use crate::redlock;
 
 const EXAMPLES: &str = "\
@@ -27,35 +28,26 @@ Examples:
   redlock-run -q -E 0 -k rotate --hold 30s -- ./rotate-logs
   redlock-run -q -E 0 -k digest --once-per 1h -- ./send-digest";
 
-/// Run a command while holding a lock on one Redis node or a Redlock quorum.
-///
-/// redlock-run takes the lock named by --key on every node given with --redis
-/// (SET NX PX with a random token), runs the command only when a majority
-/// granted it in time, extends the lock every TTL/3 while the command runs,
-/// and deletes it (compare-and-delete) when the command exits. If the lock
-/// cannot be kept, the command's process group gets SIGTERM, then SIGKILL
-/// before the lock can expire, and redlock-run exits 76.
-///
-/// Signals INT, TERM, HUP, QUIT, USR1 and USR2 are passed on to the command.
-/// The command sees REDLOCK_KEY and REDLOCK_TOKEN in its environment.
-#[derive(Debug, Parser)]
-#[command(name = "redlock-run", version, max_term_width = 100)]
-pub struct Cli {
+/// Which lock, on which nodes: shared by running a command, `status` and `unlock`.
+#[derive(Debug, Args)]
+pub struct Target {
     /// Name of the lock; the Redis key is <PREFIX><NAME>
     #[arg(
         short,
         long,
+        required = true,
         value_name = "NAME",
         env = "REDLOCK_KEY",
         hide_env_values = true
     )]
-    pub key: String,
+    pub key: Option<String>,
 
     /// Prefix put before the lock name to form the Redis key
     #[arg(
         long,
         value_name = "PREFIX",
         env = "REDLOCK_PREFIX",
+        hide_env_values = true,
         default_value = "lock:"
     )]
     pub prefix: String,
@@ -73,13 +65,104 @@ pub struct Cli {
     )]
     pub redis: Vec<String>,
 
-    /// Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)
-    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
-    pub ttl: Duration,
-
     /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub node_timeout: Option<Duration>,
+}
+
+/// A `Target` checked: the lock's name, its Redis key, the node URLs.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub name: String,
+    pub key: Vec<u8>,
+    pub urls: Vec<String>,
+}
+
+impl Target {
+    pub fn resolve(&self) -> Result<Resolved, String> {
+        let name = self.key.clone().unwrap_or_default();
+        if name.is_empty() {
+            return Err("--key must not be empty".into());
+        }
+        let urls: Vec<String> = self
+            .redis
+            .iter()
+            .map(|u| u.trim().to_string())
+            .filter(|u| !u.is_empty())
+            .collect();
+        if urls.is_empty() {
+            return Err("--redis names no node".into());
+        }
+        let key = [self.prefix.as_bytes(), name.as_bytes()].concat();
+        Ok(Resolved { name, key, urls })
+    }
+}
+
+/// Looking at and clearing a lock, for when its holder is gone.
+#[derive(Debug, Subcommand)]
+pub enum Admin {
+    /// Show the lock on every node (holder, token prefix, TTL left) and a verdict;
+    /// exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)
+    Status(StatusArgs),
+    /// Delete the lock on every node: only where it holds --token, or whatever holds it with --force
+    Unlock(UnlockArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub target: Target,
+
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UnlockArgs {
+    #[command(flatten)]
+    pub target: Target,
+
+    /// Delete only where the lock holds this token (the REDLOCK_TOKEN of a holder that is gone)
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        required_unless_present = "force",
+        conflicts_with = "force"
+    )]
+    pub token: Option<String>,
+
+    /// Delete whatever holds the lock, after printing who held it
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Run a command while holding a lock on one Redis node or a Redlock quorum.
+///
+/// redlock-run takes the lock named by --key on every node given with --redis
+/// (SET NX PX with a random token), runs the command only when a majority
+/// granted it in time, extends the lock every TTL/3 while the command runs,
+/// and deletes it (compare-and-delete) when the command exits. If the lock
+/// cannot be kept, the command's process group gets SIGTERM, then SIGKILL
+/// before the lock can expire, and redlock-run exits 76.
+///
+/// Signals INT, TERM, HUP, QUIT, USR1 and USR2 are passed on to the command.
+/// The command sees REDLOCK_KEY and REDLOCK_TOKEN in its environment.
+#[derive(Debug, Parser)]
+#[command(
+    name = "redlock-run",
+    version,
+    max_term_width = 100,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub target: Target,
+
+    /// Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub ttl: Duration,
 
     /// Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -120,6 +203,17 @@ pub struct Cli {
     /// Say more on stderr: -v each decision, -vv every node and heartbeat
     #[arg(short, long, action = ArgAction::Count)]
     pub verbose: u8,
+
+    /// Log lines on stderr as text, or as one JSON object per line
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
+    pub log_format: Format,
+
+    /// Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub report: Option<std::path::PathBuf>,
+
+    #[command(subcommand)]
+    pub admin: Option<Admin>,
 
     /// The command to run and its arguments
     #[arg(
@@ -196,24 +290,16 @@ pub struct Config {
     pub program: Program,
     /// -1 quiet, 0 default, 1.. verbose
     pub verbosity: i8,
+    pub log_format: Format,
+    pub report: Option<std::path::PathBuf>,
 }
 
 impl Cli {
     /// Checks what clap cannot: relations between values. Errors are one line.
     pub fn into_config(self) -> Result<Config, String> {
-        if self.key.is_empty() {
-            return Err("--key must not be empty".into());
-        }
-        let urls: Vec<String> = self
-            .redis
-            .iter()
-            .map(|u| u.trim().to_string())
-            .filter(|u| !u.is_empty())
-            .collect();
-        if urls.is_empty() {
-            return Err("--redis names no node".into());
-        }
+        let Resolved { name, key, urls } = self.target.resolve()?;
         let node_timeout = self
+            .target
             .node_timeout
             .unwrap_or_else(|| redlock::default_node_timeout(self.ttl));
         if !redlock::node_timeout_fits(self.ttl, node_timeout) {
@@ -254,9 +340,8 @@ impl Cli {
                 ));
             }
         };
-        let key = [self.prefix.as_bytes(), self.key.as_bytes()].concat();
         Ok(Config {
-            name: self.key,
+            name,
             key,
             urls,
             ttl: self.ttl,
@@ -269,6 +354,8 @@ impl Cli {
             timeout: self.timeout,
             jitter: self.jitter,
             program,
+            log_format: self.log_format,
+            report: self.report,
             verbosity: if self.quiet {
                 -1
             } else {

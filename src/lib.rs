@@ -1,6 +1,7 @@
 //! redlock-run: run a command under a lock held on one Redis node or a
 //! Redlock quorum of independent nodes.
 
+pub mod admin;
 pub mod child;
 pub mod cli;
 pub mod exit;

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use rand::TryRng;
 use rand::rngs::SysRng;
 
-use crate::log::Log;
-use crate::node::{Node, Released};
+use crate::log::{Log, ev};
+use crate::node::{self, Node, Released};
 use crate::quorum::{self, Reply, Round};
 use crate::redlock::{self, Answer, Verdict};
 
@@ -17,6 +17,11 @@ pub struct Lock {
     key: Arc<[u8]>,
     /// Where a release is announced to waiters: `<key>:released`.
     channel: Arc<[u8]>,
+    /// Fields of the holder record written beside the lock (`<key>:holder`).
+    record: Arc<[(&'static str, String)]>,
+    /// Nodes that granted / answered with an error in the last acquire
+    /// round, for --report (a node not waited for counts in neither).
+    last_round: std::sync::Mutex<(usize, usize)>,
     token: Arc<str>,
     ttl: Duration,
     node_timeout: Duration,
@@ -51,10 +56,13 @@ impl Lock {
         key: Vec<u8>,
         ttl: Duration,
         node_timeout: Duration,
+        record: Vec<(&'static str, String)>,
     ) -> std::io::Result<Lock> {
         Ok(Lock {
             nodes: nodes.into_iter().map(Arc::new).collect(),
-            channel: [key.as_slice(), b":released"].concat().into(),
+            channel: node::release_channel(&key).into(),
+            record: record.into(),
+            last_round: std::sync::Mutex::new((0, 0)),
             key: key.into(),
             token: new_token()?.into(),
             ttl,
@@ -66,8 +74,9 @@ impl Lock {
         &self.token
     }
 
-    pub fn node_timeout(&self) -> Duration {
-        self.node_timeout
+    /// Nodes that granted and that failed in the last acquire round.
+    pub fn last_round(&self) -> (usize, usize) {
+        self.last_round.lock().map_or((0, 0), |l| *l)
     }
 
     /// Longest we listen to one round: connect, write and read, each bounded by
@@ -80,23 +89,36 @@ impl Lock {
     pub fn acquire(&self, log: &Log) -> Acquired {
         let t0 = Instant::now();
         let (key, token, ttl) = (Arc::clone(&self.key), Arc::clone(&self.token), self.ttl);
+        // When it was taken, for `status`: stamped per attempt, since --wait
+        // may try for a long time.
+        let mut rec = self.record.to_vec();
+        rec.push(("acquired_ms", unix_ms().to_string()));
         let round = quorum::decide(
             &self.nodes,
-            move |n, t| n.acquire(t, &key, &token, ttl),
+            move |n, t| n.acquire(t, &key, &token, ttl, &rec),
             self.round_limit(),
         );
         self.log_round("acquire", &round, log);
+        if let Ok(mut last) = self.last_round.lock() {
+            let errors = round.replies.iter().filter(|r| r.result.is_err()).count();
+            *last = (round.tally.granted(), errors);
+        }
         let outcome = match round.verdict {
             Verdict::Quorum => match redlock::validity(self.ttl, round.elapsed) {
                 Some(v) => {
                     log.info(|| {
-                        format!(
-                            "acquired on {}/{} nodes in {:.1?}; valid for {:.0?}",
-                            round.tally.granted(),
-                            self.nodes.len(),
-                            round.elapsed,
-                            v
+                        ev(
+                            "acquired",
+                            format!(
+                                "acquired on {}/{} nodes in {:.1?}; valid for {:.0?}",
+                                round.tally.granted(),
+                                self.nodes.len(),
+                                round.elapsed,
+                                v
+                            ),
                         )
+                        .ms(round.elapsed)
+                        .outcome("acquired")
                     });
                     return Acquired::Yes {
                         since: t0,
@@ -171,7 +193,11 @@ impl Lock {
         for r in &replies {
             let name = self.nodes[r.node].name();
             match &r.result {
-                Ok(Answer::Granted) => log.debug(|| format!("{name}: held for {left:.0?} more")),
+                Ok(Answer::Granted) => log.debug(|| {
+                    ev("hold", format!("{name}: held for {left:.0?} more"))
+                        .node(name)
+                        .outcome("held")
+                }),
                 Ok(_) => log.debug(|| format!("{name}: not ours to hold")),
                 Err(e) => log.info(|| {
                     format!("cannot shorten the hold, the key expires within the TTL: {e}")
@@ -187,7 +213,7 @@ impl Lock {
         let token = Arc::clone(&self.token);
         let round = quorum::decide(
             &self.nodes,
-            move |n, t| n.acquire(t, &marker, &token, ttl),
+            move |n, t| n.acquire(t, &marker, &token, ttl, &[]),
             self.round_limit(),
         );
         self.log_round("once-per marker", &round, log);
@@ -227,38 +253,39 @@ impl Lock {
         if which.is_empty() {
             return;
         }
-        let (key, token, channel) = (
-            Arc::clone(&self.key),
-            Arc::clone(&self.token),
-            Arc::clone(&self.channel),
-        );
+        let (key, token) = (Arc::clone(&self.key), Arc::clone(&self.token));
         let replies = quorum::on_each(
             &self.nodes,
             which,
-            move |n, t| n.release(t, &key, &token, &channel),
+            move |n, t| n.release(t, &key, &token),
             self.round_limit(),
         );
         for r in &replies {
-            match &r.result {
-                Ok(Released::Deleted) => log.debug(|| {
-                    format!(
-                        "{}: released in {:.1?}",
-                        self.nodes[r.node].name(),
-                        r.latency
-                    )
-                }),
+            let name = self.nodes[r.node].name();
+            let (outcome, text) = match &r.result {
+                Ok(Released::Deleted) => ("released", format!("release {name}: released")),
                 Ok(Released::AlreadyGone) => {
-                    log.debug(|| format!("{}: nothing to release", self.nodes[r.node].name()))
+                    ("absent", format!("release {name}: nothing to release"))
                 }
-                Ok(Released::NotOurs) => log.debug(|| {
-                    format!(
-                        "{}: the key holds another token; left alone",
-                        self.nodes[r.node].name()
-                    )
-                }),
-                Err(e) => {
-                    log.info(|| format!("release failed, the key expires within the TTL: {e}"))
-                }
+                Ok(Released::NotOurs) => (
+                    "not-ours",
+                    format!("release {name}: the key holds another token; left alone"),
+                ),
+                Err(e) => (
+                    "error",
+                    format!("release failed, the key expires within the TTL: {e}"),
+                ),
+            };
+            let entry = || {
+                ev("release", text.clone())
+                    .node(name)
+                    .ms(r.latency)
+                    .outcome(outcome)
+            };
+            if r.result.is_err() {
+                log.info(entry);
+            } else {
+                log.debug(entry);
             }
         }
         if replies.len() < which.len() {
@@ -271,20 +298,28 @@ impl Lock {
         }
     }
 
-    fn log_round(&self, what: &str, round: &Round, log: &Log) {
+    fn log_round(&self, what: &'static str, round: &Round, log: &Log) {
         for r in &round.replies {
-            log.debug(|| match &r.result {
-                Ok(a) => format!(
-                    "{what} {}: {} in {:.1?}",
-                    self.nodes[r.node].name(),
-                    match a {
+            let name = self.nodes[r.node].name();
+            log.info(|| match &r.result {
+                Ok(a) => {
+                    let outcome = match a {
                         Answer::Granted => "granted",
-                        Answer::Refused => "refused (held by another token)",
+                        Answer::Refused => "refused",
                         Answer::Failed => "failed",
-                    },
-                    r.latency
-                ),
-                Err(e) => format!("{what} {e} (after {:.1?})", r.latency),
+                    };
+                    ev(
+                        what,
+                        format!("{what} {name}: {outcome} in {:.1?}", r.latency),
+                    )
+                    .node(name)
+                    .ms(r.latency)
+                    .outcome(outcome)
+                }
+                Err(e) => ev(what, format!("{what} {e} (after {:.1?})", r.latency))
+                    .node(name)
+                    .ms(r.latency)
+                    .outcome("error"),
             });
         }
     }
@@ -307,6 +342,12 @@ impl Lock {
             parts.join("; ")
         }
     }
+}
+
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// 128 bits from the OS CSPRNG, as 32 lowercase hex digits.

@@ -1,48 +1,181 @@
-//! Messages on stderr, one line each, prefixed with the program's name.
+//! Messages on stderr: one line each, as text (`redlock-run: ...`) or as one
+//! JSON object per line for log shippers (`--log-format json`).
 
 use std::io::Write;
+use std::time::{Duration, SystemTime};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
 
 #[derive(Clone, Copy, Debug)]
 pub struct Log {
     verbosity: i8,
+    format: Format,
+    /// The lock's name, carried by every JSON line.
+    key: &'static str,
+}
+
+/// One thing worth saying, with the fields a log shipper can index.
+#[derive(Debug, Default)]
+pub struct Entry {
+    event: &'static str,
+    msg: String,
+    node: Option<String>,
+    ms: Option<f64>,
+    outcome: Option<&'static str>,
+}
+
+/// An entry for `event`, saying `msg` in text form.
+pub fn ev(event: &'static str, msg: impl Into<String>) -> Entry {
+    Entry {
+        event,
+        msg: msg.into(),
+        ..Entry::default()
+    }
+}
+
+impl Entry {
+    /// The node concerned, already redacted.
+    pub fn node(mut self, name: &str) -> Self {
+        self.node = Some(name.to_string());
+        self
+    }
+
+    pub fn ms(mut self, d: Duration) -> Self {
+        self.ms = Some(d.as_secs_f64() * 1000.0);
+        self
+    }
+
+    pub fn outcome(mut self, o: &'static str) -> Self {
+        self.outcome = Some(o);
+        self
+    }
+}
+
+impl From<String> for Entry {
+    fn from(msg: String) -> Self {
+        ev("message", msg)
+    }
+}
+
+impl From<&str> for Entry {
+    fn from(msg: &str) -> Self {
+        ev("message", msg)
+    }
 }
 
 impl Log {
-    pub fn new(verbosity: i8) -> Self {
-        Log { verbosity }
+    pub fn new(verbosity: i8, format: Format, key: &str) -> Self {
+        Log {
+            verbosity,
+            format,
+            // Lives as long as the process; one small string per run.
+            key: Box::leak(key.to_string().into_boxed_str()),
+        }
     }
 
     /// Failures: always shown.
-    pub fn error(&self, msg: impl AsRef<str>) {
-        line(msg.as_ref());
+    pub fn error(&self, e: impl Into<Entry>) {
+        self.write("error", e.into());
     }
 
-    /// Outcomes a cron job may want silenced (busy): hidden by -q.
-    pub fn notice(&self, msg: impl AsRef<str>) {
+    /// Outcomes a cron job may want silenced (busy, timed out): hidden by -q.
+    pub fn notice(&self, e: impl Into<Entry>) {
         if self.verbosity >= 0 {
-            line(msg.as_ref());
+            self.write("notice", e.into());
         }
     }
 
-    /// -v: each decision.
-    pub fn info(&self, msg: impl FnOnce() -> String) {
+    /// -v: each attempt, node by node, and each decision.
+    pub fn info<E: Into<Entry>>(&self, e: impl FnOnce() -> E) {
         if self.verbosity >= 1 {
-            line(&msg());
+            self.write("info", e().into());
         }
     }
 
-    /// -vv: every node, every heartbeat.
-    pub fn debug(&self, msg: impl FnOnce() -> String) {
+    /// -vv: everything else (releases node by node, backoff).
+    pub fn debug<E: Into<Entry>>(&self, e: impl FnOnce() -> E) {
         if self.verbosity >= 2 {
-            line(&msg());
+            self.write("debug", e().into());
         }
+    }
+
+    fn write(&self, level: &str, e: Entry) {
+        let line = match self.format {
+            Format::Text => format!("redlock-run: {}\n", e.msg),
+            Format::Json => {
+                let mut fields = vec![
+                    (
+                        "time",
+                        json_str(&humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
+                    ),
+                    ("level", json_str(level)),
+                    ("event", json_str(e.event)),
+                    ("key", json_str(self.key)),
+                ];
+                if let Some(n) = &e.node {
+                    fields.push(("node", json_str(n)));
+                }
+                if let Some(ms) = e.ms {
+                    fields.push(("ms", format!("{ms:.3}")));
+                }
+                if let Some(o) = e.outcome {
+                    fields.push(("outcome", json_str(o)));
+                }
+                fields.push(("msg", json_str(&e.msg)));
+                format!("{}\n", json_object(&fields))
+            }
+        };
+        // One write per line so lines from threads never interleave; a closed
+        // stderr is no reason to fail the run.
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 }
 
-fn line(msg: &str) {
-    // One write per line so lines from threads never interleave; a closed
-    // stderr is no reason to fail the run.
-    let _ = std::io::stderr()
-        .lock()
-        .write_all(format!("redlock-run: {msg}\n").as_bytes());
+/// `{"k":v,...}` from already-encoded values.
+pub fn json_object(fields: &[(&str, String)]) -> String {
+    let body: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| format!("{}:{v}", json_str(k)))
+        .collect();
+    format!("{{{}}}", body.join(","))
+}
+
+/// A JSON string literal.
+pub fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_escape_controls_and_quotes() {
+        assert_eq!(json_str("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+        assert_eq!(json_str("');redis.call('x')--"), "\"');redis.call('x')--\"");
+    }
+
+    #[test]
+    fn json_objects_join_fields() {
+        let o = json_object(&[("a", json_str("x")), ("n", "1.5".into())]);
+        assert_eq!(o, "{\"a\":\"x\",\"n\":1.5}");
+    }
 }

@@ -17,9 +17,24 @@ use redis::{Client, Connection, IntoConnectionInfo, Value};
 
 use crate::redlock::Answer;
 
+// Every script takes KEYS[1] = the lock, KEYS[2] = its holder record
+// (`<lock>:holder`, information only), and touches the record only while the
+// lock holds our token.
+
+/// Writes the holder record next to a lock we just took.
+const RECORD: &str = "\
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[2], unpack(ARGV, 3))
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  return 1
+end
+return 0";
+
 /// Extends only our own lock; never re-creates an expired one.
 const EXTEND: &str = "\
 if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0";
@@ -30,13 +45,40 @@ return 0";
 const RELEASE: &str = "\
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[2])
   redis.call('PUBLISH', ARGV[2], '')
   return 1
 elseif v == false then
   return -1
 end
 return 0";
+
+/// `unlock --force`: deletes whatever holds the lock, and wakes waiters.
+const FORCE: &str = "\
+local n = redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[2])
+if n == 1 then
+  redis.call('PUBLISH', ARGV[1], '')
+end
+return n";
+
+/// The record's key and the release channel, derived from the lock's key.
+pub fn holder_key(key: &[u8]) -> Vec<u8> {
+    [key, b":holder"].concat()
+}
+
+pub fn release_channel(key: &[u8]) -> Vec<u8> {
+    [key, b":released"].concat()
+}
+
+/// What `inspect` found on one node.
+#[derive(Clone, Debug, Default)]
+pub struct Inspection {
+    pub value: Option<Vec<u8>>,
+    /// Milliseconds left; negative as Redis reports (-2 no key, -1 no expiry).
+    pub pttl: i64,
+    pub holder: Vec<(String, String)>,
+}
 
 /// What a release found on the node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,7 +142,10 @@ impl Node {
         &self.name
     }
 
-    /// `SET key token NX PX ttl`.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// A place in this node's queue. Take it before handing the request to
     /// another thread; a ticket dropped unused gives up its place.
     pub fn ticket(&self) -> Ticket {
@@ -111,23 +156,49 @@ impl Node {
         }
     }
 
+    /// `SET key token NX PX ttl`; with a non-empty `record`, the holder record
+    /// goes out in the same write (one round trip).
     pub fn acquire(
         &self,
         t: Ticket,
         key: &[u8],
         token: &str,
         ttl: Duration,
+        record: &[(&str, String)],
     ) -> Result<Answer, NodeError> {
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(key).arg(token).arg("NX").arg("PX").arg(millis(ttl));
-        match self.query(t, &cmd)? {
-            Value::Okay => Ok(Answer::Granted),
-            Value::Nil => Ok(Answer::Refused),
-            other => Err(self.unexpected("SET", &other)),
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(ttl));
+        if !record.is_empty() {
+            let eval = pipe
+                .cmd("EVAL")
+                .arg(RECORD)
+                .arg(2)
+                .arg(key)
+                .arg(holder_key(key));
+            eval.arg(token).arg(millis(ttl));
+            for (k, v) in record {
+                eval.arg(*k).arg(v);
+            }
+            // The record is information only: a failure to write it (an ACL
+            // without HSET, say) must not cost the lock.
+            eval.ignore();
+        }
+        let replies: Vec<Value> = self.query(t, |c| pipe.query(c))?;
+        match replies.first() {
+            Some(Value::Okay) => Ok(Answer::Granted),
+            Some(Value::Nil) => Ok(Answer::Refused),
+            Some(Value::ServerError(e)) => Err(NodeError(format!("{}: {e}", self.name))),
+            other => Err(self.unexpected("SET", &format!("{other:?}"))),
         }
     }
 
-    /// Compare-and-PEXPIRE: `Refused` when the key no longer holds our token.
+    /// Compare-and-PEXPIRE (the record too): `Refused` when the key no
+    /// longer holds our token.
     pub fn extend(
         &self,
         t: Ticket,
@@ -136,30 +207,58 @@ impl Node {
         ttl: Duration,
     ) -> Result<Answer, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(EXTEND).arg(1).arg(key).arg(token).arg(millis(ttl));
-        match self.query(t, &cmd)? {
+        cmd.arg(EXTEND).arg(2).arg(key).arg(holder_key(key));
+        cmd.arg(token).arg(millis(ttl));
+        match self.eval(t, &cmd)? {
             Value::Int(1) => Ok(Answer::Granted),
             Value::Int(0) => Ok(Answer::Refused),
-            other => Err(self.unexpected("extend script", &other)),
+            other => Err(self.unexpected("extend script", &format!("{other:?}"))),
         }
     }
 
-    /// Compare-and-delete, announcing the release on `channel`.
-    pub fn release(
-        &self,
-        t: Ticket,
-        key: &[u8],
-        token: &str,
-        channel: &[u8],
-    ) -> Result<Released, NodeError> {
+    /// Compare-and-delete (the record too), announcing the release to waiters.
+    pub fn release(&self, t: Ticket, key: &[u8], token: &str) -> Result<Released, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(RELEASE).arg(1).arg(key).arg(token).arg(channel);
-        match self.query(t, &cmd)? {
+        cmd.arg(RELEASE).arg(2).arg(key).arg(holder_key(key));
+        cmd.arg(token).arg(release_channel(key));
+        match self.eval(t, &cmd)? {
             Value::Int(1) => Ok(Released::Deleted),
             Value::Int(-1) => Ok(Released::AlreadyGone),
             Value::Int(0) => Ok(Released::NotOurs),
-            other => Err(self.unexpected("release script", &other)),
+            other => Err(self.unexpected("release script", &format!("{other:?}"))),
         }
+    }
+
+    /// Deletes the lock whoever holds it: true if there was one.
+    pub fn force_delete(&self, t: Ticket, key: &[u8]) -> Result<bool, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(FORCE)
+            .arg(2)
+            .arg(key)
+            .arg(holder_key(key))
+            .arg(release_channel(key));
+        match self.eval(t, &cmd)? {
+            Value::Int(n) => Ok(n == 1),
+            other => Err(self.unexpected("delete script", &format!("{other:?}"))),
+        }
+    }
+
+    /// The lock's value, its PTTL and its holder record, in one round trip.
+    pub fn inspect(&self, t: Ticket, key: &[u8]) -> Result<Inspection, NodeError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("GET")
+            .arg(key)
+            .cmd("PTTL")
+            .arg(key)
+            .cmd("HGETALL")
+            .arg(holder_key(key));
+        let (value, pttl, holder): (Option<Vec<u8>>, i64, Vec<(String, String)>) =
+            self.query(t, |c| pipe.query(c))?;
+        Ok(Inspection {
+            value,
+            pttl,
+            holder,
+        })
     }
 
     /// Blocks on a connection of its own subscribed to `channel`: `ready` once
@@ -190,23 +289,32 @@ impl Node {
 
     // Plain EVAL rather than EVALSHA: a once-per-run CLI would pay a NOSCRIPT
     // round trip and a SCRIPT LOAD on every fresh node, and the scripts are tiny.
-    fn query(&self, mut ticket: Ticket, cmd: &redis::Cmd) -> Result<Value, NodeError> {
-        let mut turn = ticket.wait_turn();
-        let guard = &mut turn.state.conn;
-        let conn = match guard.as_mut() {
-            Some(c) => c,
-            None => guard.insert(self.connect()?),
-        };
-        match cmd.query::<Value>(conn) {
-            Ok(Value::ServerError(e)) => Err(NodeError(format!("{}: {e}", self.name))),
-            Ok(v) => Ok(v),
-            Err(e) => {
-                // After a timeout a late reply would be read as the answer to the
-                // next request: never reuse a connection that saw an error.
-                *guard = None;
-                Err(self.error(&e))
-            }
+    fn eval(&self, t: Ticket, cmd: &redis::Cmd) -> Result<Value, NodeError> {
+        match self.query(t, |c| cmd.query::<Value>(c))? {
+            Value::ServerError(e) => Err(NodeError(format!("{}: {e}", self.name))),
+            v => Ok(v),
         }
+    }
+
+    /// Runs `f` on this node's connection when it is `ticket`'s turn,
+    /// connecting first if needed.
+    fn query<T>(
+        &self,
+        mut ticket: Ticket,
+        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, NodeError> {
+        let mut turn = ticket.wait_turn();
+        let slot = &mut turn.state.conn;
+        let conn = match slot.as_mut() {
+            Some(c) => c,
+            None => slot.insert(self.connect()?),
+        };
+        f(conn).map_err(|e| {
+            // After a timeout a late reply would be read as the answer to the
+            // next request: never reuse a connection that saw an error.
+            *slot = None;
+            self.error(&e)
+        })
     }
 
     fn connect(&self) -> Result<Connection, NodeError> {
@@ -236,8 +344,11 @@ impl Node {
         NodeError(format!("{}: {what}", self.name))
     }
 
-    fn unexpected(&self, what: &str, v: &Value) -> NodeError {
-        NodeError(format!("{}: unexpected reply to {what}: {v:?}", self.name))
+    fn unexpected(&self, what: &str, reply: &str) -> NodeError {
+        NodeError(format!(
+            "{}: unexpected reply to {what}: {reply}",
+            self.name
+        ))
     }
 }
 

@@ -5,6 +5,8 @@ use std::ffi::OsString;
 use std::io;
 use std::process::ExitStatus;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -15,7 +17,7 @@ use crate::child::{self, Env, Supervised};
 use crate::cli::{self, Cli, Config, Wait};
 use crate::exit::Exit;
 use crate::lock::{Acquired, Extended, Lock};
-use crate::log::Log;
+use crate::log::{self, Log, ev};
 use crate::node::{self, Node};
 use crate::redlock::{self, Verdict};
 use crate::signals;
@@ -39,10 +41,13 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),
     };
+    if let Some(admin) = cli.admin {
+        return crate::admin::run(admin);
+    }
     let config = match cli.into_config() {
         Ok(c) => c,
         Err(msg) => {
-            Log::new(0).error(msg);
+            Log::new(0, log::Format::Text, "").error(msg);
             return Exit::Usage;
         }
     };
@@ -57,7 +62,7 @@ fn clap_exit(e: clap::Error) -> Exit {
         let _ = e.print();
         return Exit::Command(0);
     }
-    Log::new(0).error(format!("{} (try --help)", one_line(&e.to_string())));
+    Log::new(0, log::Format::Text, "").error(format!("{} (try --help)", one_line(&e.to_string())));
     Exit::Usage
 }
 
@@ -73,8 +78,85 @@ fn one_line(msg: &str) -> String {
         .to_string()
 }
 
+/// What --report tells a monitor about the run.
+#[derive(Default)]
+struct Stats {
+    acquired: AtomicBool,
+    waited_ms: AtomicU64,
+    nodes_ok: AtomicU64,
+    nodes_failed: AtomicU64,
+    extensions_done: AtomicU64,
+    extensions_failed: AtomicU64,
+    already_ran: AtomicBool,
+}
+
 fn run(config: &Config) -> Exit {
-    let log = Log::new(config.verbosity);
+    let started = Instant::now();
+    let started_at = SystemTime::now();
+    let stats = Arc::new(Stats::default());
+    let exit = run_locked(config, &stats);
+    if let Some(path) = &config.report
+        && let Err(e) = write_report(path, config, &stats, exit, started_at, started.elapsed())
+    {
+        Log::new(0, log::Format::Text, "").error(format!(
+            "cannot write --report {}: {}",
+            path.display(),
+            os_message(&e)
+        ));
+    }
+    exit
+}
+
+fn write_report(
+    path: &std::path::Path,
+    config: &Config,
+    stats: &Stats,
+    exit: Exit,
+    started_at: SystemTime,
+    duration: Duration,
+) -> io::Result<()> {
+    let outcome = match exit {
+        Exit::Command(0) => "ok",
+        Exit::Command(_) => "failed",
+        Exit::Signal(_) => "signal",
+        Exit::Busy(_) if stats.already_ran.load(Relaxed) => "already-ran",
+        Exit::Busy(_) => "busy",
+        Exit::Unavailable => "unavailable",
+        Exit::Lost => "lost",
+        Exit::Timeout => "timeout",
+        Exit::CannotExecute | Exit::NotFound => "not-run",
+        Exit::Usage => "usage",
+    };
+    let n = |a: &AtomicU64| a.load(Relaxed).to_string();
+    let body = log::json_object(&[
+        ("key", log::json_str(&config.name)),
+        (
+            "redis_key",
+            log::json_str(&String::from_utf8_lossy(&config.key)),
+        ),
+        (
+            "started_at",
+            log::json_str(&humantime::format_rfc3339_millis(started_at).to_string()),
+        ),
+        ("acquired", stats.acquired.load(Relaxed).to_string()),
+        ("waited_ms", n(&stats.waited_ms)),
+        ("nodes", config.urls.len().to_string()),
+        ("nodes_ok", n(&stats.nodes_ok)),
+        ("nodes_failed", n(&stats.nodes_failed)),
+        ("extensions_done", n(&stats.extensions_done)),
+        ("extensions_failed", n(&stats.extensions_failed)),
+        ("outcome", log::json_str(outcome)),
+        ("exit_code", exit.code().to_string()),
+        ("duration_ms", duration.as_millis().to_string()),
+    ]);
+    // Written beside the target and renamed, so a monitor never reads half a report.
+    let tmp = path.with_extension("tmp~");
+    std::fs::write(&tmp, format!("{body}\n"))?;
+    std::fs::rename(&tmp, path)
+}
+
+fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
+    let log = Log::new(config.verbosity, config.log_format, &config.name);
     let nodes = match config
         .urls
         .iter()
@@ -87,7 +169,13 @@ fn run(config: &Config) -> Exit {
             return Exit::Usage;
         }
     };
-    let lock = match Lock::new(nodes, config.key.clone(), config.ttl, config.node_timeout) {
+    let lock = match Lock::new(
+        nodes,
+        config.key.clone(),
+        config.ttl,
+        config.node_timeout,
+        holder_record(config),
+    ) {
         Ok(l) => Arc::new(l),
         Err(e) => {
             log.error(e.to_string());
@@ -101,11 +189,26 @@ fn run(config: &Config) -> Exit {
         log.error(format!("cannot watch signals: {e}"));
         return Exit::Unavailable;
     }
-    let (since, deadline) = match acquire(&lock, config, &tx, &rx, &log) {
+    let wait_start = Instant::now();
+    let acquired = acquire(&lock, config, &tx, &rx, &log);
+    let (ok, failed) = lock.last_round();
+    stats.nodes_ok.store(ok as u64, Relaxed);
+    stats.nodes_failed.store(failed as u64, Relaxed);
+    let waited = match &acquired {
+        Ok((since, _)) => since.saturating_duration_since(wait_start),
+        Err(_) => wait_start.elapsed(),
+    };
+    stats.waited_ms.store(
+        u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+        Relaxed,
+    );
+    let (since, deadline) = match acquired {
         Ok(held) => held,
         Err(exit) => return exit,
     };
+    stats.acquired.store(true, Relaxed);
     if let Some(exit) = check_once_per(&lock, config, &log) {
+        stats.already_ran.store(exit != Exit::Unavailable, Relaxed);
         lock.release(&log);
         return exit;
     }
@@ -152,7 +255,7 @@ fn run(config: &Config) -> Exit {
         return Exit::Unavailable;
     }
     let (stop_tx, stop_rx) = mpsc::channel();
-    start_heartbeat(&lock, config, deadline, tx, stop_rx, log);
+    start_heartbeat(&lock, config, deadline, tx, stop_rx, log, Arc::clone(stats));
     let exit = supervise(&supervised, config, deadline, &rx, &log);
     drop(stop_tx);
     supervised.finish();
@@ -202,18 +305,34 @@ fn acquire(
             return Err(match failure {
                 None => {
                     if config.wait == Wait::Once {
-                        log.notice(format!("lock '{}' is held elsewhere", config.name));
+                        log.notice(
+                            ev("busy", format!("lock '{}' is held elsewhere", config.name))
+                                .outcome("busy"),
+                        );
                     } else {
-                        log.notice(format!(
-                            "lock '{}' is still held elsewhere after waiting {:.0?}",
-                            config.name,
-                            start.elapsed()
-                        ));
+                        log.notice(
+                            ev(
+                                "busy",
+                                format!(
+                                    "lock '{}' is still held elsewhere after waiting {:.0?}",
+                                    config.name,
+                                    start.elapsed()
+                                ),
+                            )
+                            .ms(start.elapsed())
+                            .outcome("busy"),
+                        );
                     }
                     Exit::Busy(config.busy_exit_code)
                 }
                 Some(why) => {
-                    log.error(format!("cannot take lock '{}': {why}", config.name));
+                    log.error(
+                        ev(
+                            "unavailable",
+                            format!("cannot take lock '{}': {why}", config.name),
+                        )
+                        .outcome("unavailable"),
+                    );
                     Exit::Unavailable
                 }
             });
@@ -329,14 +448,23 @@ fn supervise(
         };
         if let Some((why, at)) = begin {
             match &why {
-                Stop::Lost(reason) => log.error(format!(
-                    "lock '{}' lost: {reason}; stopping the command",
-                    config.name
-                )),
-                Stop::Timeout => log.notice(format!(
-                    "{} ran past --timeout; stopping it",
-                    program_name(config)
-                )),
+                Stop::Lost(reason) => log.error(
+                    ev(
+                        "lost",
+                        format!(
+                            "lock '{}' lost: {reason}; stopping the command",
+                            config.name
+                        ),
+                    )
+                    .outcome("lost"),
+                ),
+                Stop::Timeout => log.notice(
+                    ev(
+                        "timeout",
+                        format!("{} ran past --timeout; stopping it", program_name(config)),
+                    )
+                    .outcome("timeout"),
+                ),
             }
             if stop.is_none() {
                 supervised.signal_group(libc::SIGTERM);
@@ -369,10 +497,13 @@ fn supervise(
             Ok(Event::Gone(why)) if !matches!(stop, Some(Stop::Lost(_))) => {
                 // Someone else may hold it already: stop at once, and never
                 // later than our own validity.
-                log.error(format!(
-                    "lock '{}' lost: {why}; stopping the command",
-                    config.name
-                ));
+                log.error(
+                    ev(
+                        "lost",
+                        format!("lock '{}' lost: {why}; stopping the command", config.name),
+                    )
+                    .outcome("lost"),
+                );
                 if stop.is_none() {
                     supervised.signal_group(libc::SIGTERM);
                 }
@@ -412,6 +543,7 @@ fn start_heartbeat(
     tx: Sender<Event>,
     stop: Receiver<()>,
     log: Log,
+    stats: Arc<Stats>,
 ) {
     let lock = Arc::clone(lock);
     let interval = redlock::heartbeat_interval(config.ttl);
@@ -434,9 +566,14 @@ fn start_heartbeat(
                 }
                 match lock.extend(&log) {
                     Extended::Yes { deadline: d } if Instant::now() < deadline => {
-                        log.debug(|| format!("extended in {:.1?}", start.elapsed()));
+                        log.info(|| {
+                            ev("extended", format!("extended in {:.1?}", start.elapsed()))
+                                .ms(start.elapsed())
+                                .outcome("extended")
+                        });
                         deadline = d;
                         next = start + interval;
+                        stats.extensions_done.fetch_add(1, Relaxed);
                         if tx.send(Event::Extended(d)).is_err() {
                             return;
                         }
@@ -449,7 +586,11 @@ fn start_heartbeat(
                         return;
                     }
                     Extended::Failed(why) => {
-                        log.info(|| format!("heartbeat: {why}; retrying"));
+                        stats.extensions_failed.fetch_add(1, Relaxed);
+                        log.info(|| {
+                            ev("extend-failed", format!("heartbeat: {why}; retrying"))
+                                .outcome("failed")
+                        });
                         next = Instant::now() + retry;
                     }
                 }
@@ -473,6 +614,51 @@ impl Drop for PanicNotice {
                 .send(Event::Gone("the heartbeat thread failed".into()));
         }
     }
+}
+
+/// Who holds the lock, stored beside it for `status`. Information only: the
+/// lock itself is the plain token, so other clients stay compatible.
+fn holder_record(config: &Config) -> Vec<(&'static str, String)> {
+    let mut command = match &config.program {
+        cli::Program::Shell(s) => format!("/bin/sh -c {s}"),
+        cli::Program::Argv(argv) => argv
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    if let Some((cut, _)) = command.char_indices().nth(200) {
+        command.truncate(cut);
+        command.push('…');
+    }
+    vec![
+        ("host", hostname()),
+        ("pid", std::process::id().to_string()),
+        ("user", user_name()),
+        ("command", command),
+        ("ttl_ms", config.ttl.as_millis().to_string()),
+        ("version", env!("CARGO_PKG_VERSION").to_string()),
+    ]
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
+    // when the name fits, and we stop at the first NUL either way.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    if ok {
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "?".into()
+    }
+}
+
+fn user_name() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        // SAFETY: getuid cannot fail.
+        .unwrap_or_else(|_| format!("uid {}", unsafe { libc::getuid() }))
 }
 
 /// Environment variables that may carry a password: the command never sees them.

@@ -940,7 +940,12 @@ fn hostile_key_names_are_plain_data() {
             ])
             .spawn();
         await_marker(&dir, "ready", &running);
-        let mut expected = vec![b"decoy".to_vec(), lock_key(name)];
+        // The lock and its holder record (information for `status`), nothing else.
+        let mut expected = vec![
+            b"decoy".to_vec(),
+            lock_key(name),
+            [lock_key(name), b":holder".to_vec()].concat(),
+        ];
         expected.sort();
         assert_eq!(node.keys(), expected, "keys while holding {name:?}");
         let seen = fs::read(dir.join("keyname")).expect("read keyname");
