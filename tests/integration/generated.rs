@@ -77,6 +77,7 @@ fn man_page_has_every_section_once() {
         "SYNOPSIS",
         "DESCRIPTION",
         "OPTIONS",
+        "SUBCOMMANDS",
         "EXIT STATUS",
         "ENVIRONMENT",
         "EXAMPLES",
@@ -130,6 +131,7 @@ fn man_page() -> Vec<u8> {
     page.push(&synopsis_section(&mut cmd));
     page.push(&description_section(&cmd));
     page.part(|w| man.render_options_section(w));
+    page.push(&subcommands_section(&cmd));
     page.push(&exit_status_section());
     page.push(&environment_section(&cmd));
     for (heading, lines) in after_help_blocks(&cmd) {
@@ -322,6 +324,50 @@ fn description_section(cmd: &Command) -> Roff {
 
 /// `exit::TABLE` as a tagged list: one `.TP` per status, continuation lines
 /// (indented deeper than the first entry) appended to the previous entry.
+/// `status` and `unlock`: each with its usage, what it does, and its options
+/// (the shared ones are described under OPTIONS, so only named here).
+fn subcommands_section(cmd: &Command) -> Roff {
+    let mut roff = Roff::new();
+    roff.control("SH", ["SUBCOMMANDS"]);
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let mut sub = sub.clone().bin_name(format!("{BIN} {}", sub.get_name()));
+        sub.build();
+        roff.control("SS", [sub.get_name()]);
+        let usage = sub.render_usage().to_string();
+        let usage = usage.trim_start_matches("Usage:").trim();
+        roff.text(usage_inlines(usage));
+        roff.control("PP", []);
+        let about = sub
+            .get_long_about()
+            .or(sub.get_about())
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        roff.text(prose(&sentence(&about.replace('\n', " "))));
+        for arg in sub.get_arguments().filter(|a| {
+            !matches!(
+                a.get_id().as_str(),
+                "help" | "key" | "prefix" | "redis" | "node_timeout"
+            )
+        }) {
+            let Some(long) = arg.get_long() else { continue };
+            roff.control("TP", []);
+            let mut head = vec![bold(format!("--{long}"))];
+            if let Some(v) = arg
+                .get_value_names()
+                .and_then(|v| v.first())
+                .filter(|_| arg.get_action().takes_values())
+            {
+                head.push(roman(" "));
+                head.push(italic(format!("<{v}>")));
+            }
+            roff.text(head);
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            roff.text(prose(&sentence(&help)));
+        }
+    }
+    roff
+}
+
 fn exit_status_section() -> Roff {
     let mut roff = Roff::new();
     roff.control("SH", ["EXIT STATUS"]);
