@@ -21,6 +21,11 @@ pub fn run(admin: Admin) -> Exit {
         Admin::Status(a) => &a.target,
         Admin::Unlock(a) => &a.target,
     };
+    if target.tls_insecure {
+        eprintln!(
+            "redlock-run: --tls-insecure: certificates and host names of rediss:// nodes are not checked"
+        );
+    }
     let (resolved, nodes) = match connect(target) {
         Ok(r) => r,
         Err(msg) => {
@@ -35,12 +40,12 @@ pub fn run(admin: Admin) -> Exit {
 }
 
 fn connect(target: &Target) -> Result<(Resolved, Vec<Arc<Node>>), String> {
-    let resolved = target.resolve()?;
-    let timeout = target.node_timeout.unwrap_or(DEFAULT_NODE_TIMEOUT);
+    let mut resolved = target.resolve()?;
+    resolved.options.timeout = target.node_timeout.unwrap_or(DEFAULT_NODE_TIMEOUT);
     let nodes = resolved
         .urls
         .iter()
-        .map(|u| Node::new(u, timeout).map(Arc::new))
+        .map(|u| Node::new(u, &resolved.options).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     Ok((resolved, nodes))
 }
@@ -305,7 +310,7 @@ fn unlock(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
             let replies = quorum::on_each(
                 nodes,
                 &all,
-                move |n, t| n.release(t, &k, &token),
+                move |n, t| n.release(t, &k, &token, true),
                 limit(nodes),
             );
             by_node(nodes.len(), replies)

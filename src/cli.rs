@@ -8,6 +8,7 @@ use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand, ValueHint};
 
 use crate::exit;
 use crate::log::Format;
+use crate::node;
 use crate::redlock;
 
 const EXAMPLES: &str = "\
@@ -68,6 +69,27 @@ pub struct Target {
     /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub node_timeout: Option<Duration>,
+
+    /// Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD;
+    /// REDLOCK_USERNAME names an ACL user)
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub password_file: Option<std::path::PathBuf>,
+
+    /// Trust this CA (PEM) for rediss:// nodes instead of the system roots
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub tls_ca: Option<std::path::PathBuf>,
+
+    /// Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key
+    #[arg(long, value_name = "FILE", requires = "tls_key", value_hint = ValueHint::FilePath)]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// Private key (PEM) of --tls-cert
+    #[arg(long, value_name = "FILE", requires = "tls_cert", value_hint = ValueHint::FilePath)]
+    pub tls_key: Option<std::path::PathBuf>,
+
+    /// Do not check rediss:// certificates or host names (warns on every run)
+    #[arg(long)]
+    pub tls_insecure: bool,
 }
 
 /// A `Target` checked: the lock's name, its Redis key, the node URLs.
@@ -76,6 +98,8 @@ pub struct Resolved {
     pub name: String,
     pub key: Vec<u8>,
     pub urls: Vec<String>,
+    /// Credentials and TLS material, loaded; the timeout is set by the caller.
+    pub options: node::Options,
 }
 
 impl Target {
@@ -94,7 +118,44 @@ impl Target {
             return Err("--redis names no node".into());
         }
         let key = [self.prefix.as_bytes(), name.as_bytes()].concat();
-        Ok(Resolved { name, key, urls })
+        let read = |flag: &str, path: &std::path::Path| {
+            std::fs::read(path).map_err(|e| format!("cannot read {flag} {}: {e}", path.display()))
+        };
+        let password = match &self.password_file {
+            Some(path) => {
+                let bytes = read("--password-file", path)?;
+                let text = String::from_utf8(bytes)
+                    .map_err(|_| format!("--password-file {} is not UTF-8", path.display()))?;
+                // A file written by `echo` ends in a newline that is not part of it.
+                Some(text.trim_end_matches(['\n', '\r']).to_string())
+            }
+            None => std::env::var("REDLOCK_PASSWORD")
+                .ok()
+                .filter(|p| !p.is_empty()),
+        };
+        let options = node::Options {
+            timeout: Duration::ZERO,
+            username: std::env::var("REDLOCK_USERNAME")
+                .ok()
+                .filter(|u| !u.is_empty()),
+            password,
+            tls_ca: self
+                .tls_ca
+                .as_deref()
+                .map(|p| read("--tls-ca", p))
+                .transpose()?,
+            tls_client: match (&self.tls_cert, &self.tls_key) {
+                (Some(c), Some(k)) => Some((read("--tls-cert", c)?, read("--tls-key", k)?)),
+                _ => None,
+            },
+            tls_insecure: self.tls_insecure,
+        };
+        Ok(Resolved {
+            name,
+            key,
+            urls,
+            options,
+        })
     }
 }
 
@@ -275,6 +336,7 @@ pub enum Program {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub name: String,
+    pub options: node::Options,
     pub key: Vec<u8>,
     pub urls: Vec<String>,
     pub ttl: Duration,
@@ -297,7 +359,12 @@ pub struct Config {
 impl Cli {
     /// Checks what clap cannot: relations between values. Errors are one line.
     pub fn into_config(self) -> Result<Config, String> {
-        let Resolved { name, key, urls } = self.target.resolve()?;
+        let Resolved {
+            name,
+            key,
+            urls,
+            mut options,
+        } = self.target.resolve()?;
         let node_timeout = self
             .target
             .node_timeout
@@ -340,8 +407,10 @@ impl Cli {
                 ));
             }
         };
+        options.timeout = node_timeout;
         Ok(Config {
             name,
+            options,
             key,
             urls,
             ttl: self.ttl,

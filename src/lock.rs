@@ -140,8 +140,8 @@ impl Lock {
             )),
         };
         // Not ours after all: undo wherever our SET may have landed, including
-        // nodes whose reply we never saw.
-        self.release_on(&round.maybe_ours(self.nodes.len()), log);
+        // nodes whose reply we never saw. Quietly: nothing was released.
+        self.release_on(&round.maybe_ours(self.nodes.len()), false, log);
         outcome
     }
 
@@ -175,7 +175,7 @@ impl Lock {
     /// Compare-and-delete on every node: any of them may hold our token.
     pub fn release(&self, log: &Log) {
         let all: Vec<usize> = (0..self.nodes.len()).collect();
-        self.release_on(&all, log);
+        self.release_on(&all, true, log);
     }
 
     /// Leaves the lock to expire by itself after `left` (what remains of
@@ -249,7 +249,7 @@ impl Lock {
         }
     }
 
-    fn release_on(&self, which: &[usize], log: &Log) {
+    fn release_on(&self, which: &[usize], announce: bool, log: &Log) {
         if which.is_empty() {
             return;
         }
@@ -257,7 +257,7 @@ impl Lock {
         let replies = quorum::on_each(
             &self.nodes,
             which,
-            move |n, t| n.release(t, &key, &token),
+            move |n, t| n.release(t, &key, &token, announce),
             self.round_limit(),
         );
         for r in &replies {

@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use redis::{Client, Connection, IntoConnectionInfo, Value};
+use std::net::{IpAddr, ToSocketAddrs};
+
+use redis::{Client, Connection, ConnectionAddr, IntoConnectionInfo, Value};
 
 use crate::redlock::Answer;
 
@@ -40,13 +42,15 @@ end
 return 0";
 
 /// Deletes only our own lock, then wakes waiters subscribed to ARGV[2] (in
-/// the same script, so no waiter can miss it). -1 tells the log the key had
-/// already gone.
+/// the same script, so no waiter can miss it); an empty ARGV[2] wakes nobody.
+/// -1 tells the log the key had already gone.
 const RELEASE: &str = "\
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('DEL', KEYS[1], KEYS[2])
-  redis.call('PUBLISH', ARGV[2], '')
+  if ARGV[2] ~= '' then
+    redis.call('PUBLISH', ARGV[2], '')
+  end
   return 1
 elseif v == false then
   return -1
@@ -114,7 +118,9 @@ pub struct Node {
 
 impl Node {
     /// Parses the URL; no I/O. The error names the node without its password.
-    pub fn new(url: &str, timeout: Duration) -> Result<Node, String> {
+    /// Parses the URL and applies `opts`; no I/O. The error names the node
+    /// without its password.
+    pub fn new(url: &str, opts: &Options) -> Result<Node, String> {
         let name = redact(url);
         let scheme = url.split_once("://").map(|(s, _)| s);
         if !matches!(scheme, Some("redis" | "rediss" | "unix" | "redis+unix")) {
@@ -122,18 +128,62 @@ impl Node {
                 "invalid Redis URL '{name}': expected redis://HOST[:PORT][/DB], rediss://... or unix:///PATH"
             ));
         }
+        let tls = scheme == Some("rediss");
+        if tls {
+            // The crate's rustls comes without a crypto provider. Installing
+            // twice (several rediss:// nodes) is harmless and reported as Err.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let mut url = url.to_string();
+        if tls && opts.tls_insecure && !url.contains('#') {
+            url.push_str("#insecure");
+        }
         let info = url
+            .as_str()
             .into_connection_info()
             .map_err(|_| format!("invalid Redis URL '{name}': it does not parse"))?;
         // CLIENT SETINFO would cost an extra round trip per node on every run.
-        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let mut settings = info.redis_settings().clone().set_skip_set_lib_name();
+        // Credentials from a file or the environment fill in for a URL that
+        // carries none, so a crontab never needs a password in argv.
+        if settings.password().is_none()
+            && let Some(password) = &opts.password
+        {
+            settings = settings.set_password(password);
+            if settings.username().is_none()
+                && let Some(user) = &opts.username
+            {
+                settings = settings.set_username(user);
+            }
+        }
         let tcp = info.tcp_settings().clone().set_nodelay(true);
         let info = info.set_redis_settings(settings).set_tcp_settings(tcp);
-        let client = Client::open(info).map_err(|e| format!("invalid Redis URL '{name}': {e}"))?;
+        let client = if tls && (opts.tls_ca.is_some() || opts.tls_client.is_some()) {
+            Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: opts.tls_client.as_ref().map(|(cert, key)| {
+                        redis::ClientTlsConfig {
+                            client_cert: cert.clone(),
+                            client_key: key.clone(),
+                        }
+                    }),
+                    root_cert: opts.tls_ca.clone(),
+                },
+            )
+        } else {
+            Client::open(info)
+        }
+        .map_err(|e| {
+            format!(
+                "cannot use Redis node '{name}': {}",
+                e.detail().unwrap_or("bad TLS files")
+            )
+        })?;
         Ok(Node {
             name,
             client,
-            timeout,
+            timeout: opts.timeout,
             line: Arc::default(),
         })
     }
@@ -216,11 +266,28 @@ impl Node {
         }
     }
 
-    /// Compare-and-delete (the record too), announcing the release to waiters.
-    pub fn release(&self, t: Ticket, key: &[u8], token: &str) -> Result<Released, NodeError> {
+    /// Compare-and-delete (the record too). `announce` wakes waiters: right
+    /// for a lock that was held, wrong for undoing a failed attempt, which
+    /// would wake every waiter for nothing (and each of their failed attempts
+    /// would wake them all again).
+    pub fn release(
+        &self,
+        t: Ticket,
+        key: &[u8],
+        token: &str,
+        announce: bool,
+    ) -> Result<Released, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(RELEASE).arg(2).arg(key).arg(holder_key(key));
-        cmd.arg(token).arg(release_channel(key));
+        cmd.arg(RELEASE)
+            .arg(2)
+            .arg(key)
+            .arg(holder_key(key))
+            .arg(token);
+        if announce {
+            cmd.arg(release_channel(key));
+        } else {
+            cmd.arg("");
+        }
         match self.eval(t, &cmd)? {
             Value::Int(1) => Ok(Released::Deleted),
             Value::Int(-1) => Ok(Released::AlreadyGone),
@@ -318,16 +385,64 @@ impl Node {
     }
 
     fn connect(&self) -> Result<Connection, NodeError> {
-        let conn = self
-            .client
-            .get_connection_with_timeout(self.timeout)
-            .map_err(|e| self.error(&e))?;
+        let conn = match self.client.get_connection_info().addr() {
+            // The crate's connect timeout does not cover name resolution: a
+            // hung DNS server would hold this node (and its queue) far longer
+            // than the node timeout. Resolve here, bounded, and connect to the
+            // address found.
+            ConnectionAddr::Tcp(host, port) if host.parse::<IpAddr>().is_err() => {
+                let ip = self.resolve(host, *port)?;
+                let info = self.client.get_connection_info().clone();
+                Client::open(info.set_addr(ConnectionAddr::Tcp(ip.to_string(), *port)))
+                    .and_then(|c| c.get_connection_with_timeout(self.timeout))
+            }
+            // TLS checks the certificate against the name, so the crate must
+            // connect by name; resolving once first still bounds a hung lookup
+            // (the crate's own lookup then finds the answer in the resolver's cache
+            // where there is one).
+            ConnectionAddr::TcpTls { host, port, .. } if host.parse::<IpAddr>().is_err() => {
+                self.resolve(host, *port)?;
+                self.client.get_connection_with_timeout(self.timeout)
+            }
+            _ => self.client.get_connection_with_timeout(self.timeout),
+        }
+        .map_err(|e| self.error(&e))?;
         // The crate bounds only the connect; reads and writes would block forever
         // on a node that is stopped but still completes TCP handshakes.
         conn.set_read_timeout(Some(self.timeout))
             .and_then(|()| conn.set_write_timeout(Some(self.timeout)))
             .map_err(|e| self.error(&e))?;
         Ok(conn)
+    }
+
+    /// The first address `host` resolves to, within the node timeout.
+    fn resolve(&self, host: &str, port: u16) -> Result<IpAddr, NodeError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let lookup = (host.trim_matches(['[', ']']).to_string(), port);
+        let spawned = std::thread::Builder::new()
+            .name("resolve".into())
+            .spawn(move || {
+                let _ = tx.send(lookup.to_socket_addrs().map(|mut a| a.next()));
+            });
+        if let Err(e) = spawned {
+            return Err(NodeError(format!(
+                "{}: cannot resolve {host}: {e}",
+                self.name
+            )));
+        }
+        match rx.recv_timeout(self.timeout) {
+            Ok(Ok(Some(addr))) => Ok(addr.ip()),
+            Ok(Ok(None)) => Err(NodeError(format!("{}: {host} has no address", self.name))),
+            Ok(Err(e)) => Err(NodeError(format!(
+                "{}: cannot resolve {host}: {e}",
+                self.name
+            ))),
+            Err(_) => Err(NodeError(format!(
+                "{}: {host} did not resolve within {} (--node-timeout)",
+                self.name,
+                humantime::format_duration(self.timeout)
+            ))),
+        }
     }
 
     fn error(&self, e: &redis::RedisError) -> NodeError {
@@ -338,6 +453,23 @@ impl Node {
             )
         } else if e.is_connection_refusal() {
             "connection refused".to_string()
+        } else if e.kind() == redis::ErrorKind::AuthenticationFailed
+            || e.code() == Some("WRONGPASS")
+        {
+            "authentication failed: wrong user name or password (check the URL, \
+             --password-file or REDLOCK_PASSWORD)"
+                .to_string()
+        } else if e.code() == Some("NOPERM") {
+            format!(
+                "the server's ACL denies this user: {}; see \"Connecting\" in the README for \
+                 the commands and keys redlock-run needs",
+                e.detail().unwrap_or("no permission")
+            )
+        } else if is_tls_error(e) {
+            format!(
+                "TLS handshake failed: {e} (check --tls-ca, that the URL's host name is in the \
+                 certificate, and --tls-cert/--tls-key if the server wants a client certificate)"
+            )
         } else {
             e.to_string()
         };
@@ -350,6 +482,50 @@ impl Node {
             self.name
         ))
     }
+}
+
+/// How to reach the nodes, beyond what their URLs say.
+#[derive(Clone, Default)]
+pub struct Options {
+    /// Bound on connect (and name resolution), read and write.
+    pub timeout: Duration,
+    /// For nodes whose URL has no password (from --password-file or
+    /// REDLOCK_PASSWORD, REDLOCK_USERNAME).
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// PEM: a private CA for rediss:// nodes instead of the system roots.
+    pub tls_ca: Option<Vec<u8>>,
+    /// PEM: client certificate and key, for servers that require them.
+    pub tls_client: Option<(Vec<u8>, Vec<u8>)>,
+    /// No certificate or host-name checks.
+    pub tls_insecure: bool,
+}
+
+// By hand, so that no `{:?}` anywhere can print the password or the key.
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("timeout", &self.timeout)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("tls_ca", &self.tls_ca.is_some())
+            .field("tls_client", &self.tls_client.is_some())
+            .field("tls_insecure", &self.tls_insecure)
+            .finish()
+    }
+}
+
+fn is_tls_error(e: &redis::RedisError) -> bool {
+    let text = e.to_string().to_ascii_lowercase();
+    [
+        "certificate",
+        "tls",
+        "handshake",
+        "unknownissuer",
+        "notvalidforname",
+    ]
+    .iter()
+    .any(|w| text.contains(w))
 }
 
 /// A node's queue: one request at a time, in ticket order.
@@ -513,7 +689,7 @@ mod tests {
     #[test]
     fn bad_urls_are_rejected_without_echoing_secrets() {
         for url in ["notaurl://x", "redis://:pw@[::1", "http://h"] {
-            let err = Node::new(url, Duration::from_millis(50))
+            let err = Node::new(url, &Options::default())
                 .err()
                 .expect("must fail");
             assert!(err.starts_with("invalid Redis URL"), "{err}");

@@ -160,7 +160,7 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
     let nodes = match config
         .urls
         .iter()
-        .map(|u| Node::new(u, config.node_timeout))
+        .map(|u| Node::new(u, &config.options))
         .collect::<Result<Vec<_>, _>>()
     {
         Ok(n) => n,
@@ -169,6 +169,12 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
             return Exit::Usage;
         }
     };
+    if config.options.tls_insecure {
+        log.error(ev(
+            "tls-insecure",
+            "--tls-insecure: certificates and host names of rediss:// nodes are not checked",
+        ));
+    }
     let lock = match Lock::new(
         nodes,
         config.key.clone(),
@@ -351,13 +357,18 @@ fn acquire(
             pause = pause.min(u.saturating_duration_since(Instant::now()));
         }
         log.debug(|| format!("busy; next try within {pause:.0?} or on release"));
-        pause_for(pause, rx)?;
+        if pause_for(pause, rx)? {
+            // A fresh release: the backoff starts over, so that waiters who
+            // split the nodes' votes between them retry within tens of
+            // milliseconds, not the second a long wait had grown to.
+            attempt = 0;
+        }
     }
 }
 
-/// Sleeps up to `pause`, returning early on a release announcement; a signal
-/// ends the wait with 128+N (nothing is held while waiting).
-fn pause_for(pause: Duration, rx: &Receiver<Event>) -> Result<(), Exit> {
+/// Sleeps up to `pause`, returning early (`true`) on a release announcement;
+/// a signal ends the wait with 128+N (nothing is held while waiting).
+fn pause_for(pause: Duration, rx: &Receiver<Event>) -> Result<bool, Exit> {
     let until = Instant::now() + pause;
     loop {
         match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
@@ -369,10 +380,10 @@ fn pause_for(pause: Duration, rx: &Receiver<Event>) -> Result<(), Exit> {
                         return Err(Exit::Signal(sig));
                     }
                 }
-                return Ok(());
+                return Ok(true);
             }
             Ok(_) => {}
-            Err(_) => return Ok(()),
+            Err(_) => return Ok(false),
         }
     }
 }
