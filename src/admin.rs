@@ -58,7 +58,7 @@ fn limit(nodes: &[Arc<Node>]) -> Duration {
 fn inspect_all(nodes: &[Arc<Node>], key: &[u8]) -> Vec<Option<Result<Inspection, String>>> {
     let all: Vec<usize> = (0..nodes.len()).collect();
     let k: Arc<[u8]> = key.into();
-    let replies = quorum::on_each(nodes, &all, move |n, t| n.inspect(t, &k), limit(nodes));
+    let replies = quorum::on_each(nodes, &all, move |n| n.inspect(&k), limit(nodes));
     by_node(nodes.len(), replies)
 }
 
@@ -310,7 +310,7 @@ fn unlock(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
             let replies = quorum::on_each(
                 nodes,
                 &all,
-                move |n, t| n.release(t, &k, &token, true),
+                move |n| n.release(&k, &token, true),
                 limit(nodes),
             );
             by_node(nodes.len(), replies)
@@ -346,8 +346,7 @@ fn unlock(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
                 );
             }
             let k = Arc::clone(&key);
-            let replies =
-                quorum::on_each(nodes, &all, move |n, t| n.force_delete(t, &k), limit(nodes));
+            let replies = quorum::on_each(nodes, &all, move |n| n.force_delete(&k), limit(nodes));
             by_node(nodes.len(), replies)
                 .into_iter()
                 .map(|r| {

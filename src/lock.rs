@@ -95,7 +95,7 @@ impl Lock {
         rec.push(("acquired_ms", unix_ms().to_string()));
         let round = quorum::decide(
             &self.nodes,
-            move |n, t| n.acquire(t, &key, &token, ttl, &rec),
+            move |n| n.acquire(&key, &token, ttl, &rec),
             self.round_limit(),
         );
         self.log_round("acquire", &round, log);
@@ -150,7 +150,7 @@ impl Lock {
         let (key, token, ttl) = (Arc::clone(&self.key), Arc::clone(&self.token), self.ttl);
         let round = quorum::decide(
             &self.nodes,
-            move |n, t| n.extend(t, &key, &token, ttl),
+            move |n| n.extend(&key, &token, ttl),
             self.round_limit(),
         );
         self.log_round("extend", &round, log);
@@ -187,7 +187,7 @@ impl Lock {
         let replies = quorum::on_each(
             &self.nodes,
             &all,
-            move |n, t| n.extend(t, &key, &token, left),
+            move |n| n.extend(&key, &token, left),
             self.round_limit(),
         );
         for r in &replies {
@@ -213,7 +213,7 @@ impl Lock {
         let token = Arc::clone(&self.token);
         let round = quorum::decide(
             &self.nodes,
-            move |n, t| n.acquire(t, &marker, &token, ttl, &[]),
+            move |n| n.acquire(&marker, &token, ttl, &[]),
             self.round_limit(),
         );
         self.log_round("once-per marker", &round, log);
@@ -257,7 +257,7 @@ impl Lock {
         let replies = quorum::on_each(
             &self.nodes,
             which,
-            move |n, t| n.release(t, &key, &token, announce),
+            move |n| n.release(&key, &token, announce),
             self.round_limit(),
         );
         for r in &replies {

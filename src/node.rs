@@ -1,19 +1,18 @@
 //! One Redis node: a lazily opened connection with every step bounded by the
 //! node timeout, and the lock's commands.
 //!
-//! Each node keeps one connection and serves requests strictly in the order
-//! their tickets were taken. A round takes its tickets before it starts any
-//! thread, so a release always reaches a node after an acquire still in
-//! flight there (a reply we gave up on may still have been applied), even if
-//! the acquire's thread has not been scheduled yet.
+//! Each node has one `Session` (its connection) and, once several nodes are
+//! in play, one worker thread that runs the node's requests strictly in the
+//! order they were submitted. So a release always reaches a node after an
+//! acquire still in flight there (a reply we gave up on may still have been
+//! applied), and a round costs no thread start.
 
-use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
-
 use std::net::{IpAddr, ToSocketAddrs};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::Duration;
 
 use redis::{Client, Connection, ConnectionAddr, IntoConnectionInfo, Value};
 
@@ -108,16 +107,28 @@ impl fmt::Display for NodeError {
     }
 }
 
+/// A request for a node, run with its session.
+pub type Job = Box<dyn FnOnce(&mut Session) + Send>;
+
 pub struct Node {
     /// Redacted URL: safe for logs and errors.
     name: String,
+    timeout: Duration,
+    client: Client,
+    session: Arc<Mutex<Session>>,
+    /// Started on the first `submit`.
+    worker: Mutex<Option<Sender<Job>>>,
+}
+
+/// One node's connection and what it needs to (re)connect and to word errors.
+pub struct Session {
+    name: String,
     client: Client,
     timeout: Duration,
-    line: Arc<Line>,
+    conn: Option<Connection>,
 }
 
 impl Node {
-    /// Parses the URL; no I/O. The error names the node without its password.
     /// Parses the URL and applies `opts`; no I/O. The error names the node
     /// without its password.
     pub fn new(url: &str, opts: &Options) -> Result<Node, String> {
@@ -181,10 +192,16 @@ impl Node {
             )
         })?;
         Ok(Node {
+            session: Arc::new(Mutex::new(Session {
+                name: name.clone(),
+                client: client.clone(),
+                timeout: opts.timeout,
+                conn: None,
+            })),
             name,
             client,
             timeout: opts.timeout,
-            line: Arc::default(),
+            worker: Mutex::new(None),
         })
     }
 
@@ -196,21 +213,81 @@ impl Node {
         self.timeout
     }
 
-    /// A place in this node's queue. Take it before handing the request to
-    /// another thread; a ticket dropped unused gives up its place.
-    pub fn ticket(&self) -> Ticket {
-        Ticket {
-            n: self.line.next.fetch_add(1, Ordering::Relaxed),
-            line: Arc::clone(&self.line),
-            used: false,
+    /// Runs `job` on this node's worker thread, after every job submitted
+    /// before it. Returns at once.
+    pub fn submit(&self, job: Job) {
+        let mut worker = lock(&self.worker);
+        if worker.is_none() {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let session = Arc::clone(&self.session);
+            let spawned = thread::Builder::new()
+                .name(format!("node {}", self.name))
+                .spawn(move || {
+                    for job in rx {
+                        job(&mut lock(&session));
+                    }
+                });
+            if spawned.is_ok() {
+                *worker = Some(tx);
+            }
         }
+        let job = match worker.as_ref() {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                Err(mpsc::SendError(job)) => job,
+            },
+            None => job,
+        };
+        // No worker thread to be had: run it here, late but in order (we hold
+        // the worker slot, so nothing else can be submitted meanwhile).
+        job(&mut lock(&self.session));
     }
 
+    /// Runs `f` on the calling thread. For a lock on a single node, where
+    /// there is nothing to overlap and a thread hop would only add latency.
+    pub fn run<T>(&self, f: impl FnOnce(&mut Session) -> T) -> T {
+        f(&mut lock(&self.session))
+    }
+
+    /// Blocks on a connection of its own subscribed to `channel`: `ready` once
+    /// the subscription stands (or failed), then `wake` for every message,
+    /// until the connection fails or `wake` returns false.
+    pub fn watch(
+        &self,
+        channel: &[u8],
+        ready: impl FnOnce(Result<(), NodeError>),
+        mut wake: impl FnMut() -> bool,
+    ) {
+        // A connection of its own: a subscribed connection can do nothing else.
+        let session = Session {
+            name: self.name.clone(),
+            client: self.client.clone(),
+            timeout: self.timeout,
+            conn: None,
+        };
+        let mut conn = match session.connect() {
+            Ok(c) => c,
+            Err(e) => return ready(Err(e)),
+        };
+        let mut pubsub = conn.as_pubsub();
+        if let Err(e) = pubsub.subscribe(channel) {
+            return ready(Err(session.error(&e)));
+        }
+        ready(Ok(()));
+        // Messages may be far apart; a dead node ends the loop through its
+        // connection, and the waiter's backoff poll covers the gap.
+        if pubsub.set_read_timeout(None).is_err() {
+            return;
+        }
+        while pubsub.get_message().is_ok() && wake() {}
+    }
+}
+
+impl Session {
     /// `SET key token NX PX ttl`; with a non-empty `record`, the holder record
     /// goes out in the same write (one round trip).
     pub fn acquire(
-        &self,
-        t: Ticket,
+        &mut self,
         key: &[u8],
         token: &str,
         ttl: Duration,
@@ -238,7 +315,7 @@ impl Node {
             // without HSET, say) must not cost the lock.
             eval.ignore();
         }
-        let replies: Vec<Value> = self.query(t, |c| pipe.query(c))?;
+        let replies: Vec<Value> = self.query(|c| pipe.query(c))?;
         match replies.first() {
             Some(Value::Okay) => Ok(Answer::Granted),
             Some(Value::Nil) => Ok(Answer::Refused),
@@ -249,17 +326,11 @@ impl Node {
 
     /// Compare-and-PEXPIRE (the record too): `Refused` when the key no
     /// longer holds our token.
-    pub fn extend(
-        &self,
-        t: Ticket,
-        key: &[u8],
-        token: &str,
-        ttl: Duration,
-    ) -> Result<Answer, NodeError> {
+    pub fn extend(&mut self, key: &[u8], token: &str, ttl: Duration) -> Result<Answer, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(EXTEND).arg(2).arg(key).arg(holder_key(key));
         cmd.arg(token).arg(millis(ttl));
-        match self.eval(t, &cmd)? {
+        match self.eval(&cmd)? {
             Value::Int(1) => Ok(Answer::Granted),
             Value::Int(0) => Ok(Answer::Refused),
             other => Err(self.unexpected("extend script", &format!("{other:?}"))),
@@ -271,8 +342,7 @@ impl Node {
     /// would wake every waiter for nothing (and each of their failed attempts
     /// would wake them all again).
     pub fn release(
-        &self,
-        t: Ticket,
+        &mut self,
         key: &[u8],
         token: &str,
         announce: bool,
@@ -288,7 +358,7 @@ impl Node {
         } else {
             cmd.arg("");
         }
-        match self.eval(t, &cmd)? {
+        match self.eval(&cmd)? {
             Value::Int(1) => Ok(Released::Deleted),
             Value::Int(-1) => Ok(Released::AlreadyGone),
             Value::Int(0) => Ok(Released::NotOurs),
@@ -297,21 +367,21 @@ impl Node {
     }
 
     /// Deletes the lock whoever holds it: true if there was one.
-    pub fn force_delete(&self, t: Ticket, key: &[u8]) -> Result<bool, NodeError> {
+    pub fn force_delete(&mut self, key: &[u8]) -> Result<bool, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(FORCE)
             .arg(2)
             .arg(key)
             .arg(holder_key(key))
             .arg(release_channel(key));
-        match self.eval(t, &cmd)? {
+        match self.eval(&cmd)? {
             Value::Int(n) => Ok(n == 1),
             other => Err(self.unexpected("delete script", &format!("{other:?}"))),
         }
     }
 
     /// The lock's value, its PTTL and its holder record, in one round trip.
-    pub fn inspect(&self, t: Ticket, key: &[u8]) -> Result<Inspection, NodeError> {
+    pub fn inspect(&mut self, key: &[u8]) -> Result<Inspection, NodeError> {
         let mut pipe = redis::pipe();
         pipe.cmd("GET")
             .arg(key)
@@ -320,7 +390,7 @@ impl Node {
             .cmd("HGETALL")
             .arg(holder_key(key));
         let (value, pttl, holder): (Option<Vec<u8>>, i64, Vec<(String, String)>) =
-            self.query(t, |c| pipe.query(c))?;
+            self.query(|c| pipe.query(c))?;
         Ok(Inspection {
             value,
             pttl,
@@ -328,58 +398,30 @@ impl Node {
         })
     }
 
-    /// Blocks on a connection of its own subscribed to `channel`: `ready` once
-    /// the subscription stands (or failed), then `wake` for every message,
-    /// until the connection fails or `wake` returns false.
-    pub fn watch(
-        &self,
-        channel: &[u8],
-        ready: impl FnOnce(Result<(), NodeError>),
-        mut wake: impl FnMut() -> bool,
-    ) {
-        let mut conn = match self.connect() {
-            Ok(c) => c,
-            Err(e) => return ready(Err(e)),
-        };
-        let mut pubsub = conn.as_pubsub();
-        if let Err(e) = pubsub.subscribe(channel) {
-            return ready(Err(self.error(&e)));
-        }
-        ready(Ok(()));
-        // Messages may be far apart; a dead node ends the loop through its
-        // connection, and the waiter's backoff poll covers the gap.
-        if pubsub.set_read_timeout(None).is_err() {
-            return;
-        }
-        while pubsub.get_message().is_ok() && wake() {}
-    }
-
     // Plain EVAL rather than EVALSHA: a once-per-run CLI would pay a NOSCRIPT
     // round trip and a SCRIPT LOAD on every fresh node, and the scripts are tiny.
-    fn eval(&self, t: Ticket, cmd: &redis::Cmd) -> Result<Value, NodeError> {
-        match self.query(t, |c| cmd.query::<Value>(c))? {
+    fn eval(&mut self, cmd: &redis::Cmd) -> Result<Value, NodeError> {
+        match self.query(|c| cmd.query::<Value>(c))? {
             Value::ServerError(e) => Err(NodeError(format!("{}: {e}", self.name))),
             v => Ok(v),
         }
     }
 
-    /// Runs `f` on this node's connection when it is `ticket`'s turn,
-    /// connecting first if needed.
+    /// Runs `f` on this node's connection, connecting first if needed.
     fn query<T>(
-        &self,
-        mut ticket: Ticket,
+        &mut self,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T, NodeError> {
-        let mut turn = ticket.wait_turn();
-        let slot = &mut turn.state.conn;
-        let conn = match slot.as_mut() {
-            Some(c) => c,
-            None => slot.insert(self.connect()?),
+        if self.conn.is_none() {
+            self.conn = Some(self.connect()?);
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            unreachable!("connected just above")
         };
         f(conn).map_err(|e| {
             // After a timeout a late reply would be read as the answer to the
             // next request: never reuse a connection that saw an error.
-            *slot = None;
+            self.conn = None;
             self.error(&e)
         })
     }
@@ -528,95 +570,10 @@ fn is_tls_error(e: &redis::RedisError) -> bool {
     .any(|w| text.contains(w))
 }
 
-/// A node's queue: one request at a time, in ticket order.
-#[derive(Default)]
-pub struct Line {
-    next: AtomicU64,
-    state: Mutex<LineState>,
-    turn: Condvar,
-}
-
-#[derive(Default)]
-struct LineState {
-    serving: u64,
-    /// Tickets given up before their turn came.
-    skipped: BTreeSet<u64>,
-    conn: Option<Connection>,
-}
-
-impl LineState {
-    fn advance(&mut self) {
-        self.serving += 1;
-        while self.skipped.remove(&self.serving) {
-            self.serving += 1;
-        }
-    }
-}
-
-impl Line {
-    fn lock(&self) -> MutexGuard<'_, LineState> {
-        // A panic mid-request leaves at worst a connection in an unknown
-        // state: drop it, keep the queue.
-        self.state.lock().unwrap_or_else(|p| {
-            let mut g = p.into_inner();
-            g.conn = None;
-            g
-        })
-    }
-}
-
-#[must_use = "an unused ticket only holds up the node's queue until dropped"]
-pub struct Ticket {
-    line: Arc<Line>,
-    n: u64,
-    used: bool,
-}
-
-/// The node's connection while it is this ticket's turn; the next ticket's
-/// turn begins when this is dropped.
-struct Turn<'a> {
-    state: MutexGuard<'a, LineState>,
-    line: &'a Line,
-}
-
-impl Ticket {
-    fn wait_turn(&mut self) -> Turn<'_> {
-        self.used = true;
-        let mut state = self.line.lock();
-        while state.serving != self.n {
-            state = self
-                .line
-                .turn
-                .wait(state)
-                .unwrap_or_else(|p| p.into_inner());
-        }
-        Turn {
-            state,
-            line: &self.line,
-        }
-    }
-}
-
-impl Drop for Turn<'_> {
-    fn drop(&mut self) {
-        self.state.advance();
-        self.line.turn.notify_all();
-    }
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        if self.used {
-            return;
-        }
-        let mut state = self.line.lock();
-        if state.serving == self.n {
-            state.advance();
-            self.line.turn.notify_all();
-        } else {
-            state.skipped.insert(self.n);
-        }
-    }
+/// Locks a mutex, shrugging off poisoning: a panic mid-request leaves at
+/// worst a connection in an unknown state, and that one is dropped.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn millis(d: Duration) -> u64 {
@@ -698,37 +655,26 @@ mod tests {
     }
 
     #[test]
-    fn tickets_are_served_in_order_and_skipped_when_dropped() {
-        use std::sync::mpsc;
-        let line = Arc::new(Line::default());
-        let take = |line: &Arc<Line>| Ticket {
-            n: line.next.fetch_add(1, Ordering::Relaxed),
-            line: Arc::clone(line),
-            used: false,
-        };
-        let (a, b, c, d) = (take(&line), take(&line), take(&line), take(&line));
+    fn jobs_run_in_submission_order_on_one_thread() {
+        let node = Node::new("redis://127.0.0.1:1", &Options::default()).expect("valid url");
         let (tx, rx) = mpsc::channel();
-        // Started in reverse order: each must still wait for the one before.
-        let handles: Vec<_> = [(3, d), (1, b)]
-            .into_iter()
-            .map(|(i, mut t)| {
-                let tx = tx.clone();
-                std::thread::spawn(move || {
-                    let _turn = t.wait_turn();
-                    tx.send(i).expect("send");
-                })
-            })
-            .collect();
-        drop(c); // given up before its turn
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(rx.try_recv().is_err(), "nobody may go before ticket 0");
-        let mut a = a;
-        drop(a.wait_turn());
-        for h in handles {
-            h.join().expect("thread");
+        for i in 0..20 {
+            let tx = tx.clone();
+            node.submit(Box::new(move |_| {
+                // Early jobs take longest: a pool would let later ones overtake.
+                thread::sleep(Duration::from_millis(20u64.saturating_sub(i)));
+                let _ = tx.send((i, thread::current().id()));
+            }));
         }
-        assert_eq!(rx.try_iter().collect::<Vec<_>>(), [1, 3]);
-        assert_eq!(line.lock().serving, 4);
+        let got: Vec<_> = rx.iter().take(20).collect();
+        assert_eq!(
+            got.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            (0..20).collect::<Vec<_>>()
+        );
+        assert!(
+            got.iter().all(|(_, t)| *t == got[0].1),
+            "one worker thread per node"
+        );
     }
 
     #[test]

@@ -1,14 +1,13 @@
 //! Rounds of requests to all nodes at once, decided as soon as the outcome is
-//! certain. A node that has not answered by then keeps its thread; its reply
-//! is dropped, and the node's connection mutex makes any later request to it
-//! wait until that one is done.
+//! certain. A node that has not answered by then goes on with the request on
+//! its own worker; its reply is dropped, and any later request to that node
+//! queues behind it (see `node`).
 
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::node::{Node, NodeError, Ticket};
+use crate::node::{Node, NodeError, Session};
 use crate::redlock::{Answer, Tally, Verdict};
 
 /// One node's reply within a round.
@@ -18,23 +17,27 @@ pub struct Reply<T> {
     pub latency: Duration,
 }
 
-/// Sends `op` to every node in parallel and collects replies until `done`
-/// says stop (or all replied, or `limit` passed). Replies come back in arrival order.
-fn fan_out<T, F, D>(nodes: &[Arc<Node>], op: F, mut done: D, limit: Duration) -> Vec<Reply<T>>
+/// Sends `op` to the nodes listed in `which`, in parallel, and collects
+/// replies until `done` says stop (or all replied, or `limit` passed).
+/// Replies come back in arrival order, carrying indexes into `nodes`.
+fn fan_out<T, F, D>(
+    nodes: &[Arc<Node>],
+    which: &[usize],
+    op: F,
+    mut done: D,
+    limit: Duration,
+) -> Vec<Reply<T>>
 where
     T: Send + 'static,
-    F: Fn(&Node, Ticket) -> Result<T, NodeError> + Send + Sync + 'static,
+    F: Fn(&mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
     D: FnMut(&[Reply<T>]) -> bool,
 {
     let start = Instant::now();
-    // Queue places first, in this thread: see `node`.
-    let mut tickets: Vec<Ticket> = nodes.iter().map(|n| n.ticket()).collect();
-    // One node: no thread, no channel. This is the common case and the one that
-    // races flock(1).
-    if nodes.len() == 1
-        && let Some(ticket) = tickets.pop()
-    {
-        let result = op(&nodes[0], ticket);
+    // A lock on one node: no thread, no channel. This is the common case and
+    // the one that races flock(1). Only then: with several nodes, a request
+    // must queue behind what its node's worker still has in hand.
+    if let ([node], [0]) = (nodes, which) {
+        let result = node.run(|s| op(s));
         return vec![Reply {
             node: 0,
             result,
@@ -43,34 +46,22 @@ where
     }
     let op = Arc::new(op);
     let (tx, rx) = mpsc::channel();
-    for (i, (node, ticket)) in nodes.iter().zip(tickets).enumerate() {
-        let (thread_tx, op, thread_node) = (tx.clone(), Arc::clone(&op), Arc::clone(node));
-        let spawned = thread::Builder::new()
-            .name(format!("node-{i}"))
-            .spawn(move || {
-                let result = op(&thread_node, ticket);
-                // The round may have been decided already: nobody listens.
-                let _ = thread_tx.send(Reply {
-                    node: i,
-                    result,
-                    latency: start.elapsed(),
-                });
-            });
-        if let Err(e) = spawned {
+    for &i in which {
+        let (tx, op) = (tx.clone(), Arc::clone(&op));
+        nodes[i].submit(Box::new(move |session| {
+            let result = op(session);
+            // The round may have been decided already: nobody listens.
             let _ = tx.send(Reply {
                 node: i,
-                result: Err(NodeError::new(format!(
-                    "{}: cannot start thread: {e}",
-                    node.name()
-                ))),
-                latency: Duration::ZERO,
+                result,
+                latency: start.elapsed(),
             });
-        }
+        }));
     }
     drop(tx);
     let deadline = start + limit;
-    let mut replies = Vec::with_capacity(nodes.len());
-    while replies.len() < nodes.len() {
+    let mut replies = Vec::with_capacity(which.len());
+    while replies.len() < which.len() {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(r) => {
@@ -120,11 +111,12 @@ impl Round {
 /// Runs `op` (acquire or extend) on all nodes; stops listening at the verdict.
 pub fn decide<F>(nodes: &[Arc<Node>], op: F, limit: Duration) -> Round
 where
-    F: Fn(&Node, Ticket) -> Result<Answer, NodeError> + Send + Sync + 'static,
+    F: Fn(&mut Session) -> Result<Answer, NodeError> + Send + Sync + 'static,
 {
     let n = nodes.len();
     let start = Instant::now();
-    let replies = fan_out(nodes, op, |r| tally(n, r).verdict().is_some(), limit);
+    let all: Vec<usize> = (0..n).collect();
+    let replies = fan_out(nodes, &all, op, |r| tally(n, r).verdict().is_some(), limit);
     let elapsed = start.elapsed();
     let tally = tally(n, &replies);
     // Past the limit, whoever has not answered counts as failed.
@@ -148,12 +140,7 @@ where
 pub fn on_each<T, F>(nodes: &[Arc<Node>], which: &[usize], op: F, limit: Duration) -> Vec<Reply<T>>
 where
     T: Send + 'static,
-    F: Fn(&Node, Ticket) -> Result<T, NodeError> + Send + Sync + 'static,
+    F: Fn(&mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
 {
-    let subset: Vec<Arc<Node>> = which.iter().map(|i| Arc::clone(&nodes[*i])).collect();
-    let mut replies = fan_out(&subset, op, |_| false, limit);
-    for r in &mut replies {
-        r.node = which[r.node];
-    }
-    replies
+    fan_out(nodes, which, op, |_| false, limit)
 }
