@@ -111,18 +111,23 @@ fn ms(pttl: i64) -> String {
     }
 }
 
+/// The holder record from a node where the lock holds `token`: a record
+/// beside another token describes someone else.
+fn record_of(found: &[Option<Result<Inspection, String>>], token: &[u8]) -> Vec<(String, String)> {
+    found
+        .iter()
+        .flatten()
+        .flatten()
+        .find(|i| i.value.as_deref() == Some(token) && !i.holder.is_empty())
+        .map(|i| i.holder.clone())
+        .unwrap_or_default()
+}
+
 fn status(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     let found = inspect_all(nodes, &lock.key);
     let verdict = verdict(nodes.len(), &found);
-    // The holder record from a node holding the winning token.
     let record = match &verdict {
-        Verdict::Held(token, _) => found
-            .iter()
-            .flatten()
-            .flatten()
-            .find(|i| i.value.as_deref() == Some(token) && !i.holder.is_empty())
-            .map(|i| i.holder.clone())
-            .unwrap_or_default(),
+        Verdict::Held(token, _) => record_of(&found, token),
         _ => Vec::new(),
     };
     let ttl_left = match &verdict {
@@ -178,7 +183,7 @@ fn print_status_text(
     );
     for (node, f) in nodes.iter().zip(found) {
         let line = match f {
-            None => "no answer in time".to_string(),
+            None => "no answer in time (unreachable)".to_string(),
             Some(Err(e)) => format!("{e} (unreachable)"),
             Some(Ok(i)) => match &i.value {
                 None => "free".to_string(),
@@ -252,11 +257,13 @@ fn print_status_json(
         .map(|(node, f)| {
             let mut fields = vec![("node", json_str(node.name()))];
             match f {
-                None | Some(Err(_)) => {
+                None => {
                     fields.push(("reachable", "false".into()));
-                    if let Some(Err(e)) = f {
-                        fields.push(("error", json_str(e)));
-                    }
+                    fields.push(("error", json_str("no answer in time (--node-timeout)")));
+                }
+                Some(Err(e)) => {
+                    fields.push(("reachable", "false".into()));
+                    fields.push(("error", json_str(e)));
                 }
                 Some(Ok(i)) => {
                     fields.push(("reachable", "true".into()));
@@ -329,13 +336,7 @@ fn unlock(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
         None => {
             let found = inspect_all(nodes, &lock.key);
             if let Verdict::Held(token, _) = verdict(nodes.len(), &found) {
-                let record = found
-                    .iter()
-                    .flatten()
-                    .flatten()
-                    .find(|i| !i.holder.is_empty())
-                    .map(|i| i.holder.clone())
-                    .unwrap_or_default();
+                let record = record_of(&found, &token);
                 println!(
                     "was held by {}@{} pid {} ({}), token {}…",
                     record_field(&record, "user"),

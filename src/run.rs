@@ -638,7 +638,10 @@ fn holder_record(config: &Config) -> Vec<(&'static str, String)> {
             .collect::<Vec<_>>()
             .join(" "),
     };
-    if let Some((cut, _)) = command.char_indices().nth(200) {
+    // At most 200 characters, the ellipsis included.
+    if command.chars().count() > 200
+        && let Some((cut, _)) = command.char_indices().nth(199)
+    {
         command.truncate(cut);
         command.push('…');
     }
