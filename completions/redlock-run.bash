@@ -41,7 +41,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-k -r -t -w -E -c -q -v -h -V --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --ttl --kill-after --wait --hold --once-per --timeout --jitter --busy-exit-code --command --quiet --verbose --log-format --report --help --version status unlock help"
+            opts="-k -r -t -w -E -c -q -v -h -V --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --ttl --kill-after --wait --hold --once-per --timeout --jitter --fence --limit --busy-exit-code --command --quiet --verbose --log-format --report --help --version status unlock help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -167,6 +167,10 @@ _redlock__run() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --busy-exit-code)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -266,7 +270,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__subcmd__run__subcmd__status)
-            opts="-k -r -h --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --json --help"
+            opts="-k -r -h --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --json --limit --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -354,6 +358,10 @@ _redlock__run() {
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o filenames
                     fi
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)

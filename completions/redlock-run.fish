@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= prefix= r/redis= node-timeout= password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= hold= once-per= timeout= jitter= E/busy-exit-code= c/command= q/quiet v/verbose log-format= report= h/help V/version
+    string join \n k/key= prefix= r/redis= node-timeout= password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= hold= once-per= timeout= jitter= fence limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= report= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -39,12 +39,14 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l hold -d 'Keep t
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once-per -d 'Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l timeout -d 'Stop the command after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l jitter -d 'Sleep a random time in [0, DURATION) before the first attempt' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l busy-exit-code -d 'Exit status when the lock is held elsewhere' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l command -d 'Run STRING with /bin/sh -c instead of a command given after --' -r -f -a "(__fish_complete_command)"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d 'Log lines on stderr as text, or as one JSON object per line' -r -f -a "text\t''
 json\t''"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l report -d 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fence -d 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder\'s'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing when the lock is busy (cron mails any output)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Say more on stderr: -v each decision, -vv every node and heartbeat'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -60,6 +62,7 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l passw
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l limit -d 'Show the N slots of a lock taken with --limit N; exit 0 while a slot is free' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json -d 'Print one JSON object instead of text'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help'

@@ -123,7 +123,42 @@ fn record_of(found: &[Option<Result<Inspection, String>>], token: &[u8]) -> Vec<
         .unwrap_or_default()
 }
 
+/// With --limit, every slot in turn (text), or one object with a `slots`
+/// array (JSON). Exit 0 while any slot is free, 1 when all are held.
 fn status(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
+    let Some(n) = args.limit else {
+        let (exit, json) = status_of(args.json, lock, nodes);
+        if args.json {
+            println!("{json}");
+        }
+        return exit;
+    };
+    let mut exits = Vec::new();
+    let mut objects = Vec::new();
+    for i in 0..n {
+        let slot = Resolved {
+            name: format!("{} slot {i}", lock.name),
+            key: [lock.key.as_slice(), format!(":slot:{i}").as_bytes()].concat(),
+            ..lock.clone()
+        };
+        let (exit, json) = status_of(args.json, &slot, nodes);
+        exits.push(exit);
+        objects.push(json);
+    }
+    if args.json {
+        println!("{{\"slots\":[{}]}}", objects.join(","));
+    }
+    if exits.contains(&Exit::Command(0)) {
+        Exit::Command(0)
+    } else if exits.contains(&Exit::Unavailable) {
+        Exit::Unavailable
+    } else {
+        Exit::Command(1)
+    }
+}
+
+/// One lock: prints the text form, or returns the JSON object unprinted.
+fn status_of(json: bool, lock: &Resolved, nodes: &[Arc<Node>]) -> (Exit, String) {
     let found = inspect_all(nodes, &lock.key);
     let verdict = verdict(nodes.len(), &found);
     let record = match &verdict {
@@ -140,16 +175,18 @@ fn status(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
             .max(),
         _ => None,
     };
-    if args.json {
-        print_status_json(lock, nodes, &found, &verdict, &record, ttl_left);
+    let object = if json {
+        status_json(lock, nodes, &found, &verdict, &record, ttl_left)
     } else {
         print_status_text(lock, nodes, &found, &verdict, &record, ttl_left);
-    }
-    match verdict {
+        String::new()
+    };
+    let exit = match verdict {
         Verdict::Free => Exit::Command(0),
         Verdict::Held(..) => Exit::Command(1),
         Verdict::Unknown => Exit::Unavailable,
-    }
+    };
+    (exit, object)
 }
 
 fn record_field<'a>(record: &'a [(String, String)], name: &str) -> &'a str {
@@ -238,14 +275,14 @@ fn print_status_text(
     }
 }
 
-fn print_status_json(
+fn status_json(
     lock: &Resolved,
     nodes: &[Arc<Node>],
     found: &[Option<Result<Inspection, String>>],
     verdict: &Verdict,
     record: &[(String, String)],
     ttl_left: Option<i64>,
-) {
+) -> String {
     let record_json = |r: &[(String, String)]| {
         let fields: Vec<(&str, String)> =
             r.iter().map(|(k, v)| (k.as_str(), json_str(v))).collect();
@@ -304,7 +341,7 @@ fn print_status_json(
             }
         }
     }
-    println!("{}", json_object(&fields));
+    json_object(&fields)
 }
 
 fn unlock(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {

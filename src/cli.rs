@@ -177,6 +177,10 @@ pub struct StatusArgs {
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
+
+    /// Show the N slots of a lock taken with --limit N; exit 0 while a slot is free
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -248,6 +252,14 @@ pub struct Cli {
     /// Sleep a random time in [0, DURATION) before the first attempt
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub jitter: Option<Duration>,
+
+    /// Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder's
+    #[arg(long, conflicts_with = "limit")]
+    pub fence: bool,
+
+    /// Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: Option<u32>,
 
     /// Exit status when the lock is held elsewhere
     #[arg(short = 'E', long, value_name = "N", default_value_t = exit::BUSY_DEFAULT)]
@@ -343,6 +355,8 @@ pub struct Config {
     pub node_timeout: Duration,
     pub kill_after: Duration,
     pub busy_exit_code: u8,
+    pub fence: bool,
+    pub limit: Option<u32>,
     pub wait: Wait,
     pub hold: Option<Duration>,
     /// Window length in whole seconds.
@@ -417,6 +431,8 @@ impl Cli {
             node_timeout,
             kill_after,
             busy_exit_code: self.busy_exit_code,
+            fence: self.fence,
+            limit: self.limit,
             wait: self.wait,
             hold: self.hold,
             once_per,

@@ -2,23 +2,30 @@
 //! Redlock rules from `redlock` applied to what the nodes answered.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use rand::TryRng;
 use rand::rngs::SysRng;
+use rand::seq::SliceRandom;
 
 use crate::log::{Log, ev};
-use crate::node::{self, Node, Released};
-use crate::quorum::{self, Reply, Round};
+use crate::node::{self, Granted, Node, Released};
+use crate::quorum::{self, Reply, Round, Vote};
 use crate::redlock::{self, Answer, Verdict};
 
 pub struct Lock {
     nodes: Arc<[Arc<Node>]>,
-    key: Arc<[u8]>,
-    /// Where a release is announced to waiters: `<key>:released`.
-    channel: Arc<[u8]>,
+    /// The lock's key, or with --limit N the N slots' keys
+    /// (`<key>:slot:<i>`), each a lock of its own.
+    slots: Vec<Arc<[u8]>>,
+    /// The slot taken by the last successful acquire.
+    held: AtomicUsize,
     /// Fields of the holder record written beside the lock (`<key>:holder`).
     record: Arc<[(&'static str, String)]>,
+    /// --fence: hand out a fencing token with the lock.
+    fence: bool,
     /// Nodes that granted / answered with an error in the last acquire
     /// round, for --report (a node not waited for counts in neither).
     last_round: std::sync::Mutex<(usize, usize)>,
@@ -33,6 +40,8 @@ pub enum Acquired {
     Yes {
         since: Instant,
         deadline: Instant,
+        /// With --fence: greater than every earlier holder's.
+        fence: Option<u64>,
     },
     Busy,
     /// Why the quorum could not be reached, one clause per failed node.
@@ -57,17 +66,39 @@ impl Lock {
         ttl: Duration,
         node_timeout: Duration,
         record: Vec<(&'static str, String)>,
+        fence: bool,
+        limit: Option<u32>,
     ) -> std::io::Result<Lock> {
         Ok(Lock {
             nodes: nodes.into_iter().map(Arc::new).collect(),
-            channel: node::release_channel(&key).into(),
+            slots: match limit {
+                None => vec![key.into()],
+                Some(n) => (0..n)
+                    .map(|i| {
+                        [key.as_slice(), format!(":slot:{i}").as_bytes()]
+                            .concat()
+                            .into()
+                    })
+                    .collect(),
+            },
+            held: AtomicUsize::new(0),
             record: record.into(),
+            fence,
             last_round: std::sync::Mutex::new((0, 0)),
-            key: key.into(),
             token: new_token()?.into(),
             ttl,
             node_timeout,
         })
+    }
+
+    /// The key of the lock (or slot) held.
+    fn key(&self) -> Arc<[u8]> {
+        Arc::clone(&self.slots[self.held.load(Relaxed)])
+    }
+
+    /// With --limit: which slot is held.
+    pub fn slot(&self) -> usize {
+        self.held.load(Relaxed)
     }
 
     pub fn token(&self) -> &str {
@@ -86,16 +117,32 @@ impl Lock {
         self.node_timeout * 3 + Duration::from_millis(20)
     }
 
+    /// Tries the slots in random order (there is one without --limit) until
+    /// one is taken. Busy only when every slot is.
     pub fn acquire(&self, log: &Log) -> Acquired {
+        let mut order: Vec<usize> = (0..self.slots.len()).collect();
+        order.shuffle(&mut rand::rng());
+        for slot in order {
+            self.held.store(slot, Relaxed);
+            match self.acquire_slot(log) {
+                Acquired::Busy => continue,
+                other => return other,
+            }
+        }
+        Acquired::Busy
+    }
+
+    fn acquire_slot(&self, log: &Log) -> Acquired {
         let t0 = Instant::now();
-        let (key, token, ttl) = (Arc::clone(&self.key), Arc::clone(&self.token), self.ttl);
+        let (key, token, ttl) = (self.key(), Arc::clone(&self.token), self.ttl);
         // When it was taken, for `status`: stamped per attempt, since --wait
         // may try for a long time.
         let mut rec = self.record.to_vec();
         rec.push(("acquired_ms", unix_ms().to_string()));
+        let fence = self.fence;
         let round = quorum::decide(
             &self.nodes,
-            move |n| n.acquire(&key, &token, ttl, &rec),
+            move |n| n.acquire(&key, &token, ttl, &rec, fence),
             self.round_limit(),
         );
         self.log_round("acquire", &round, log);
@@ -120,10 +167,29 @@ impl Lock {
                         .ms(round.elapsed)
                         .outcome("acquired")
                     });
-                    return Acquired::Yes {
-                        since: t0,
-                        deadline: t0 + self.ttl - redlock::drift(self.ttl),
-                    };
+                    let deadline = t0 + self.ttl - redlock::drift(self.ttl);
+                    if !self.fence {
+                        return Acquired::Yes {
+                            since: t0,
+                            deadline,
+                            fence: None,
+                        };
+                    }
+                    match self.commit_fence(&round, deadline, log) {
+                        Ok(t) => {
+                            return Acquired::Yes {
+                                since: t0,
+                                deadline,
+                                fence: Some(t),
+                            };
+                        }
+                        Err(why) => {
+                            // Held, but without a token to show for it: give
+                            // it back for real (waiters may go ahead).
+                            self.release(log);
+                            return Acquired::Unavailable(why);
+                        }
+                    }
                 }
                 None => Acquired::Unavailable(format!(
                     "a quorum granted the lock only after {:.0?}, too late for --ttl {}",
@@ -145,9 +211,76 @@ impl Lock {
         outcome
     }
 
+    /// The second phase of --fence. The acquire round read the counter on
+    /// every node that granted (a quorum); t = max + 1 is written back on
+    /// those nodes, each only while it still holds our token, and must land
+    /// on a quorum. Any later holder's quorum shares a node with this one,
+    /// where it will read at least t.
+    fn commit_fence(
+        &self,
+        round: &Round<Granted>,
+        deadline: Instant,
+        log: &Log,
+    ) -> Result<u64, String> {
+        let granted: Vec<(usize, u64)> = round
+            .replies
+            .iter()
+            .filter_map(|r| match &r.result {
+                Ok(Granted {
+                    answer: Answer::Granted,
+                    fence: Some(c),
+                }) => Some((r.node, *c)),
+                _ => None,
+            })
+            .collect();
+        let t = granted
+            .iter()
+            .map(|(_, c)| *c)
+            .max()
+            .unwrap_or(0)
+            .checked_add(1)
+            .ok_or("the fence counter is at its maximum")?;
+        let which: Vec<usize> = granted.iter().map(|(i, _)| *i).collect();
+        let (key, token) = (self.key(), Arc::clone(&self.token));
+        let replies = quorum::on_each(
+            &self.nodes,
+            &which,
+            move |n| n.commit_fence(&key, &token, t),
+            self.round_limit(),
+        );
+        let committed = replies
+            .iter()
+            .filter(|r| matches!(r.result, Ok(Answer::Granted)))
+            .count();
+        log.info(|| {
+            ev(
+                "fence",
+                format!(
+                    "fencing token {t} recorded on {committed}/{} nodes",
+                    self.nodes.len()
+                ),
+            )
+            .outcome(if committed >= redlock::quorum(self.nodes.len()) {
+                "committed"
+            } else {
+                "failed"
+            })
+        });
+        if committed < redlock::quorum(self.nodes.len()) {
+            return Err(format!(
+                "the fencing token was recorded on only {committed} of {} nodes",
+                self.nodes.len()
+            ));
+        }
+        if Instant::now() >= deadline {
+            return Err("recording the fencing token took the whole TTL".into());
+        }
+        Ok(t)
+    }
+
     pub fn extend(&self, log: &Log) -> Extended {
         let t0 = Instant::now();
-        let (key, token, ttl) = (Arc::clone(&self.key), Arc::clone(&self.token), self.ttl);
+        let (key, token, ttl) = (self.key(), Arc::clone(&self.token), self.ttl);
         let round = quorum::decide(
             &self.nodes,
             move |n| n.extend(&key, &token, ttl),
@@ -183,7 +316,7 @@ impl Lock {
     /// their backoff poll finds the lock free once it expires.
     pub fn hold_for(&self, left: Duration, log: &Log) {
         let all: Vec<usize> = (0..self.nodes.len()).collect();
-        let (key, token) = (Arc::clone(&self.key), Arc::clone(&self.token));
+        let (key, token) = (self.key(), Arc::clone(&self.token));
         let replies = quorum::on_each(
             &self.nodes,
             &all,
@@ -213,7 +346,7 @@ impl Lock {
         let token = Arc::clone(&self.token);
         let round = quorum::decide(
             &self.nodes,
-            move |n| n.acquire(&marker, &token, ttl, &[]),
+            move |n| n.acquire(&marker, &token, ttl, &[], false),
             self.round_limit(),
         );
         self.log_round("once-per marker", &round, log);
@@ -227,12 +360,17 @@ impl Lock {
     pub fn watch_releases(&self, wake: impl Fn() -> bool + Clone + Send + 'static, log: &Log) {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         for node in self.nodes.iter() {
-            let (node, channel, wake) = (Arc::clone(node), Arc::clone(&self.channel), wake.clone());
+            let channels: Vec<Vec<u8>> = self
+                .slots
+                .iter()
+                .map(|k| node::release_channel(k))
+                .collect();
+            let (node, wake) = (Arc::clone(node), wake.clone());
             let ready_tx = ready_tx.clone();
             let spawned = std::thread::Builder::new()
                 .name("watch".into())
                 .spawn(move || {
-                    node.watch(&channel, |r| drop(ready_tx.send(r)), wake);
+                    node.watch(&channels, |r| drop(ready_tx.send(r)), wake);
                 });
             if let Err(e) = spawned {
                 log.info(|| format!("cannot watch for releases: {e}"));
@@ -253,7 +391,7 @@ impl Lock {
         if which.is_empty() {
             return;
         }
-        let (key, token) = (Arc::clone(&self.key), Arc::clone(&self.token));
+        let (key, token) = (self.key(), Arc::clone(&self.token));
         let replies = quorum::on_each(
             &self.nodes,
             which,
@@ -298,12 +436,12 @@ impl Lock {
         }
     }
 
-    fn log_round(&self, what: &'static str, round: &Round, log: &Log) {
+    fn log_round<T: Vote>(&self, what: &'static str, round: &Round<T>, log: &Log) {
         for r in &round.replies {
             let name = self.nodes[r.node].name();
             log.info(|| match &r.result {
                 Ok(a) => {
-                    let outcome = match a {
+                    let outcome = match a.answer() {
                         Answer::Granted => "granted",
                         Answer::Refused => "refused",
                         Answer::Failed => "failed",
@@ -325,11 +463,11 @@ impl Lock {
     }
 
     /// The failed nodes' errors, and the nodes that did not answer in time.
-    fn failures(&self, round: &Round) -> String {
+    fn failures<T>(&self, round: &Round<T>) -> String {
         let mut parts: Vec<String> = round
             .replies
             .iter()
-            .filter_map(|r: &Reply<Answer>| r.result.as_ref().err().map(|e| e.to_string()))
+            .filter_map(|r: &Reply<T>| r.result.as_ref().err().map(|e| e.to_string()))
             .collect();
         for (i, node) in self.nodes.iter().enumerate() {
             if !round.replies.iter().any(|r| r.node == i) {

@@ -56,6 +56,18 @@ elseif v == false then
 end
 return 0";
 
+/// --fence, second phase: raise the counter to ARGV[2] (never lower it), only
+/// while the lock holds our token here.
+const FENCE: &str = "\
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+if c < tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[2], ARGV[2])
+end
+return 1";
+
 /// `unlock --force`: deletes whatever holds the lock, and wakes waiters.
 const FORCE: &str = "\
 local n = redis.call('DEL', KEYS[1])
@@ -72,6 +84,24 @@ pub fn holder_key(key: &[u8]) -> Vec<u8> {
 
 pub fn release_channel(key: &[u8]) -> Vec<u8> {
     [key, b":released"].concat()
+}
+
+/// The --fence counter: no TTL, only ever raised.
+pub fn fence_key(key: &[u8]) -> Vec<u8> {
+    [key, b":fence"].concat()
+}
+
+/// An acquire's answer, with the fence counter found beside the lock when asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Granted {
+    pub answer: Answer,
+    pub fence: Option<u64>,
+}
+
+impl crate::quorum::Vote for Granted {
+    fn answer(&self) -> Answer {
+        self.answer
+    }
 }
 
 /// What `inspect` found on one node.
@@ -249,12 +279,12 @@ impl Node {
         f(&mut lock(&self.session))
     }
 
-    /// Blocks on a connection of its own subscribed to `channel`: `ready` once
+    /// Blocks on a connection of its own subscribed to `channels`: `ready` once
     /// the subscription stands (or failed), then `wake` for every message,
     /// until the connection fails or `wake` returns false.
     pub fn watch(
         &self,
-        channel: &[u8],
+        channels: &[Vec<u8>],
         ready: impl FnOnce(Result<(), NodeError>),
         mut wake: impl FnMut() -> bool,
     ) {
@@ -270,7 +300,7 @@ impl Node {
             Err(e) => return ready(Err(e)),
         };
         let mut pubsub = conn.as_pubsub();
-        if let Err(e) = pubsub.subscribe(channel) {
+        if let Err(e) = pubsub.subscribe(channels) {
             return ready(Err(session.error(&e)));
         }
         ready(Ok(()));
@@ -292,7 +322,8 @@ impl Session {
         token: &str,
         ttl: Duration,
         record: &[(&str, String)],
-    ) -> Result<Answer, NodeError> {
+        fence: bool,
+    ) -> Result<Granted, NodeError> {
         let mut pipe = redis::pipe();
         pipe.cmd("SET")
             .arg(key)
@@ -315,10 +346,35 @@ impl Session {
             // without HSET, say) must not cost the lock.
             eval.ignore();
         }
+        if fence {
+            // Read after our SET on the same connection: if the SET won, no
+            // later holder can have raised it yet.
+            pipe.cmd("GET").arg(fence_key(key));
+        }
         let replies: Vec<Value> = self.query(|c| pipe.query(c))?;
+        let counter = if fence {
+            match replies.last() {
+                Some(Value::Nil) => Some(0),
+                Some(Value::BulkString(b)) => Some(
+                    std::str::from_utf8(b)
+                        .ok()
+                        .and_then(|t| t.parse().ok())
+                        .ok_or_else(|| self.unexpected("GET fence counter", &format!("{b:?}")))?,
+                ),
+                other => return Err(self.unexpected("GET fence counter", &format!("{other:?}"))),
+            }
+        } else {
+            None
+        };
+        let granted = |answer| {
+            Ok(Granted {
+                answer,
+                fence: counter,
+            })
+        };
         match replies.first() {
-            Some(Value::Okay) => Ok(Answer::Granted),
-            Some(Value::Nil) => Ok(Answer::Refused),
+            Some(Value::Okay) => granted(Answer::Granted),
+            Some(Value::Nil) => granted(Answer::Refused),
             Some(Value::ServerError(e)) => Err(NodeError(format!("{}: {e}", self.name))),
             other => Err(self.unexpected("SET", &format!("{other:?}"))),
         }
@@ -363,6 +419,22 @@ impl Session {
             Value::Int(-1) => Ok(Released::AlreadyGone),
             Value::Int(0) => Ok(Released::NotOurs),
             other => Err(self.unexpected("release script", &format!("{other:?}"))),
+        }
+    }
+
+    /// Raises the fence counter to `t` while the lock holds our token here.
+    pub fn commit_fence(&mut self, key: &[u8], token: &str, t: u64) -> Result<Answer, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(FENCE)
+            .arg(2)
+            .arg(key)
+            .arg(fence_key(key))
+            .arg(token)
+            .arg(t);
+        match self.eval(&cmd)? {
+            Value::Int(1) => Ok(Answer::Granted),
+            Value::Int(0) => Ok(Answer::Refused),
+            other => Err(self.unexpected("fence script", &format!("{other:?}"))),
         }
     }
 

@@ -76,42 +76,56 @@ where
     replies
 }
 
-fn tally(n: usize, replies: &[Reply<Answer>]) -> Tally {
+/// A node's reply that says whether it granted what was asked.
+pub trait Vote {
+    fn answer(&self) -> Answer;
+}
+
+impl Vote for Answer {
+    fn answer(&self) -> Answer {
+        *self
+    }
+}
+
+fn tally<T: Vote>(n: usize, replies: &[Reply<T>]) -> Tally {
     let mut t = Tally::new(n);
     for r in replies {
-        t.record(*r.result.as_ref().unwrap_or(&Answer::Failed));
+        t.record(r.result.as_ref().map_or(Answer::Failed, Vote::answer));
     }
     t
 }
 
 /// A finished acquire or extend round.
-pub struct Round {
+pub struct Round<T = Answer> {
     pub verdict: Verdict,
     /// When the verdict became certain, measured from the round's start.
     pub elapsed: Duration,
     pub tally: Tally,
-    pub replies: Vec<Reply<Answer>>,
+    pub replies: Vec<Reply<T>>,
 }
 
-impl Round {
+impl<T: Vote> Round<T> {
     /// Nodes whose SET may have landed: granted, failed, or not heard from.
     /// Only an explicit refusal proves our token is not there.
     pub fn maybe_ours(&self, n: usize) -> Vec<usize> {
         (0..n)
             .filter(|i| {
-                !self
-                    .replies
-                    .iter()
-                    .any(|r| r.node == *i && matches!(r.result, Ok(Answer::Refused)))
+                !self.replies.iter().any(|r| {
+                    r.node == *i
+                        && r.result
+                            .as_ref()
+                            .is_ok_and(|v| v.answer() == Answer::Refused)
+                })
             })
             .collect()
     }
 }
 
 /// Runs `op` (acquire or extend) on all nodes; stops listening at the verdict.
-pub fn decide<F>(nodes: &[Arc<Node>], op: F, limit: Duration) -> Round
+pub fn decide<T, F>(nodes: &[Arc<Node>], op: F, limit: Duration) -> Round<T>
 where
-    F: Fn(&mut Session) -> Result<Answer, NodeError> + Send + Sync + 'static,
+    T: Vote + Send + 'static,
+    F: Fn(&mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
 {
     let n = nodes.len();
     let start = Instant::now();

@@ -181,6 +181,8 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
         config.ttl,
         config.node_timeout,
         holder_record(config),
+        config.fence,
+        config.limit,
     ) {
         Ok(l) => Arc::new(l),
         Err(e) => {
@@ -201,14 +203,18 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
     stats.nodes_ok.store(ok as u64, Relaxed);
     stats.nodes_failed.store(failed as u64, Relaxed);
     let waited = match &acquired {
-        Ok((since, _)) => since.saturating_duration_since(wait_start),
+        Ok(held) => held.since.saturating_duration_since(wait_start),
         Err(_) => wait_start.elapsed(),
     };
     stats.waited_ms.store(
         u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
         Relaxed,
     );
-    let (since, deadline) = match acquired {
+    let Held {
+        since,
+        deadline,
+        fence,
+    } = match acquired {
         Ok(held) => held,
         Err(exit) => return exit,
     };
@@ -227,11 +233,20 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
         return Exit::Signal(sig);
     }
 
+    let fence = fence.map(|t| t.to_string());
+    let mut set = vec![
+        ("REDLOCK_KEY", config.name.as_str()),
+        ("REDLOCK_TOKEN", lock.token()),
+    ];
+    if let Some(t) = &fence {
+        set.push(("REDLOCK_FENCING_TOKEN", t));
+    }
+    let slot = lock.slot().to_string();
+    if config.limit.is_some() {
+        set.push(("REDLOCK_SLOT", &slot));
+    }
     let env = Env {
-        set: vec![
-            ("REDLOCK_KEY", &config.name),
-            ("REDLOCK_TOKEN", lock.token()),
-        ],
+        set,
         remove: secret_env(),
     };
     let (mut child, supervised) = match child::spawn(&config.program, &env) {
@@ -272,6 +287,13 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
     exit
 }
 
+/// The lock, once taken.
+struct Held {
+    since: Instant,
+    deadline: Instant,
+    fence: Option<u64>,
+}
+
 /// Takes the lock, waiting per --jitter and --wait. Returns when it was taken
 /// and its validity deadline, or the exit status when it was not.
 fn acquire(
@@ -280,7 +302,7 @@ fn acquire(
     tx: &Sender<Event>,
     rx: &Receiver<Event>,
     log: &Log,
-) -> Result<(Instant, Instant), Exit> {
+) -> Result<Held, Exit> {
     if let Some(jitter) = config.jitter {
         let pause = Duration::from_micros(rand::random_range(0..jitter.as_micros().max(1) as u64));
         log.info(|| format!("jitter: sleeping {pause:.0?}"));
@@ -296,13 +318,21 @@ fn acquire(
     let mut attempt = 0u32;
     loop {
         let failure = match lock.acquire(log) {
-            Acquired::Yes { since, deadline } => {
+            Acquired::Yes {
+                since,
+                deadline,
+                fence,
+            } => {
                 if config.wait != Wait::Once {
                     log.info(|| {
                         format!("waited {:.0?} for lock '{}'", start.elapsed(), config.name)
                     });
                 }
-                return Ok((since, deadline));
+                return Ok(Held {
+                    since,
+                    deadline,
+                    fence,
+                });
             }
             Acquired::Busy => None,
             Acquired::Unavailable(why) => Some(why),

@@ -460,6 +460,22 @@ fn environment_section(cmd: &Command) -> Roff {
         "The random token stored as the lock's value on the nodes that granted it; \
          it identifies this holder of the lock.",
     ));
+    roff.control("TP", []);
+    roff.text([bold("REDLOCK_FENCING_TOKEN")]);
+    roff.text(prose(
+        "With --fence: a number greater than that of every earlier holder of the lock.",
+    ));
+    roff.control("TP", []);
+    roff.text([bold("REDLOCK_SLOT")]);
+    roff.text(prose("With --limit: the slot held, from 0 to N-1."));
+    roff.control("PP", []);
+    roff.text([
+        roman("Read directly, never from the command line: "),
+        bold("REDLOCK_PASSWORD"),
+        roman(" (the password for nodes whose URL has none, unless --password-file is given) and "),
+        bold("REDLOCK_USERNAME"),
+        roman(" (the ACL user that goes with it)."),
+    ]);
     roff.control("PP", []);
     roff.text([
         bold("REDLOCK_PASSWORD"),

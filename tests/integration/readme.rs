@@ -84,7 +84,9 @@ fn readme_examples_run() {
     let dir = tempdir();
     let log = dir.join("ran.log");
     let bin_dir = dir.join("bin");
-    stub(&bin_dir.join("make"), &log);
+    for program in ["make", "psql"] {
+        stub(&bin_dir.join(program), &log);
+    }
     for ex in &examples {
         for word in ex.split_whitespace() {
             if word.starts_with("./") {
