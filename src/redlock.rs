@@ -42,6 +42,15 @@ pub fn default_kill_after(ttl: Duration) -> Duration {
     (ttl / 3).min(Duration::from_secs(10))
 }
 
+/// How long before the validity deadline the command's group gets SIGKILL.
+/// Killing *at* the deadline would land after it by the timer's wake-up
+/// latency (tens of ms on a loaded host) plus the time the kernel takes to
+/// tear the group down; the drift allowance alone is too thin a margin for
+/// that at short TTLs. A tenth of the TTL, within 50 ms..2 s.
+pub fn kill_guard(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(2))
+}
+
 /// Heartbeat period: three chances to extend before the TTL runs out.
 pub fn heartbeat_interval(ttl: Duration) -> Duration {
     ttl / 3
@@ -204,6 +213,16 @@ mod tests {
         assert_eq!(default_kill_after(ms(30_000)), ms(10_000));
         assert_eq!(default_kill_after(ms(3_000)), ms(1_000));
         assert_eq!(heartbeat_interval(ms(30_000)), ms(10_000));
+        assert_eq!(kill_guard(ms(500)), ms(50));
+        assert_eq!(kill_guard(ms(2_000)), ms(200));
+        assert_eq!(kill_guard(ms(30_000)), ms(2_000));
+        for ttl in [500, 1_000, 2_000, 30_000, 600_000] {
+            let ttl = ms(ttl);
+            // The command must get some time between TERM and KILL, and the
+            // heartbeat must be able to extend before TERM is due.
+            let term_before_deadline = default_kill_after(ttl) + kill_guard(ttl);
+            assert!(term_before_deadline < ttl - drift(ttl) - heartbeat_interval(ttl));
+        }
         for ttl in [500, 1_000, 2_000, 30_000, 600_000] {
             assert!(
                 node_timeout_fits(ms(ttl), default_node_timeout(ms(ttl))),

@@ -458,10 +458,10 @@ enum Stop {
 
 /// Waits for the command while enforcing the lock's deadline and --timeout.
 ///
-/// Lock: SIGTERM to the group at `deadline - kill_after`, SIGKILL at the
-/// deadline, unless a heartbeat moved the deadline on first. Timeout: SIGTERM
-/// at start + timeout, SIGKILL `kill_after` later. SIGKILL never comes later
-/// than the lock's deadline, whatever the reason.
+/// Lock: SIGTERM to the group at `deadline - guard - kill_after`, SIGKILL at
+/// `deadline - guard`, unless a heartbeat moved the deadline on first.
+/// Timeout: SIGTERM at start + timeout, SIGKILL `kill_after` later. SIGKILL
+/// never comes later than `deadline - guard`, whatever the reason.
 fn supervise(
     supervised: &Supervised,
     config: &Config,
@@ -471,17 +471,18 @@ fn supervise(
 ) -> Exit {
     let timeout_at = config.timeout.map(|t| Instant::now() + t);
     let mut stop: Option<Stop> = None;
-    // Once stopping: when SIGKILL goes out (capped by `deadline` below).
+    // Once stopping: when SIGKILL goes out (capped by `last` below).
     let mut kill_at: Option<Instant> = None;
     let mut killed = false;
+    let guard = redlock::kill_guard(config.ttl);
     let status = loop {
         let now = Instant::now();
-        let term_at = deadline.checked_sub(config.kill_after).unwrap_or(deadline);
+        // The last moment the command may be alive, a guard before the
+        // deadline (see `kill_guard`); everything is scheduled from it.
+        let last = deadline.checked_sub(guard).unwrap_or(deadline);
+        let term_at = last.checked_sub(config.kill_after).unwrap_or(last);
         let begin = if !matches!(stop, Some(Stop::Lost(_))) && now >= term_at {
-            Some((
-                Stop::Lost("no extension succeeded in time".into()),
-                deadline,
-            ))
+            Some((Stop::Lost("no extension succeeded in time".into()), last))
         } else if stop.is_none() && timeout_at.is_some_and(|t| now >= t) {
             Some((Stop::Timeout, now + config.kill_after))
         } else {
@@ -513,7 +514,7 @@ fn supervise(
             stop = Some(why);
             kill_at = Some(kill_at.map_or(at, |k| k.min(at)));
         }
-        let kill_due = kill_at.map(|k| k.min(deadline));
+        let kill_due = kill_at.map(|k| k.min(last));
         if !killed && kill_due.is_some_and(|k| now >= k) {
             supervised.signal_group(libc::SIGKILL);
             killed = true;
@@ -549,7 +550,8 @@ fn supervise(
                     supervised.signal_group(libc::SIGTERM);
                 }
                 stop = Some(Stop::Lost(why));
-                let at = Instant::now() + config.kill_after;
+                let at = (Instant::now() + config.kill_after)
+                    .min(deadline.checked_sub(guard).unwrap_or(deadline));
                 kill_at = Some(kill_at.map_or(at, |k| k.min(at)));
             }
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}

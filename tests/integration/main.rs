@@ -7,7 +7,11 @@
 
 mod support;
 
+mod connect;
 mod cron;
+mod fence;
 mod foundation;
 mod generated;
+mod operability;
 mod readme;
+mod safety;

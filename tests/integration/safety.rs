@@ -1,0 +1,1777 @@
+//! Fault-injection safety suite: mutual exclusion under faults.
+//!
+//! A workload of K `redlock-run` processes contends for one key (over 3 and
+//! over 5 nodes, with `--wait`) while a fault thread injects node, network and
+//! process faults on a schedule, healing each one. Every critical section
+//! appends to one shared history file and does a read-sleep-write increment
+//! of a counter file; a pure checker ([`check`]) then proves that no two
+//! critical sections overlapped and no increment was lost.
+//!
+//! History lines (appended with `>>`, i.e. O_APPEND; each line is one small
+//! `write(2)` by the shell, so lines never interleave):
+//!
+//! ```text
+//! enter <ns> <token> <run>
+//! exit <ns> <token> <run> <value read>
+//! ```
+//!
+//! `<ns>` is `date +%s%N`: CLOCK_REALTIME in nanoseconds. All processes run
+//! on this one machine and the suite steps no clock, so realtime is as good
+//! as CLOCK_MONOTONIC for ordering here, and the harness can read the same
+//! clock (`SystemTime`) to date what it observes (a run's reap). It costs one
+//! fork/exec of date(1) (~1 ms), far less than `python3 -c` (~20 ms); the
+//! shell has no builtin for it (`/bin/sh` is dash). The enter time is taken
+//! before the counter is read and the exit time after it is written, so each
+//! recorded interval contains the real critical section.
+//!
+//! Negative controls show the checker catches real violations: two wrappers
+//! with different `--prefix`, a node restarted empty while the lock is held
+//! (the documented Redlock limit), and `redlock-run` SIGSTOPped past its TTL
+//! while its command runs on.
+//!
+//! The short variant runs with `cargo test`; the soak variant (≥ 1000
+//! contended runs under faults) runs with
+//! `cargo test --test integration safety -- --ignored --nocapture`
+//! or `REDLOCK_SOAK=1 cargo test --test integration safety -- --nocapture`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::support::cmd::BIN;
+use crate::support::{
+    Cluster, FaultProxy, Mode, TempDir, kill_if_alive, pid_alive, read_pid_file, send_signal,
+    tempdir, wait_until,
+};
+
+/// Lock name every contender uses.
+const NAME: &str = "safety";
+
+// ---------------------------------------------------------------------------
+// The checker (pure)
+// ---------------------------------------------------------------------------
+
+/// One critical section as the history recorded it.
+#[derive(Clone, Debug)]
+struct Interval {
+    run: u64,
+    enter: i128,
+    /// From the run's `exit` line.
+    exit: Option<i128>,
+    /// Counter value the run read (only runs that completed report it).
+    read: Option<u64>,
+}
+
+/// What [`check`] found.
+#[derive(Debug, Default)]
+struct Report {
+    entered: usize,
+    /// Runs with an `exit` line: their increment is complete.
+    completed: usize,
+    /// Entered but killed before their `exit` line.
+    cut_short: usize,
+    counter: u64,
+    overlaps: Vec<String>,
+    /// Entered while an earlier, killed critical section may still have been
+    /// running: inside the harness's observation window of its death (last
+    /// seen alive, first seen dead]. Neither proven nor excluded.
+    ambiguous: Vec<String>,
+    lost_increments: u64,
+    /// Malformed or inconsistent history (never expected).
+    anomalies: Vec<String>,
+}
+
+impl Report {
+    fn clean(&self) -> bool {
+        self.overlaps.is_empty() && self.lost_increments == 0 && self.anomalies.is_empty()
+    }
+}
+
+/// Checks a history for mutual exclusion and lost updates.
+///
+/// * `ends`: for each run id, the realtime (ns) by which its command could no
+///   longer write: when the harness saw the command's shell dead (only the
+///   shell writes; the `sleep`s never do), or the reap time of that
+///   `redlock-run` if earlier. It bounds a
+///   critical section that has no `exit` line (the command was killed): after
+///   a lost lock or `--timeout`, `redlock-run` SIGKILLs the command's whole
+///   group before it exits (the suite verifies the group is gone); when
+///   `redlock-run` itself is SIGKILLed, PR_SET_PDEATHSIG has been sent to the
+///   shell by the time the harness reaps its parent, and only that shell
+///   writes the history and the counter. A cut-short run with no known end
+///   extends to +infinity.
+/// * Overlap: sorted by enter time, every critical section must start after
+///   the latest end of all earlier ones.
+/// * Lost increments: completed runs, in enter order, must read strictly
+///   increasing counter values (a killed run may have written without an
+///   `exit` line, so gaps are allowed, repeats are not), and the final
+///   counter must be at least the number of completed runs and at most the
+///   number of entered ones.
+fn check(history: &str, counter: u64, ends: &HashMap<u64, (i128, i128)>) -> Report {
+    let mut report = Report {
+        counter,
+        ..Report::default()
+    };
+    let mut by_run: BTreeMap<u64, Interval> = BTreeMap::new();
+    let mut tokens: HashMap<u64, String> = HashMap::new();
+    for (lineno, line) in history.lines().enumerate() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let parsed = match f.as_slice() {
+            ["enter", ns, token, run] => ns
+                .parse::<i128>()
+                .ok()
+                .zip(run.parse::<u64>().ok())
+                .map(|(ns, run)| (true, ns, *token, run, None)),
+            ["exit", ns, token, run, read] => match (ns.parse(), run.parse(), read.parse()) {
+                (Ok(ns), Ok(run), Ok(read)) => Some((false, ns, *token, run, Some(read))),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some((is_enter, ns, token, run, read)) = parsed else {
+            report
+                .anomalies
+                .push(format!("line {}: malformed {line:?}", lineno + 1));
+            continue;
+        };
+        if tokens.entry(run).or_insert_with(|| token.to_string()) != token {
+            report
+                .anomalies
+                .push(format!("run {run}: two tokens in the history"));
+        }
+        if is_enter {
+            if by_run
+                .insert(
+                    run,
+                    Interval {
+                        run,
+                        enter: ns,
+                        exit: None,
+                        read: None,
+                    },
+                )
+                .is_some()
+            {
+                report.anomalies.push(format!("run {run}: entered twice"));
+            }
+        } else {
+            match by_run.get_mut(&run) {
+                Some(i) if i.exit.is_none() && ns >= i.enter => {
+                    i.exit = Some(ns);
+                    i.read = read;
+                }
+                _ => report
+                    .anomalies
+                    .push(format!("run {run}: exit without a matching enter")),
+            }
+        }
+    }
+    let mut intervals: Vec<Interval> = by_run.into_values().collect();
+    intervals.sort_by_key(|i| (i.enter, i.run));
+    report.entered = intervals.len();
+    report.completed = intervals.iter().filter(|i| i.exit.is_some()).count();
+    report.cut_short = report.entered - report.completed;
+
+    // Certain overlaps use the earliest possible end of a killed section,
+    // possible ones the latest; None = +infinity.
+    let certain = overlaps(&intervals, |i| {
+        i.exit.or_else(|| ends.get(&i.run).map(|e| e.0))
+    });
+    let possible = overlaps(&intervals, |i| {
+        i.exit.or_else(|| ends.get(&i.run).map(|e| e.1))
+    });
+    report.ambiguous = possible
+        .into_iter()
+        .filter(|p| !certain.iter().any(|c| c.0 == p.0))
+        .map(|p| p.1)
+        .collect();
+    report.overlaps = certain.into_iter().map(|c| c.1).collect();
+
+    let mut last_read: Option<u64> = None;
+    let mut repeats = 0u64;
+    for read in intervals.iter().filter_map(|i| i.read) {
+        if last_read.is_some_and(|r| read <= r) {
+            repeats += 1;
+        }
+        last_read = Some(read);
+    }
+    let short = (report.completed as u64).saturating_sub(counter);
+    report.lost_increments = repeats.max(short);
+    if counter > report.entered as u64 {
+        report.anomalies.push(format!(
+            "counter {counter} exceeds the {} critical sections entered",
+            report.entered
+        ));
+    }
+    report
+}
+
+/// (run, description) for every section entered before an earlier one ended.
+fn overlaps(
+    intervals: &[Interval],
+    end_of: impl Fn(&Interval) -> Option<i128>,
+) -> Vec<(u64, String)> {
+    let mut found = Vec::new();
+    let mut latest: Option<(Option<i128>, u64)> = None;
+    for i in intervals {
+        if let Some((end, by)) = latest
+            && end.is_none_or(|e| i.enter < e)
+        {
+            let until = end.map_or("+inf".into(), |e| {
+                format!("{e}, {} µs later", (e - i.enter) / 1000)
+            });
+            found.push((
+                i.run,
+                format!(
+                    "run {} entered at {} while run {by} held it (until {until})",
+                    i.run, i.enter
+                ),
+            ));
+        }
+        let end = end_of(i);
+        latest = match latest {
+            Some((Some(prev), by)) if end.is_some_and(|e| e < prev) => Some((Some(prev), by)),
+            Some((None, by)) => Some((None, by)),
+            _ => Some((end, i.run)),
+        };
+    }
+    found
+}
+
+#[test]
+fn checker_accepts_serial_histories() {
+    let h = "enter 100 t1 1\nexit 200 t1 1 0\nenter 200 t2 2\nexit 300 t2 2 1\n\
+             enter 310 t3 3\nenter 900 t4 4\nexit 950 t4 4 3\n";
+    // Run 3 was killed after writing 3 (no exit line); it was reaped at 800.
+    let ends = HashMap::from([(3, (790, 800))]);
+    let r = check(h, 4, &ends);
+    assert!(r.clean(), "{r:?}");
+    assert_eq!((r.entered, r.completed, r.cut_short), (4, 3, 1));
+    // Or it was killed before writing.
+    let h2 = h.replace("exit 950 t4 4 3", "exit 950 t4 4 2");
+    assert!(check(&h2, 3, &ends).clean());
+}
+
+#[test]
+fn checker_finds_overlaps_and_lost_increments() {
+    // Classic lost update: both read 0, both wrote 1.
+    let h = "enter 100 a 1\nenter 150 b 2\nexit 200 a 1 0\nexit 250 b 2 0\n";
+    let r = check(h, 1, &HashMap::new());
+    assert_eq!(r.overlaps.len(), 1, "{r:?}");
+    assert_eq!(r.lost_increments, 1, "{r:?}");
+    // Nested inside a long one: overlap with the long one, not the short one.
+    let h = "enter 100 a 1\nenter 150 b 2\nexit 160 b 2 0\nenter 170 c 3\nexit 180 c 3 1\nexit 300 a 1 2\n";
+    let r = check(h, 3, &HashMap::new());
+    assert_eq!(r.overlaps.len(), 2, "{r:?}");
+    // A killed run with no known end blocks everyone after it...
+    let h = "enter 100 a 1\nenter 500 b 2\nexit 600 b 2 0\n";
+    assert_eq!(check(h, 1, &HashMap::new()).overlaps.len(), 1);
+    // ...but not once we know when its group was gone.
+    assert!(check(h, 1, &HashMap::from([(1, (390, 400))])).clean());
+    assert_eq!(
+        check(h, 1, &HashMap::from([(1, (510, 550))]))
+            .overlaps
+            .len(),
+        1,
+        "seen alive after b entered"
+    );
+    let r = check(h, 1, &HashMap::from([(1, (450, 550))]));
+    assert_eq!((r.overlaps.len(), r.ambiguous.len()), (0, 1), "{r:?}");
+    // Counter short of completed runs; malformed lines.
+    assert_eq!(
+        check("enter 1 a 1\nexit 2 a 1 0\n", 0, &HashMap::new()).lost_increments,
+        1
+    );
+    assert!(
+        !check("enter 1 a\n", 0, &HashMap::new())
+            .anomalies
+            .is_empty()
+    );
+    assert!(
+        !check("exit 2 a 1 0\n", 1, &HashMap::new())
+            .anomalies
+            .is_empty()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Running redlock-run
+// ---------------------------------------------------------------------------
+
+fn realtime_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+/// What a run's command does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// The read-sleep-write increment (20 ms sleep).
+    Normal,
+    /// Same, but sleeping `ms` inside the critical section.
+    Slow(u64),
+    /// Ignores SIGTERM (the whole group) and stays in the critical section.
+    IgnoresTerm,
+    /// Leaves `sleep 30` running in the background, then stays in the
+    /// critical section.
+    Grandchild,
+}
+
+/// The shell command: pid file, enter line, increment, exit line.
+fn script(run: u64, kind: Kind) -> String {
+    let (pre, nap) = match kind {
+        Kind::Normal => (String::new(), "0.02".to_string()),
+        Kind::Slow(ms) => (String::new(), format!("{}.{:03}", ms / 1000, ms % 1000)),
+        Kind::IgnoresTerm => ("trap '' TERM; ".to_string(), "30".to_string()),
+        Kind::Grandchild => (
+            format!("sleep 30 >/dev/null 2>&1 & echo $! > gc.{run}; "),
+            "30".to_string(),
+        ),
+    };
+    format!(
+        "{pre}echo $$ > pid.{run}; \
+         E=$(date +%s%N); echo \"enter $E $REDLOCK_TOKEN {run}\" >> history; \
+         n=$(cat counter); sleep {nap}; echo $((n+1)) > counter; \
+         X=$(date +%s%N); echo \"exit $X $REDLOCK_TOKEN {run} $n\" >> history"
+    )
+}
+
+/// A `redlock-run` whose stderr lines are timestamped as they arrive.
+struct Proc {
+    child: Child,
+    lines: Arc<Mutex<Vec<(Instant, String)>>>,
+    spawned: Instant,
+}
+
+impl Proc {
+    fn spawn(dir: &Path, args: &[String]) -> Proc {
+        let mut command = Command::new(BIN);
+        command
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("REDLOCK_") {
+                command.env_remove(&key);
+            }
+        }
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+                let mut empty: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut empty);
+                libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+                // Own group: nothing it signals can reach the harness. Dies
+                // with the spawning thread if the harness dies.
+                libc::setpgid(0, 0);
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
+                Ok(())
+            });
+        }
+        let spawned = Instant::now();
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (out, sink) = (child.stderr.take().expect("piped"), Arc::clone(&lines));
+        thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                let now = Instant::now();
+                sink.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((now, line));
+            }
+        });
+        Proc {
+            child,
+            lines,
+            spawned,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn stderr(&self) -> Vec<(Instant, String)> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn stderr_text(&self) -> String {
+        self.stderr()
+            .into_iter()
+            .map(|(t, l)| format!("+{:?} {l}\n", t.duration_since(self.spawned)))
+            .collect()
+    }
+
+    /// Reaped exit code (128+N for a signal), or None while running.
+    fn try_code(&mut self) -> Option<i32> {
+        let status = self.child.try_wait().expect("try_wait")?;
+        Some(
+            status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+        )
+    }
+
+    fn wait_code(&mut self, limit: Duration) -> Option<i32> {
+        let mut code = None;
+        wait_until(limit, || {
+            code = self.try_code();
+            code.is_some()
+        });
+        code
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            send_signal(self.pid(), libc::SIGCONT);
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Whether any live (non-zombie) process is left in process group `pgid`.
+fn group_alive(pgid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks.
+    if unsafe { libc::kill(-pgid, 0) } != 0 {
+        return false;
+    }
+    if pid_alive(pgid) {
+        return true;
+    }
+    // The leader is gone but something (perhaps only an unreaped zombie whose
+    // parent died) is in the group: look closer.
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return true;
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .any(|pid| {
+            let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                return false;
+            };
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            f.len() > 3 && f[2] == pgid.to_string() && !matches!(f[0], "Z" | "X")
+        })
+}
+
+/// Parses Rust's `{:?}` rendering of a Duration ("3.2ms", "850.0µs", "2s").
+fn parse_debug_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (num, unit) = ["ns", "µs", "ms", "s"]
+        .iter()
+        .find_map(|u| s.strip_suffix(u).map(|n| (n, *u)))?;
+    let v: f64 = num.parse().ok()?;
+    let secs = match unit {
+        "ns" => v / 1e9,
+        "µs" => v / 1e6,
+        "ms" => v / 1e3,
+        _ => v,
+    };
+    Some(Duration::from_secs_f64(secs))
+}
+
+fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// From `-vv` output: how long the acquire round took, and the latest
+/// validity deadline (round start + TTL - drift, for the acquire and each
+/// extension). A round's start is the line's arrival minus the elapsed time
+/// it reports; the line is written right after the round, so this errs late
+/// by the logging latency (well under a millisecond on an idle machine).
+fn lock_timeline(
+    lines: &[(Instant, String)],
+    ttl: Duration,
+) -> (Option<Duration>, Option<Instant>) {
+    let mut acquire = None;
+    let mut deadline: Option<Instant> = None;
+    for (t, line) in lines {
+        let took = if let Some(rest) = line.strip_prefix("redlock-run: acquired on ") {
+            let d = rest
+                .split_once(" in ")
+                .and_then(|(_, r)| r.split_once(';'))
+                .and_then(|(d, _)| parse_debug_duration(d));
+            acquire = acquire.or(d);
+            d
+        } else {
+            line.strip_prefix("redlock-run: extended in ")
+                .and_then(parse_debug_duration)
+        };
+        if let Some(took) = took
+            && let Some(start) = t.checked_sub(took)
+        {
+            let d = start + ttl - drift(ttl);
+            deadline = Some(deadline.map_or(d, |x| x.max(d)));
+        }
+    }
+    (acquire, deadline)
+}
+
+// ---------------------------------------------------------------------------
+// The workload
+// ---------------------------------------------------------------------------
+
+/// One finished `redlock-run`.
+#[derive(Clone, Debug)]
+struct RunRecord {
+    run: u64,
+    worker: usize,
+    kind: Kind,
+    code: i32,
+    /// Realtime (ns) when the harness reaped it.
+    reaped_ns: i128,
+    /// Realtime (ns) when the harness first saw the command's shell (the
+    /// only writer of the history and the counter) dead, and last alive.
+    shell_gone_ns: Option<i128>,
+    shell_seen_ns: Option<i128>,
+    /// Acquire round time from `-v`.
+    acquire: Option<Duration>,
+    /// Fault active when the run was reaped (for the acquisition figures).
+    fault: &'static str,
+    /// Validity deadline minus the moment the command's group was seen gone
+    /// (ms, positive = before), for runs stopped by redlock-run.
+    margin_ms: Option<f64>,
+    /// Problems the worker saw (survivors, hangs).
+    problems: Vec<String>,
+    /// For a SIGKILLed redlock-run: when.
+    sigkilled_ns: Option<i128>,
+}
+
+/// Special runs the fault thread asks workers for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Special {
+    /// SIGKILL redlock-run once its command is in the critical section.
+    SigkillWrapper,
+    /// A TERM-ignoring command; the fault thread then takes the majority away.
+    IgnoresTermLost,
+    /// A command with a background grandchild; majority taken away.
+    GrandchildLost,
+    /// A command with a background grandchild, stopped by --timeout.
+    GrandchildTimeout,
+}
+
+struct Request {
+    special: Special,
+    /// (run, true) once its command is in the critical section; (run, false)
+    /// once reaped.
+    notify: mpsc::Sender<(u64, bool)>,
+}
+
+struct Shared {
+    stop: AtomicBool,
+    next_run: AtomicU64,
+    requests: Mutex<VecDeque<Request>>,
+    records: Mutex<Vec<RunRecord>>,
+    fault: Mutex<&'static str>,
+}
+
+#[derive(Clone, Debug)]
+struct Settings {
+    nodes: usize,
+    workers: usize,
+    ttl: Duration,
+    node_timeout: Duration,
+    /// How long contenders wait (--wait).
+    wait: Duration,
+    /// Keep going at least this long, and until `min_ok` runs exited 0
+    /// (bounded by `max_duration`).
+    duration: Duration,
+    min_ok: usize,
+    max_duration: Duration,
+    faults: bool,
+    /// Extra arguments per worker (e.g. --prefix for a negative control).
+    per_worker_args: Vec<Vec<String>>,
+}
+
+impl Settings {
+    fn new(nodes: usize) -> Settings {
+        Settings {
+            nodes,
+            workers: 8,
+            ttl: Duration::from_secs(2),
+            node_timeout: Duration::from_millis(100),
+            wait: Duration::from_secs(6),
+            duration: Duration::from_secs(30),
+            min_ok: 0,
+            max_duration: Duration::from_secs(60),
+            faults: true,
+            per_worker_args: Vec::new(),
+        }
+    }
+}
+
+/// Everything a workload produced.
+struct Outcome {
+    report: Report,
+    records: Vec<RunRecord>,
+    faults: BTreeMap<&'static str, usize>,
+    leftover_keys: Vec<String>,
+    elapsed: Duration,
+    history: String,
+}
+
+fn millis(d: Duration) -> String {
+    d.as_millis().to_string()
+}
+
+/// Runs one worker's loop until told to stop.
+fn worker(id: usize, urls: &str, settings: &Settings, dir: &Path, shared: &Shared) {
+    while !shared.stop.load(Ordering::SeqCst) {
+        // Specials go to workers 1.. (worker 0 is the proxied "victim").
+        let request = if id > 0 {
+            shared
+                .requests
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop_front()
+        } else {
+            None
+        };
+        let run = shared.next_run.fetch_add(1, Ordering::SeqCst);
+        let kind = match request.as_ref().map(|r| r.special) {
+            None => Kind::Normal,
+            Some(Special::SigkillWrapper) => Kind::Slow(300),
+            Some(Special::IgnoresTermLost) => Kind::IgnoresTerm,
+            Some(Special::GrandchildLost | Special::GrandchildTimeout) => Kind::Grandchild,
+        };
+        let mut args: Vec<String> = vec![
+            "-r".into(),
+            urls.into(),
+            "-k".into(),
+            NAME.into(),
+            "-t".into(),
+            format!("{}ms", millis(settings.ttl)),
+            "--node-timeout".into(),
+            format!("{}ms", millis(settings.node_timeout)),
+            "-w".into(),
+            format!("{}ms", millis(settings.wait)),
+            "-vv".into(),
+        ];
+        if request.as_ref().map(|r| r.special) == Some(Special::GrandchildTimeout) {
+            args.extend(["--timeout".into(), "300ms".into()]);
+        }
+        if let Some(extra) = settings.per_worker_args.get(id) {
+            args.extend(extra.iter().cloned());
+        }
+        args.extend(["-c".into(), script(run, kind)]);
+        let mut p = Proc::spawn(dir, &args);
+        let pid_file = dir.join(format!("pid.{run}"));
+        let mut pgid: Option<i32> = None;
+        let mut gone_at: Option<Instant> = None;
+        let mut shell_gone_ns: Option<i128> = None;
+        let mut shell_seen_ns: Option<i128> = None;
+        let mut sigkilled_ns = None;
+        let mut problems = Vec::new();
+        let code = loop {
+            if let Some(code) = p.try_code() {
+                break code;
+            }
+            if pgid.is_none()
+                && let Some(pid) = fs::read_to_string(&pid_file)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<i32>().ok())
+            {
+                pgid = Some(pid);
+                if let Some(r) = &request {
+                    let _ = r.notify.send((run, true));
+                }
+            }
+            if let Some(g) = pgid
+                && gone_at.is_none()
+                && !group_alive(g)
+            {
+                gone_at = Some(Instant::now());
+            }
+            if let Some(g) = pgid
+                && shell_gone_ns.is_none()
+            {
+                let t = realtime_ns();
+                if pid_alive(g) {
+                    shell_seen_ns = Some(t);
+                } else {
+                    shell_gone_ns = Some(t);
+                }
+            }
+            if request.as_ref().map(|r| r.special) == Some(Special::SigkillWrapper)
+                && pgid.is_some()
+                && sigkilled_ns.is_none()
+            {
+                thread::sleep(Duration::from_millis(50));
+                send_signal(p.pid(), libc::SIGKILL);
+                sigkilled_ns = Some(realtime_ns());
+            }
+            if p.spawned.elapsed() > Duration::from_secs(60) {
+                problems.push(format!("run {run} hung for 60 s:\n{}", p.stderr_text()));
+                send_signal(p.pid(), libc::SIGCONT);
+                send_signal(p.pid(), libc::SIGKILL);
+            }
+            thread::sleep(Duration::from_millis(2));
+        };
+        let reaped = Instant::now();
+        let reaped_ns = realtime_ns();
+        if let Some(r) = &request {
+            let _ = r.notify.send((run, false));
+        }
+        // Stopped by redlock-run (lost, timeout): nothing of the group may
+        // outlive it. SIGKILLed: the shell dies by PDEATHSIG (its `sleep`
+        // may run on, it writes nothing).
+        if let Some(g) = pgid {
+            if matches!(code, 76 | 124) && group_alive(g) {
+                let died = wait_until(Duration::from_millis(200), || !group_alive(g));
+                problems.push(format!(
+                    "run {run} exited {code} but its process group {g} was still alive{}",
+                    if died { " (gone within 200 ms)" } else { "" }
+                ));
+                send_signal(-g, libc::SIGKILL);
+            }
+            if sigkilled_ns.is_some() && !wait_until(Duration::from_millis(500), || !pid_alive(g)) {
+                problems.push(format!(
+                    "run {run}: shell {g} outlived SIGKILLed redlock-run"
+                ));
+                send_signal(-g, libc::SIGKILL);
+            }
+            if gone_at.is_none() && !group_alive(g) {
+                gone_at = Some(reaped);
+            }
+        }
+        if kind == Kind::Grandchild
+            && let Ok(gc) = fs::read_to_string(dir.join(format!("gc.{run}")))
+            && let Ok(gc) = gc.trim().parse::<i32>()
+            && !wait_until(Duration::from_millis(200), || !pid_alive(gc))
+        {
+            problems.push(format!("run {run}: grandchild {gc} survived exit {code}"));
+            kill_if_alive(gc);
+        }
+        // Let the reader drain the last lines.
+        thread::sleep(Duration::from_millis(5));
+        let lines = p.stderr();
+        let (acquire, deadline) = lock_timeline(&lines, settings.ttl);
+        let margin_ms = match (code, deadline, gone_at) {
+            (76 | 124, Some(d), Some(g)) => Some(if d >= g {
+                d.duration_since(g).as_secs_f64() * 1e3
+            } else {
+                -(g.duration_since(d).as_secs_f64() * 1e3)
+            }),
+            _ => None,
+        };
+        let fault = *shared.fault.lock().unwrap_or_else(|p| p.into_inner());
+        shared
+            .records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(RunRecord {
+                run,
+                worker: id,
+                kind,
+                code,
+                reaped_ns,
+                shell_gone_ns,
+                shell_seen_ns,
+                acquire,
+                fault,
+                margin_ms,
+                problems,
+                sigkilled_ns,
+            });
+    }
+}
+
+/// The fault schedule, cycled through in order.
+const FAULTS: &[&str] = &[
+    "stop one node",
+    "script flush",
+    "stop majority",
+    "sigkill redlock-run",
+    "client pause one node",
+    "TERM-ignoring command, majority lost",
+    "client pause majority",
+    "victim proxies delayed",
+    "kill -9 node, restart after > ttl",
+    "grandchild, majority lost",
+    "victim reply black-holed after SET",
+    "grandchild, --timeout",
+];
+
+/// Injects `fault` and heals it. Returns once healed.
+fn inject(
+    fault: &str,
+    round: usize,
+    cluster: &mut Cluster,
+    proxies: &[FaultProxy],
+    settings: &Settings,
+    shared: &Shared,
+) {
+    let n = cluster.len();
+    let majority: Vec<usize> = (0..n / 2 + 1).map(|i| (i + round) % n).collect();
+    let one = round % n;
+    let hold = settings.ttl * 3 / 2;
+    let pause = |nodes: &[usize], cluster: &Cluster| {
+        for &i in nodes {
+            let _: redis::RedisResult<String> = cluster[i].try_cmd(
+                redis::cmd("CLIENT")
+                    .arg("PAUSE")
+                    .arg(hold.as_millis() as u64)
+                    .arg("ALL"),
+            );
+        }
+        thread::sleep(hold + Duration::from_millis(50));
+    };
+    let special = |special: Special, take_majority: bool, cluster: &Cluster| {
+        let (tx, rx) = mpsc::channel();
+        shared
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(Request {
+                special,
+                notify: tx,
+            });
+        // Workers are busy waiting for the lock: allow for that.
+        let started = rx.recv_timeout(settings.wait * 3);
+        if let Ok((run, true)) = started
+            && take_majority
+        {
+            thread::sleep(Duration::from_millis(100));
+            for &i in &majority {
+                cluster[i].stop();
+            }
+            let done = wait_until(
+                settings.ttl * 3,
+                || matches!(rx.try_recv(), Ok((r, false)) if r == run),
+            );
+            thread::sleep(Duration::from_millis(100));
+            for &i in &majority {
+                cluster[i].cont();
+            }
+            assert!(done, "run {run} did not end within 3 TTLs of losing quorum");
+        } else if started.is_ok() {
+            let _ = rx.recv_timeout(settings.ttl * 5);
+        } else {
+            // Nobody took it in time; withdraw it if still queued.
+            shared
+                .requests
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|r| r.special != special);
+        }
+    };
+    match fault {
+        "stop one node" => {
+            cluster[one].stop();
+            thread::sleep(hold);
+            cluster[one].cont();
+        }
+        "stop majority" => {
+            for &i in &majority {
+                cluster[i].stop();
+            }
+            thread::sleep(hold);
+            for &i in &majority {
+                cluster[i].cont();
+            }
+        }
+        "client pause one node" => pause(&[one], cluster),
+        "client pause majority" => pause(&majority, cluster),
+        "kill -9 node, restart after > ttl" => {
+            cluster.node_mut(one).kill();
+            thread::sleep(hold);
+            cluster.node_mut(one).restart();
+        }
+        "script flush" => {
+            for node in cluster.iter() {
+                let _: redis::RedisResult<String> = node.try_cmd(redis::cmd("SCRIPT").arg("FLUSH"));
+            }
+            thread::sleep(settings.ttl / 2);
+        }
+        "victim proxies delayed" => {
+            // Each node answers the victim in ~80 % of --node-timeout.
+            for p in proxies {
+                p.set_mode(Mode::Delay(settings.node_timeout * 2 / 5));
+            }
+            thread::sleep(settings.ttl * 2);
+            for p in proxies {
+                p.set_mode(Mode::Pass);
+            }
+        }
+        "victim reply black-holed after SET" => {
+            // Requests already read by the proxy are forwarded after the
+            // delay; the replies then meet the black hole.
+            for &i in &majority {
+                proxies[i].set_mode(Mode::Delay(settings.node_timeout * 3 / 5));
+            }
+            thread::sleep(settings.node_timeout * 3 / 10);
+            for &i in &majority {
+                proxies[i].set_mode(Mode::BlackHole);
+            }
+            thread::sleep(settings.ttl);
+            for p in proxies {
+                p.set_mode(Mode::Pass);
+            }
+        }
+        "sigkill redlock-run" => special(Special::SigkillWrapper, false, cluster),
+        "TERM-ignoring command, majority lost" => special(Special::IgnoresTermLost, true, cluster),
+        "grandchild, majority lost" => special(Special::GrandchildLost, true, cluster),
+        "grandchild, --timeout" => special(Special::GrandchildTimeout, false, cluster),
+        other => panic!("unknown fault {other}"),
+    }
+}
+
+fn run_workload(settings: &Settings) -> Outcome {
+    let mut cluster = Cluster::new(settings.nodes);
+    let dir = tempdir();
+    fs::write(dir.join("counter"), "0\n").expect("counter");
+    fs::write(dir.join("history"), "").expect("history");
+    // Worker 0 reaches every node through its own proxy (one per
+    // client-node pair); the others connect directly.
+    let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
+    let proxied = proxies
+        .iter()
+        .map(FaultProxy::url)
+        .collect::<Vec<_>>()
+        .join(",");
+    let direct = cluster.urls();
+    let shared = Shared {
+        stop: AtomicBool::new(false),
+        next_run: AtomicU64::new(1),
+        requests: Mutex::new(VecDeque::new()),
+        records: Mutex::new(Vec::new()),
+        fault: Mutex::new("none"),
+    };
+    let mut faults: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let started = Instant::now();
+    thread::scope(|s| {
+        for id in 0..settings.workers {
+            let (urls, shared, dir) = (
+                if id == 0 { &proxied } else { &direct },
+                &shared,
+                dir.path(),
+            );
+            thread::Builder::new()
+                .name(format!("worker-{id}"))
+                .spawn_scoped(s, move || worker(id, urls, settings, dir, shared))
+                .expect("spawn worker");
+        }
+        let ok_runs = || {
+            shared
+                .records
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter(|r| r.code == 0)
+                .count()
+        };
+        let done = || {
+            let t = started.elapsed();
+            t >= settings.max_duration || (t >= settings.duration && ok_runs() >= settings.min_ok)
+        };
+        let mut round = 0usize;
+        while !done() {
+            // Quiet time between faults: plain contention.
+            thread::sleep(settings.ttl / 2);
+            if !settings.faults || done() {
+                continue;
+            }
+            let fault = FAULTS[round % FAULTS.len()];
+            *shared.fault.lock().unwrap_or_else(|p| p.into_inner()) = fault;
+            inject(
+                fault,
+                round / FAULTS.len(),
+                &mut cluster,
+                &proxies,
+                settings,
+                &shared,
+            );
+            *shared.fault.lock().unwrap_or_else(|p| p.into_inner()) = "none";
+            *faults.entry(fault).or_default() += 1;
+            round += 1;
+        }
+        shared.stop.store(true, Ordering::SeqCst);
+    });
+    let elapsed = started.elapsed();
+    for p in &proxies {
+        p.set_mode(Mode::Pass);
+    }
+    // Whatever a killed wrapper left expires within the TTL.
+    let leftover = |cluster: &Cluster| -> Vec<String> {
+        cluster
+            .iter()
+            .enumerate()
+            .flat_map(|(i, node)| {
+                node.keys()
+                    .into_iter()
+                    .filter(|k| k.starts_with(b"lock:"))
+                    .map(move |k| format!("node {i}: {}", String::from_utf8_lossy(&k)))
+            })
+            .collect()
+    };
+    wait_until(settings.ttl + Duration::from_millis(500), || {
+        leftover(&cluster).is_empty()
+    });
+    let leftover_keys = leftover(&cluster);
+    let mut records = shared
+        .records
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner());
+    records.sort_by_key(|r| r.run);
+    let history = fs::read_to_string(dir.join("history")).expect("history");
+    let counter: u64 = fs::read_to_string(dir.join("counter"))
+        .expect("counter")
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    // A cut-short critical section ended when its shell was seen dead, or at
+    // the latest when its redlock-run was reaped (see `check`). The reap
+    // alone is too loose: after --timeout or a lost lock, redlock-run
+    // releases the lock (waking the next holder) before it exits. The whole
+    // group's end is checked separately (survivors are problems).
+    let ends: HashMap<u64, (i128, i128)> = records
+        .iter()
+        .map(|r| {
+            let hi = r.shell_gone_ns.map_or(r.reaped_ns, |g| g.min(r.reaped_ns));
+            (r.run, (r.shell_seen_ns.unwrap_or(0).min(hi), hi))
+        })
+        .collect();
+    let mut report = check(&history, counter, &ends);
+    // Every run that exited 0 completed its critical section.
+    let completed: std::collections::HashSet<u64> = history
+        .lines()
+        .filter_map(|l| l.strip_prefix("exit "))
+        .filter_map(|l| l.split(' ').nth(2)?.parse().ok())
+        .collect();
+    for r in records.iter().filter(|r| r.code == 0) {
+        if !completed.contains(&r.run) {
+            report
+                .anomalies
+                .push(format!("run {} exited 0 without an exit line", r.run));
+        }
+    }
+    let entered: std::collections::HashSet<u64> = history
+        .lines()
+        .filter_map(|l| l.strip_prefix("enter "))
+        .filter_map(|l| l.split(' ').nth(2)?.parse().ok())
+        .collect();
+    for r in records.iter().filter(|r| matches!(r.code, 69 | 75)) {
+        if entered.contains(&r.run) {
+            report.anomalies.push(format!(
+                "run {} exited {} but its command ran",
+                r.run, r.code
+            ));
+        }
+    }
+    Outcome {
+        report,
+        records,
+        faults,
+        leftover_keys,
+        elapsed,
+        history,
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Prints the figures and asserts safety.
+fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
+    let r = &o.report;
+    let mut codes: BTreeMap<i32, usize> = BTreeMap::new();
+    for rec in &o.records {
+        *codes.entry(rec.code).or_default() += 1;
+    }
+    let ok = codes.get(&0).copied().unwrap_or(0);
+    eprintln!(
+        "[{label}] {} nodes, {} workers, ttl {:?}, node-timeout {:?}, {:.1?}: \
+         {} runs, {ok} exited 0, exit codes {codes:?}",
+        settings.nodes,
+        settings.workers,
+        settings.ttl,
+        settings.node_timeout,
+        o.elapsed,
+        o.records.len()
+    );
+    let victim = o.records.iter().filter(|x| x.worker == 0);
+    eprintln!(
+        "[{label}] proxied worker: {} runs, {} exited 0",
+        victim.clone().count(),
+        victim.filter(|x| x.code == 0).count()
+    );
+    let injected: usize = o.faults.values().sum();
+    eprintln!("[{label}] faults injected: {injected} {:?}", o.faults);
+    eprintln!(
+        "[{label}] critical sections: {} entered, {} completed, {} cut short; counter {}; \
+         overlaps {}; ambiguous (within the harness's observation latency) {}; \
+         lost increments {}; anomalies {}",
+        r.entered,
+        r.completed,
+        r.cut_short,
+        r.counter,
+        r.overlaps.len(),
+        r.ambiguous.len(),
+        r.lost_increments,
+        r.anomalies.len()
+    );
+    let mut margins: Vec<(f64, i32, Kind, u64)> = o
+        .records
+        .iter()
+        .filter_map(|x| x.margin_ms.map(|m| (m, x.code, x.kind, x.run)))
+        .collect();
+    margins.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let lost: Vec<&RunRecord> = o.records.iter().filter(|x| x.code == 76).collect();
+    eprintln!(
+        "[{label}] exit 76: {} runs; process group gone before the validity deadline by \
+         (ms, deadline = round start + ttl - drift {:?}):",
+        lost.len(),
+        drift(settings.ttl)
+    );
+    for (m, code, kind, run) in &margins {
+        eprintln!("[{label}]   run {run} exit {code} {kind:?}: {m:+.1} ms");
+    }
+    // Acquisition time against --node-timeout, per fault.
+    let mut per_fault: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for x in &o.records {
+        if let Some(a) = x.acquire {
+            per_fault
+                .entry(x.fault)
+                .or_default()
+                .push(a.as_secs_f64() * 1e3);
+        }
+    }
+    for (fault, v) in &mut per_fault {
+        v.sort_by(f64::total_cmp);
+        eprintln!(
+            "[{label}] acquire round during '{fault}': n={} median {:.1} ms, p99 {:.1} ms, \
+             max {:.1} ms (node-timeout {:?}, round limit {:?})",
+            v.len(),
+            percentile(v, 0.5),
+            percentile(v, 0.99),
+            v.last().copied().unwrap_or(f64::NAN),
+            settings.node_timeout,
+            settings.node_timeout * 3 + Duration::from_millis(20)
+        );
+    }
+    // SIGKILLed wrappers: the lock came back once the key expired.
+    let enters: Vec<(i128, u64)> = {
+        let mut v: Vec<(i128, u64)> = o
+            .history
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                (f.first() == Some(&"enter"))
+                    .then(|| Some((f[1].parse().ok()?, f[3].parse().ok()?)))?
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    for x in o.records.iter().filter(|x| x.sigkilled_ns.is_some()) {
+        let killed = x.sigkilled_ns.unwrap_or(0);
+        let next = enters.iter().find(|(t, run)| *t > killed && *run != x.run);
+        eprintln!(
+            "[{label}] run {} SIGKILLed; next critical section {} later (ttl {:?})",
+            x.run,
+            next.map_or("never".into(), |(t, _)| format!(
+                "{} ms",
+                (t - killed) / 1_000_000
+            )),
+            settings.ttl
+        );
+    }
+    let problems: Vec<&String> = o.records.iter().flat_map(|x| &x.problems).collect();
+    for p in &problems {
+        eprintln!("[{label}] PROBLEM: {p}");
+    }
+    for line in r.overlaps.iter().chain(&r.anomalies).take(20) {
+        eprintln!("[{label}] VIOLATION: {line}");
+    }
+    for line in &r.ambiguous {
+        eprintln!("[{label}] ambiguous: {line}");
+    }
+    assert!(
+        r.overlaps.is_empty() && r.lost_increments == 0 && r.anomalies.is_empty(),
+        "[{label}] safety violated: {} overlaps, {} lost increments, anomalies {:?}",
+        r.overlaps.len(),
+        r.lost_increments,
+        r.anomalies
+    );
+    assert!(problems.is_empty(), "[{label}] problems: {problems:#?}");
+    assert!(
+        o.leftover_keys.is_empty(),
+        "[{label}] lock keys left a TTL after the workload: {:?}",
+        o.leftover_keys
+    );
+    assert!(ok >= settings.min_ok, "[{label}] only {ok} runs exited 0");
+    // The hard bound is the keys' expiry on the nodes, at least the drift
+    // allowance after the validity deadline: nobody else can hold the lock
+    // before then. (A TERM-ignoring group ends only by the SIGKILL that
+    // redlock-run schedules at the validity deadline itself, so its margin
+    // to that deadline is about zero or slightly negative: see
+    // `term_ignoring_group_is_gone_before_the_validity_deadline`.)
+    let slack = drift(settings.ttl).as_secs_f64() * 1e3;
+    let late = margins.iter().filter(|m| m.0 < 0.0).count();
+    eprintln!(
+        "[{label}] stopped groups gone after the validity deadline: {late} of {}; \
+         after the key expiry bound (deadline + {slack:.0} ms): {}",
+        margins.len(),
+        margins.iter().filter(|m| m.0 + slack <= 0.0).count()
+    );
+    for (m, _, kind, run) in &margins {
+        assert!(
+            *m + slack > 0.0,
+            "[{label}] run {run} ({kind:?}): group gone {:.1} ms after the validity deadline, \
+             past the keys' expiry",
+            -m
+        );
+    }
+}
+
+fn soak_enabled() -> bool {
+    std::env::var("REDLOCK_SOAK").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+fn short_settings(nodes: usize) -> Settings {
+    Settings {
+        duration: Duration::from_secs(FAULTS.len() as u64 * 4),
+        max_duration: Duration::from_secs(90),
+        min_ok: 40,
+        ..Settings::new(nodes)
+    }
+}
+
+fn soak_settings(nodes: usize) -> Settings {
+    Settings {
+        duration: Duration::from_secs(150),
+        min_ok: 600,
+        max_duration: Duration::from_secs(900),
+        ..Settings::new(nodes)
+    }
+}
+
+/// Short variant: one pass through the fault schedule over 3 and 5 nodes.
+#[test]
+fn workload_under_faults_keeps_mutual_exclusion() {
+    if soak_enabled() {
+        eprintln!("REDLOCK_SOAK set: the soak test covers this");
+        return;
+    }
+    for nodes in [3, 5] {
+        let settings = short_settings(nodes);
+        let o = run_workload(&settings);
+        report_and_assert(&format!("short/{nodes}"), &settings, &o);
+    }
+}
+
+/// Soak variant: ≥ 1000 contended runs under faults in total.
+#[test]
+#[ignore = "soak: 10-20 minutes; run with --ignored or REDLOCK_SOAK=1"]
+fn soak_workload_under_faults() {
+    soak_body();
+}
+
+#[test]
+fn soak_when_enabled() {
+    if soak_enabled() {
+        soak_body();
+    }
+}
+
+fn soak_body() {
+    let mut total_ok = 0;
+    for nodes in [3, 5] {
+        let settings = soak_settings(nodes);
+        let o = run_workload(&settings);
+        report_and_assert(&format!("soak/{nodes}"), &settings, &o);
+        total_ok += o.records.iter().filter(|r| r.code == 0).count();
+    }
+    assert!(total_ok >= 1000, "only {total_ok} completed runs");
+}
+
+// ---------------------------------------------------------------------------
+// Dedicated scenarios
+// ---------------------------------------------------------------------------
+
+fn args(urls: &str, ttl_ms: u64, nt_ms: u64, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "-r",
+        urls,
+        "-k",
+        NAME,
+        "-t",
+        &format!("{ttl_ms}ms"),
+        "--node-timeout",
+        &format!("{nt_ms}ms"),
+        "-v",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+fn prepare(dir: &TempDir) {
+    fs::write(dir.join("counter"), "0\n").expect("counter");
+    fs::write(dir.join("history"), "").expect("history");
+}
+
+fn read_outcome(dir: &TempDir, ends: &HashMap<u64, i128>) -> Report {
+    let history = fs::read_to_string(dir.join("history")).expect("history");
+    let counter = fs::read_to_string(dir.join("counter"))
+        .expect("counter")
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let ends = ends.iter().map(|(r, t)| (*r, (*t, *t))).collect();
+    check(&history, counter, &ends)
+}
+
+/// A contender loop: `-w` runs of the normal command until `until` (at least one).
+fn contend(
+    dir: &TempDir,
+    urls: &str,
+    first_run: u64,
+    until: Instant,
+    extra: &[&str],
+) -> Vec<(u64, i32, i128)> {
+    let mut out = Vec::new();
+    let mut run = first_run;
+    loop {
+        let mut a = args(urls, 2000, 100, &["-w", "3s"]);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.extend(["-c".into(), script(run, Kind::Normal)]);
+        let mut p = Proc::spawn(dir.path(), &a);
+        let code = p
+            .wait_code(Duration::from_secs(30))
+            .expect("contender hung");
+        out.push((run, code, realtime_ns()));
+        run += 1;
+        if Instant::now() >= until {
+            return out;
+        }
+    }
+}
+
+/// Negative control (a): two wrappers with different --prefix guard the same
+/// critical section, so they exclude nobody. The checker must say so.
+#[test]
+fn negative_control_different_prefixes() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    prepare(&dir);
+    let urls = cluster.urls();
+    let until = Instant::now() + Duration::from_secs(3);
+    let results: Vec<Vec<(u64, i32, i128)>> = thread::scope(|s| {
+        let handles: Vec<_> = (0..4u64)
+            .map(|w| {
+                let (dir, urls) = (&dir, &urls);
+                let prefix = if w % 2 == 0 { "a:" } else { "b:" };
+                s.spawn(move || contend(dir, urls, w * 10_000, until, &["--prefix", prefix]))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("contender"))
+            .collect()
+    });
+    let ends: HashMap<u64, i128> = results.iter().flatten().map(|(r, _, t)| (*r, *t)).collect();
+    let r = read_outcome(&dir, &ends);
+    eprintln!(
+        "negative control (prefixes): {} critical sections, {} overlaps, {} lost increments",
+        r.entered,
+        r.overlaps.len(),
+        r.lost_increments
+    );
+    assert!(r.entered >= 10, "too few runs to judge: {r:?}");
+    assert!(
+        !r.overlaps.is_empty() && r.lost_increments > 0,
+        "the checker missed two unrelated locks: {r:?}"
+    );
+}
+
+/// Negative control (b), the known Redlock limit: A holds {0, 1} (node 2 is
+/// black-holed for A), node 1 restarts empty, B takes {1, 2} while A runs.
+#[test]
+fn negative_control_node_restarted_without_persistence() {
+    let mut cluster = Cluster::new(3);
+    let dir = tempdir();
+    prepare(&dir);
+    let p2 = FaultProxy::new(cluster[2].port());
+    p2.set_mode(Mode::BlackHole);
+    let a_urls = format!("{},{},{}", cluster[0].url(), cluster[1].url(), p2.url());
+    let mut a = Proc::spawn(
+        dir.path(),
+        &[
+            args(&a_urls, 2000, 100, &[]),
+            vec!["-c".into(), script(1, Kind::Slow(1500))],
+        ]
+        .concat(),
+    );
+    read_pid_file(&dir.join("pid.1"), Duration::from_secs(10));
+    let key = b"lock:safety";
+    assert_eq!(cluster.holders(key), vec![0, 1], "{}", a.stderr_text());
+    cluster.node_mut(1).restart();
+    let mut b = Proc::spawn(
+        dir.path(),
+        &[
+            args(&cluster.urls(), 2000, 100, &[]),
+            vec!["-c".into(), script(2, Kind::Normal)],
+        ]
+        .concat(),
+    );
+    let b_code = b.wait_code(Duration::from_secs(10)).expect("B hung");
+    let b_end = realtime_ns();
+    let a_code = a.wait_code(Duration::from_secs(10)).expect("A hung");
+    let a_end = realtime_ns();
+    let r = read_outcome(&dir, &HashMap::from([(1, a_end), (2, b_end)]));
+    eprintln!(
+        "negative control (restart without persistence): A exit {a_code}, B exit {b_code}, \
+         {} overlaps, {} lost increments",
+        r.overlaps.len(),
+        r.lost_increments
+    );
+    assert_eq!(b_code, 0, "B should have won {{1, 2}}\n{}", b.stderr_text());
+    assert!(
+        !r.overlaps.is_empty(),
+        "the checker missed the overlap: {r:?}"
+    );
+}
+
+/// Negative control (c): redlock-run SIGSTOPped past its TTL while its
+/// command (its own process group) runs on; another contender gets the lock.
+#[test]
+fn negative_control_wrapper_stopped_past_ttl() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    prepare(&dir);
+    let mut a = Proc::spawn(
+        dir.path(),
+        &[
+            args(&cluster.urls(), 1000, 100, &[]),
+            vec!["-c".into(), script(1, Kind::Slow(2500))],
+        ]
+        .concat(),
+    );
+    read_pid_file(&dir.join("pid.1"), Duration::from_secs(10));
+    send_signal(a.pid(), libc::SIGSTOP);
+    let mut b = Proc::spawn(
+        dir.path(),
+        &[
+            args(&cluster.urls(), 1000, 100, &["-w", "5s"]),
+            vec!["-c".into(), script(2, Kind::Normal)],
+        ]
+        .concat(),
+    );
+    let b_code = b.wait_code(Duration::from_secs(10)).expect("B hung");
+    let b_end = realtime_ns();
+    send_signal(a.pid(), libc::SIGCONT);
+    let a_code = a.wait_code(Duration::from_secs(10)).expect("A hung");
+    let a_end = realtime_ns();
+    let r = read_outcome(&dir, &HashMap::from([(1, a_end), (2, b_end)]));
+    eprintln!(
+        "negative control (wrapper stopped past its TTL): A exit {a_code}, B exit {b_code}, \
+         {} overlaps, {} lost increments",
+        r.overlaps.len(),
+        r.lost_increments
+    );
+    assert_eq!(b_code, 0, "{}", b.stderr_text());
+    assert!(
+        !r.overlaps.is_empty(),
+        "the checker missed the overlap: {r:?}"
+    );
+}
+
+/// redlock-run frozen in the middle of its acquire round, for ~90 % of the
+/// TTL and for longer than the TTL, while a contender runs the workload.
+/// Longer than the TTL: the command must not run (69/75, no enter line).
+/// ~90 %: it may run with what validity is left (and then be stopped, 76);
+/// either way the checker must find no overlap.
+#[test]
+fn acquire_frozen_near_and_past_the_ttl() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    prepare(&dir);
+    let ttl = Duration::from_secs(2);
+    let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
+    let a_urls = proxies
+        .iter()
+        .map(FaultProxy::url)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut ends = HashMap::new();
+    let mut lines = Vec::new();
+    for (i, frozen) in [ttl * 9 / 10, ttl * 6 / 5, ttl * 9 / 10, ttl * 6 / 5]
+        .into_iter()
+        .enumerate()
+    {
+        let run = 1 + i as u64;
+        // Each reply takes 2 x 80 ms through the proxies: the freeze at 60 ms
+        // lands inside the acquire round (--node-timeout 200ms).
+        for p in &proxies {
+            p.set_mode(Mode::Delay(Duration::from_millis(80)));
+        }
+        let mut a = Proc::spawn(
+            dir.path(),
+            &[
+                args(&a_urls, 2000, 200, &["-vv"]),
+                vec!["-c".into(), script(run, Kind::Normal)],
+            ]
+            .concat(),
+        );
+        thread::sleep(Duration::from_millis(60));
+        send_signal(a.pid(), libc::SIGSTOP);
+        let frozen_at = Instant::now();
+        // The delayed SETs reach the nodes while A is frozen.
+        wait_until(Duration::from_millis(500), || {
+            cluster.holders(b"lock:safety").len() == 3
+        });
+        let held = cluster.holders(b"lock:safety");
+        // A contender hammers the lock meanwhile.
+        let contender = {
+            let (dir, urls) = (&dir, cluster.urls());
+            let until = frozen_at + frozen + ttl;
+            thread::scope(|s| {
+                let h = s.spawn(move || contend(dir, &urls, 1000 * run, until, &[]));
+                thread::sleep(frozen.saturating_sub(frozen_at.elapsed()));
+                for p in &proxies {
+                    p.set_mode(Mode::Pass);
+                }
+                send_signal(a.pid(), libc::SIGCONT);
+                h.join().expect("contender")
+            })
+        };
+        let code = a.wait_code(Duration::from_secs(10)).expect("A hung");
+        ends.insert(run, realtime_ns());
+        for (r, _, t) in &contender {
+            ends.insert(*r, *t);
+        }
+        let history = fs::read_to_string(dir.join("history")).expect("history");
+        let ran = history
+            .lines()
+            .any(|l| l.starts_with("enter ") && l.ends_with(&format!(" {run}")));
+        let (acquire, _) = lock_timeline(&a.stderr(), ttl);
+        lines.push(format!(
+            "frozen {frozen:?} in acquire (its SET on nodes {held:?}): exit {code}, \
+             acquire round {acquire:?}, command ran: {ran}, contender runs {} (ok {})\n{}",
+            contender.len(),
+            contender.iter().filter(|c| c.1 == 0).count(),
+            a.stderr_text()
+        ));
+        if frozen > ttl {
+            assert!(
+                matches!(code, 69 | 75) && !ran,
+                "frozen past the TTL yet exit {code}, ran {ran}\n{}",
+                a.stderr_text()
+            );
+        } else {
+            assert!(
+                matches!(code, 0 | 69 | 75 | 76),
+                "exit {code}\n{}",
+                a.stderr_text()
+            );
+        }
+    }
+    let r = read_outcome(&dir, &ends);
+    for l in &lines {
+        eprintln!("acquire frozen: {l}");
+    }
+    eprintln!(
+        "acquire frozen: {} critical sections, {} overlaps, {} lost increments",
+        r.entered,
+        r.overlaps.len(),
+        r.lost_increments
+    );
+    assert!(r.clean(), "{r:?}");
+}
+
+/// Replies black-holed after the SET was applied on every node: the wrapper
+/// cannot know it holds the lock, must not run, and its release attempt is
+/// black-holed too. After healing no key is left beyond the TTL, and a
+/// contender gets the lock.
+#[test]
+fn replies_black_holed_after_set_applied() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    prepare(&dir);
+    let key = b"lock:safety";
+    let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
+    let urls = proxies
+        .iter()
+        .map(FaultProxy::url)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut applied = false;
+    for attempt in 0..3 {
+        for p in &proxies {
+            p.set_mode(Mode::Delay(Duration::from_millis(120)));
+        }
+        let mut a = Proc::spawn(
+            dir.path(),
+            &[
+                args(&urls, 2000, 200, &["-vv"]),
+                vec!["-c".into(), script(attempt, Kind::Normal)],
+            ]
+            .concat(),
+        );
+        thread::sleep(Duration::from_millis(100));
+        for p in &proxies {
+            p.set_mode(Mode::BlackHole);
+        }
+        let code = a.wait_code(Duration::from_secs(10)).expect("hung");
+        let holders = cluster.holders(key);
+        let gone_at = Instant::now();
+        eprintln!(
+            "black-holed replies (attempt {attempt}): exit {code}, key on nodes {holders:?} after exit"
+        );
+        assert_eq!(code, 69, "{}", a.stderr_text());
+        assert!(!dir.has(format!("pid.{attempt}")), "the command ran");
+        for p in &proxies {
+            p.set_mode(Mode::Pass);
+        }
+        let expired = wait_until(Duration::from_millis(2500), || {
+            cluster.holders(key).is_empty()
+        });
+        assert!(
+            expired,
+            "key still on {:?} a TTL later",
+            cluster.holders(key)
+        );
+        if !holders.is_empty() {
+            applied = true;
+            eprintln!(
+                "black-holed replies: SET applied on {holders:?}; key gone {:?} after exit",
+                gone_at.elapsed()
+            );
+            break;
+        }
+    }
+    assert!(
+        applied,
+        "the SET never reached the nodes: the scenario is void"
+    );
+    let b = contend(&dir, &cluster.urls(), 100, Instant::now(), &[]);
+    assert_eq!(b.first().map(|x| x.1), Some(0), "contender after healing");
+}
+
+/// A command that ignores SIGTERM can only be ended by the SIGKILL. That
+/// used to be scheduled at the validity deadline itself, so the group
+/// vanished after the deadline by the supervisor's wake-up latency; it now
+/// goes out a guard before it (`redlock::kill_guard`). Regression test: A
+/// (TERM-ignoring) loses every node to a black hole while the nodes stay up
+/// for B, and A's group must be gone before the deadline every time.
+#[test]
+fn term_ignoring_group_is_gone_before_the_validity_deadline() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    prepare(&dir);
+    let ttl = Duration::from_millis(500);
+    let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
+    let a_urls = proxies
+        .iter()
+        .map(FaultProxy::url)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut margins = Vec::new();
+    let mut ends = HashMap::new();
+    for i in 0..8u64 {
+        let run = 2 * i + 1;
+        for p in &proxies {
+            p.set_mode(Mode::Pass);
+        }
+        let mut a = Proc::spawn(
+            dir.path(),
+            &[
+                args(&a_urls, 500, 50, &["-vv"]),
+                vec!["-c".into(), script(run, Kind::IgnoresTerm)],
+            ]
+            .concat(),
+        );
+        let pgid = read_pid_file(&dir.join(format!("pid.{run}")), Duration::from_secs(10));
+        let mut b = Proc::spawn(
+            dir.path(),
+            &[
+                args(&cluster.urls(), 500, 50, &["-w", "5s"]),
+                vec!["-c".into(), script(run + 1, Kind::Normal)],
+            ]
+            .concat(),
+        );
+        for p in &proxies {
+            p.set_mode(Mode::BlackHole);
+        }
+        // Polled every millisecond: seen gone at most ~1 ms late.
+        let polling = Instant::now();
+        let (gone, gone_ns) = loop {
+            if !group_alive(pgid) {
+                break (Instant::now(), realtime_ns());
+            }
+            assert!(
+                polling.elapsed() < Duration::from_secs(5),
+                "TERM-ignoring group never killed"
+            );
+            thread::sleep(Duration::from_millis(1));
+        };
+        let code = a.wait_code(Duration::from_secs(5)).expect("A hung");
+        let b_code = b.wait_code(Duration::from_secs(10)).expect("B hung");
+        ends.insert(run, gone_ns);
+        ends.insert(run + 1, realtime_ns());
+        let (_, deadline) = lock_timeline(&a.stderr(), ttl);
+        let deadline = deadline.expect("no deadline in -vv output");
+        let margin = if deadline >= gone {
+            deadline.duration_since(gone).as_secs_f64() * 1e3
+        } else {
+            -gone.duration_since(deadline).as_secs_f64() * 1e3
+        };
+        assert_eq!((code, b_code), (76, 0), "{}", a.stderr_text());
+        margins.push(margin);
+    }
+    let r = read_outcome(&dir, &ends);
+    eprintln!(
+        "TERM-ignoring group vs validity deadline (ttl 500ms, drift {:?}): margins {:?} ms; \
+         {} overlaps",
+        drift(ttl),
+        margins
+            .iter()
+            .map(|m| format!("{m:+.1}"))
+            .collect::<Vec<_>>(),
+        r.overlaps.len()
+    );
+    for o in &r.overlaps {
+        eprintln!("TERM-ignoring group: OVERLAP {o}");
+    }
+    assert!(r.overlaps.is_empty(), "{:?}", r.overlaps);
+    assert!(
+        margins.iter().all(|m| *m > 0.0),
+        "the group outlived the validity deadline: {margins:?}"
+    );
+}
