@@ -14,20 +14,22 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
 
-use redis::{Client, Connection, ConnectionAddr, IntoConnectionInfo, Value};
+use redis::{Client, Connection, ConnectionAddr, ConnectionLike, IntoConnectionInfo, Value};
 
 use crate::redlock::Answer;
 
 // Every script takes KEYS[1] = the lock, KEYS[2] = its holder record
 // (`<lock>:holder`, information only), and touches the record only while the
-// lock holds our token.
+// lock holds our token. Calls that only inform (the record, the PUBLISH that
+// wakes waiters) go through pcall: an ACL that denies them must not cost a
+// lock or a release.
 
 /// Writes the holder record next to a lock we just took.
 const RECORD: &str = "\
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[2], unpack(ARGV, 3))
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  redis.pcall('DEL', KEYS[2])
+  redis.pcall('HSET', KEYS[2], unpack(ARGV, 3))
+  redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
   return 1
 end
 return 0";
@@ -35,7 +37,7 @@ return 0";
 /// Extends only our own lock; never re-creates an expired one.
 const EXTEND: &str = "\
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0";
@@ -46,9 +48,10 @@ return 0";
 const RELEASE: &str = "\
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
-  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('DEL', KEYS[1])
+  redis.pcall('DEL', KEYS[2])
   if ARGV[2] ~= '' then
-    redis.call('PUBLISH', ARGV[2], '')
+    redis.pcall('PUBLISH', ARGV[2], '')
   end
   return 1
 elseif v == false then
@@ -71,9 +74,9 @@ return 1";
 /// `unlock --force`: deletes whatever holds the lock, and wakes waiters.
 const FORCE: &str = "\
 local n = redis.call('DEL', KEYS[1])
-redis.call('DEL', KEYS[2])
+redis.pcall('DEL', KEYS[2])
 if n == 1 then
-  redis.call('PUBLISH', ARGV[1], '')
+  redis.pcall('PUBLISH', ARGV[1], '')
 end
 return n";
 
@@ -342,41 +345,59 @@ impl Session {
             for (k, v) in record {
                 eval.arg(*k).arg(v);
             }
-            // The record is information only: a failure to write it (an ACL
-            // without HSET, say) must not cost the lock.
-            eval.ignore();
         }
         if fence {
             // Read after our SET on the same connection: if the SET won, no
             // later holder can have raised it yet.
             pipe.cmd("GET").arg(fence_key(key));
         }
-        let replies: Vec<Value> = self.query(|c| pipe.query(c))?;
-        let counter = if fence {
-            match replies.last() {
-                Some(Value::Nil) => Some(0),
-                Some(Value::BulkString(b)) => Some(
-                    std::str::from_utf8(b)
-                        .ok()
-                        .and_then(|t| t.parse().ok())
-                        .ok_or_else(|| self.unexpected("GET fence counter", &format!("{b:?}")))?,
-                ),
-                other => return Err(self.unexpected("GET fence counter", &format!("{other:?}"))),
+        let count = 1 + usize::from(!record.is_empty()) + usize::from(fence);
+        // Reply by reply: the crate's `query` would fail the whole pipeline
+        // for an error in the (information only) record, costing the lock.
+        let replies =
+            self.query(|c| c.req_packed_commands(&pipe.get_packed_pipeline(), 0, count))?;
+        let answer = match replies.first() {
+            Some(Value::Okay) => Answer::Granted,
+            Some(Value::Nil) => Answer::Refused,
+            Some(Value::ServerError(e)) => return Err(self.server_error(e)),
+            other => return Err(self.unexpected("SET", &format!("{other:?}"))),
+        };
+        if answer == Answer::Granted
+            && let Some(Value::ServerError(e)) = replies.get(1).filter(|_| !record.is_empty())
+            && e.code() == "NOPERM"
+        {
+            // EVAL itself is denied, so no release will ever work: undo the
+            // SET now rather than leave the key for a whole TTL.
+            self.undo_without_scripts(key, token);
+            return Err(self.server_error(e));
+        }
+        let fence = match (fence, replies.last()) {
+            (false, _) => None,
+            (true, Some(Value::Nil)) => Some(0),
+            (true, Some(Value::BulkString(b))) => Some(
+                std::str::from_utf8(b)
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .ok_or_else(|| self.unexpected("GET fence counter", &format!("{b:?}")))?,
+            ),
+            (true, Some(Value::ServerError(e))) => return Err(self.server_error(e)),
+            (true, other) => {
+                return Err(self.unexpected("GET fence counter", &format!("{other:?}")));
             }
-        } else {
-            None
         };
-        let granted = |answer| {
-            Ok(Granted {
-                answer,
-                fence: counter,
-            })
-        };
-        match replies.first() {
-            Some(Value::Okay) => granted(Answer::Granted),
-            Some(Value::Nil) => granted(Answer::Refused),
-            Some(Value::ServerError(e)) => Err(NodeError(format!("{}: {e}", self.name))),
-            other => Err(self.unexpected("SET", &format!("{other:?}"))),
+        Ok(Granted { answer, fence })
+    }
+
+    /// Compare-and-delete without Lua, for a user the ACL denies EVAL: GET,
+    /// then DEL if it is still our token. Not atomic, but the SET happened a
+    /// round trip ago with a TTL of at least ten node timeouts, so the key
+    /// cannot have expired and been taken by another holder in between.
+    fn undo_without_scripts(&mut self, key: &[u8], token: &str) {
+        let ours = self
+            .query(|c| redis::cmd("GET").arg(key).query::<Option<Vec<u8>>>(c))
+            .is_ok_and(|v| v.as_deref() == Some(token.as_bytes()));
+        if ours {
+            let _ = self.query(|c| redis::cmd("DEL").arg(key).query::<i64>(c));
         }
     }
 
@@ -474,7 +495,7 @@ impl Session {
     // round trip and a SCRIPT LOAD on every fresh node, and the scripts are tiny.
     fn eval(&mut self, cmd: &redis::Cmd) -> Result<Value, NodeError> {
         match self.query(|c| cmd.query::<Value>(c))? {
-            Value::ServerError(e) => Err(NodeError(format!("{}: {e}", self.name))),
+            Value::ServerError(e) => Err(self.server_error(&e)),
             v => Ok(v),
         }
     }
@@ -505,10 +526,25 @@ impl Session {
             // than the node timeout. Resolve here, bounded, and connect to the
             // address found.
             ConnectionAddr::Tcp(host, port) if host.parse::<IpAddr>().is_err() => {
-                let ip = self.resolve(host, *port)?;
-                let info = self.client.get_connection_info().clone();
-                Client::open(info.set_addr(ConnectionAddr::Tcp(ip.to_string(), *port)))
-                    .and_then(|c| c.get_connection_with_timeout(self.timeout))
+                // Every address in turn, as a resolver-backed connect would:
+                // "localhost" is often ::1 first and 127.0.0.1 second.
+                let mut last = None;
+                for ip in self.resolve(host, *port)? {
+                    let info = self.client.get_connection_info().clone();
+                    match Client::open(info.set_addr(ConnectionAddr::Tcp(ip.to_string(), *port)))
+                        .and_then(|c| c.get_connection_with_timeout(self.timeout))
+                    {
+                        Ok(conn) => {
+                            last = Some(Ok(conn));
+                            break;
+                        }
+                        Err(e) => last = Some(Err(e)),
+                    }
+                }
+                match last {
+                    Some(result) => result,
+                    None => return Err(NodeError(format!("{}: {host} has no address", self.name))),
+                }
             }
             // TLS checks the certificate against the name, so the crate must
             // connect by name; resolving once first still bounds a hung lookup
@@ -529,14 +565,18 @@ impl Session {
         Ok(conn)
     }
 
-    /// The first address `host` resolves to, within the node timeout.
-    fn resolve(&self, host: &str, port: u16) -> Result<IpAddr, NodeError> {
+    /// The addresses `host` resolves to, within the node timeout.
+    fn resolve(&self, host: &str, port: u16) -> Result<Vec<IpAddr>, NodeError> {
         let (tx, rx) = std::sync::mpsc::channel();
         let lookup = (host.trim_matches(['[', ']']).to_string(), port);
         let spawned = std::thread::Builder::new()
             .name("resolve".into())
             .spawn(move || {
-                let _ = tx.send(lookup.to_socket_addrs().map(|mut a| a.next()));
+                let _ = tx.send(
+                    lookup
+                        .to_socket_addrs()
+                        .map(|a| a.map(|a| a.ip()).collect::<Vec<_>>()),
+                );
             });
         if let Err(e) = spawned {
             return Err(NodeError(format!(
@@ -545,8 +585,8 @@ impl Session {
             )));
         }
         match rx.recv_timeout(self.timeout) {
-            Ok(Ok(Some(addr))) => Ok(addr.ip()),
-            Ok(Ok(None)) => Err(NodeError(format!("{}: {host} has no address", self.name))),
+            Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
+            Ok(Ok(_)) => Err(NodeError(format!("{}: {host} has no address", self.name))),
             Ok(Err(e)) => Err(NodeError(format!(
                 "{}: cannot resolve {host}: {e}",
                 self.name
@@ -557,6 +597,17 @@ impl Session {
                 humantime::format_duration(self.timeout)
             ))),
         }
+    }
+
+    /// An error reply, worded with the fix where there is one.
+    fn server_error(&self, e: &redis::ServerError) -> NodeError {
+        let what = match e.code() {
+            "NOPERM" => permission_denied(&e.to_string()),
+            "NOAUTH" => needs_password(),
+            "WRONGPASS" => wrong_password(),
+            _ => e.to_string(),
+        };
+        NodeError(format!("{}: {what}", self.name))
     }
 
     fn error(&self, e: &redis::RedisError) -> NodeError {
@@ -629,6 +680,25 @@ impl fmt::Debug for Options {
     }
 }
 
+fn wrong_password() -> String {
+    "authentication failed: wrong user name or password (check the URL, --password-file or \
+     REDLOCK_PASSWORD)"
+        .to_string()
+}
+
+fn needs_password() -> String {
+    "authentication required: give the password in the URL, with --password-file or in \
+     REDLOCK_PASSWORD"
+        .to_string()
+}
+
+fn permission_denied(detail: &str) -> String {
+    format!(
+        "the server's ACL denies this user: {detail}; see \"Connecting\" in the README for the \
+         commands and keys redlock-run needs"
+    )
+}
+
 fn is_tls_error(e: &redis::RedisError) -> bool {
     let text = e.to_string().to_ascii_lowercase();
     [
@@ -637,6 +707,8 @@ fn is_tls_error(e: &redis::RedisError) -> bool {
         "handshake",
         "unknownissuer",
         "notvalidforname",
+        "alert",
+        "unknownca",
     ]
     .iter()
     .any(|w| text.contains(w))

@@ -1,0 +1,1236 @@
+//! Connecting to nodes: TLS (private CA, host-name check, --tls-insecure,
+//! mutual TLS), ACL users, passwords kept secret, unix sockets, IPv6, db
+//! numbers and host names.
+//!
+//! The TLS, password, unix-socket and IPv6 nodes are `redis-server`
+//! processes with extra arguments, started by [`CustomNode`] below; plain
+//! nodes come from `support`. Certificates are made per test with the
+//! `openssl` CLI (EC P-256 keys, so this takes well under a second).
+
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::FromRedisValue;
+
+use crate::support::{
+    Cluster, RedisNode, Running, TempDir, Test, is_token, lock_key, tempdir, wait_until,
+};
+
+/// Generous bound for "the command has started" (lock acquisition included).
+const START: Duration = Duration::from_secs(10);
+
+/// Shell snippet: wait (at most ~15 s) until the file `go` exists in the
+/// working directory.
+const WAIT_FOR_GO: &str =
+    "i=0; while [ ! -e go ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done";
+
+/// The password the secret tests use; it must never show up anywhere.
+const SECRET: &str = "s3cr3t-XYZ";
+
+/// Timeout for the test's own inspection connections.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+// ---------------------------------------------------------------------------
+// Fixtures
+// ---------------------------------------------------------------------------
+
+/// A `redis-server` started with the caller's listening arguments (TLS ports,
+/// a unix socket, `--bind ::1`, `--requirepass`, ...), persistence off, its
+/// own data directory, killed and reaped on drop. Inspected through `admin`,
+/// a client the caller builds for however the node listens.
+struct CustomNode {
+    child: Option<Child>,
+    dir: TempDir,
+    port: u16,
+    admin: redis::Client,
+}
+
+impl CustomNode {
+    /// `args(port, dir)` gives the arguments that say how the server listens
+    /// (`port` is a free port on `host`, which the arguments may ignore);
+    /// `admin(port, dir)` the client the test inspects the node with.
+    fn start(
+        host: &str,
+        args: impl Fn(u16, &Path) -> Vec<String>,
+        admin: impl Fn(u16, &Path) -> redis::Client,
+    ) -> CustomNode {
+        let dir = tempdir();
+        let mut last_error = String::new();
+        for _attempt in 0..5 {
+            let port = free_port(host);
+            let log_path = dir.join("redis.log");
+            let log = fs::File::create(&log_path).expect("create redis.log");
+            let log_err = log.try_clone().expect("clone redis.log handle");
+            let mut command = Command::new("redis-server");
+            command
+                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                // notice: the "Ready to accept connections" line is what we wait for.
+                .args(["--loglevel", "notice"])
+                .arg("--dir")
+                .arg(dir.path())
+                .args(args(port, dir.path()))
+                .stdin(Stdio::null())
+                .stdout(log)
+                .stderr(log_err);
+            // SAFETY: only an async-signal-safe prctl between fork and exec.
+            unsafe {
+                command.pre_exec(|| {
+                    libc::prctl(
+                        libc::PR_SET_PDEATHSIG,
+                        libc::SIGKILL as libc::c_ulong,
+                        0,
+                        0,
+                        0,
+                    );
+                    Ok(())
+                });
+            }
+            let mut child = command.spawn().unwrap_or_else(|e| {
+                panic!("cannot spawn redis-server: {e} (apt-get install redis-server)")
+            });
+            let mut exited = None;
+            let ready = wait_until(Duration::from_secs(5), || {
+                if let Ok(Some(status)) = child.try_wait() {
+                    exited = Some(status);
+                    return true;
+                }
+                fs::read_to_string(&log_path)
+                    // "Ready to accept connections", or "... now ready to accept
+                    // connections at PATH" for a server with only a unix socket.
+                    .is_ok_and(|log| {
+                        log.to_ascii_lowercase()
+                            .contains("ready to accept connections")
+                    })
+            });
+            let log = fs::read_to_string(&log_path).unwrap_or_default();
+            match exited {
+                // Most likely the port was taken meanwhile: try another.
+                Some(status) => last_error = format!("redis-server exited with {status}:\n{log}"),
+                None if ready => {
+                    let node = CustomNode {
+                        child: Some(child),
+                        port,
+                        admin: admin(port, dir.path()),
+                        dir,
+                    };
+                    let pong: String = node.cmd(&redis::cmd("PING"));
+                    assert_eq!(pong, "PONG", "custom node answers PING");
+                    return node;
+                }
+                None => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    last_error = format!("redis-server did not get ready within 5s:\n{log}");
+                }
+            }
+        }
+        panic!("could not start a custom redis-server after 5 attempts: {last_error}");
+    }
+
+    fn port(&self) -> u16 {
+        self.port
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Runs `cmd` on a fresh admin connection; panics with context on error.
+    fn cmd<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        query(&self.admin, cmd)
+    }
+
+    fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.cmd(redis::cmd("KEYS").arg("*"));
+        keys.sort();
+        keys
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.cmd(redis::cmd("GET").arg(key))
+    }
+
+    fn exists(&self, key: &[u8]) -> bool {
+        self.cmd::<i64>(redis::cmd("EXISTS").arg(key)) == 1
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for CustomNode {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs `cmd` on a fresh connection of `client`, panicking with context.
+fn query<T: FromRedisValue>(client: &redis::Client, cmd: &redis::Cmd) -> T {
+    let attempt = || -> redis::RedisResult<T> {
+        let mut con = client.get_connection_with_timeout(ADMIN_TIMEOUT)?;
+        con.set_read_timeout(Some(ADMIN_TIMEOUT))?;
+        con.set_write_timeout(Some(ADMIN_TIMEOUT))?;
+        cmd.query(&mut con)
+    };
+    attempt().unwrap_or_else(|e| {
+        panic!(
+            "admin command on {:?} failed: {e}",
+            client.get_connection_info().addr()
+        )
+    })
+}
+
+fn client(url: &str) -> redis::Client {
+    redis::Client::open(url).unwrap_or_else(|e| panic!("admin client for {url}: {e}"))
+}
+
+/// A port on `host` that was free a moment ago.
+fn free_port(host: &str) -> u16 {
+    TcpListener::bind((host, 0))
+        .and_then(|l| l.local_addr())
+        .unwrap_or_else(|e| panic!("bind {host}:0 to find a free port: {e}"))
+        .port()
+}
+
+/// Runs the `openssl` CLI in `dir`; panics with its output on failure.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run the openssl CLI ({e}): install it (apt-get install openssl); \
+                 the TLS tests make their certificates with it and never skip"
+            )
+        });
+    assert!(
+        out.status.success(),
+        "openssl {args:?} failed with {}:\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Certificates made for one test, as `NAME.pem` / `NAME.key` in a temp dir:
+/// * `ca`: the CA the servers and the good client certificate chain to;
+/// * `other-ca`: an unrelated CA;
+/// * `server`: for DNS:localhost and IP:127.0.0.1, from `ca`;
+/// * `wrong-name`: for DNS:other.example only, from `ca`;
+/// * `client`: a client certificate from `ca`;
+/// * `stranger`: a client certificate from `other-ca`.
+struct Certs {
+    dir: TempDir,
+}
+
+impl Certs {
+    fn make() -> Certs {
+        let dir = tempdir();
+        let certs = Certs { dir };
+        certs.ca("ca");
+        certs.ca("other-ca");
+        certs.leaf(
+            "server",
+            "ca",
+            "serverAuth",
+            Some("DNS:localhost,IP:127.0.0.1"),
+        );
+        certs.leaf("wrong-name", "ca", "serverAuth", Some("DNS:other.example"));
+        certs.leaf("client", "ca", "clientAuth", None);
+        certs.leaf("stranger", "other-ca", "clientAuth", None);
+        certs
+    }
+
+    fn ca(&self, name: &str) {
+        openssl(
+            self.dir.path(),
+            &[
+                "req",
+                "-x509",
+                "-new",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN=redlock-run test {name}"),
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.pem"),
+            ],
+        );
+    }
+
+    fn leaf(&self, name: &str, ca: &str, usage: &str, san: Option<&str>) {
+        let mut ext = format!(
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
+             extendedKeyUsage={usage}\n"
+        );
+        if let Some(san) = san {
+            ext.push_str(&format!("subjectAltName={san}\n"));
+        }
+        fs::write(self.dir.join(format!("{name}.ext")), ext).expect("write extension file");
+        openssl(
+            self.dir.path(),
+            &[
+                "req",
+                "-new",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-subj",
+                &format!("/CN={name}"),
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+            ],
+        );
+        openssl(
+            self.dir.path(),
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                &format!("{ca}.pem"),
+                "-CAkey",
+                &format!("{ca}.key"),
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                &format!("{name}.ext"),
+                "-out",
+                &format!("{name}.pem"),
+            ],
+        );
+    }
+
+    fn pem(&self, name: &str) -> String {
+        self.dir.join(format!("{name}.pem")).display().to_string()
+    }
+
+    fn key(&self, name: &str) -> String {
+        self.dir.join(format!("{name}.key")).display().to_string()
+    }
+
+    /// A TLS-only node (`--port 0`) serving certificate `cert`; client
+    /// certificates from `ca` are required when `auth_clients`. The admin
+    /// client trusts `ca`, presents `client` and, for a certificate not
+    /// made out to 127.0.0.1, skips the host-name check.
+    fn node(&self, cert: &str, auth_clients: bool) -> CustomNode {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let (cert_file, key_file, ca_file) = (self.pem(cert), self.key(cert), self.pem("ca"));
+        let insecure = if cert == "server" { "" } else { "#insecure" };
+        let read = |p: &str| fs::read(p).unwrap_or_else(|e| panic!("read {p}: {e}"));
+        let (client_cert, client_key, root) = (
+            read(&self.pem("client")),
+            read(&self.key("client")),
+            read(&self.pem("ca")),
+        );
+        CustomNode::start(
+            "127.0.0.1",
+            |port, _| {
+                vec![
+                    "--port".into(),
+                    "0".into(),
+                    "--bind".into(),
+                    "127.0.0.1".into(),
+                    "--tls-port".into(),
+                    port.to_string(),
+                    "--tls-cert-file".into(),
+                    cert_file.clone(),
+                    "--tls-key-file".into(),
+                    key_file.clone(),
+                    "--tls-ca-cert-file".into(),
+                    ca_file.clone(),
+                    "--tls-auth-clients".into(),
+                    if auth_clients { "yes" } else { "no" }.into(),
+                ]
+            },
+            |port, _| {
+                redis::Client::build_with_tls(
+                    format!("rediss://127.0.0.1:{port}/{insecure}"),
+                    redis::TlsCertificates {
+                        client_tls: Some(redis::ClientTlsConfig {
+                            client_cert: client_cert.clone(),
+                            client_key: client_key.clone(),
+                        }),
+                        root_cert: Some(root.clone()),
+                    },
+                )
+                .expect("admin TLS client")
+            },
+        )
+    }
+}
+
+/// `redlock-run -r URLS -k NAME` run inside `dir`.
+fn base(urls: &str, name: &str, dir: &TempDir) -> Test {
+    Test::new()
+        .current_dir(dir.path())
+        .args(["-r", urls, "-k", name])
+}
+
+fn await_marker(dir: &TempDir, name: &str, running: &Running) {
+    assert!(
+        wait_until(START, || dir.has(name)),
+        "marker {name:?} did not appear within {START:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        running.stdout_so_far(),
+        running.stderr_so_far()
+    );
+}
+
+fn touch(dir: &TempDir, name: &str) {
+    fs::write(dir.join(name), b"").expect("create marker file");
+}
+
+fn remove(dir: &TempDir, name: &str) {
+    let _ = fs::remove_file(dir.join(name));
+}
+
+/// Asserts the run failed closed for want of a quorum: exit 69, one error
+/// line containing every piece of `needles`, the command not run.
+fn assert_unavailable(out: &crate::support::RunOutput, dir: &TempDir, needles: &[&str]) {
+    out.assert_code(69).assert_one_error_line();
+    for needle in needles {
+        assert!(
+            out.stderr.contains(needle),
+            "stderr should mention {needle:?}\n{out}"
+        );
+    }
+    assert!(!dir.has("ran"), "the command ran\n{out}");
+}
+
+const TLS_WARNING: &str =
+    "--tls-insecure: certificates and host names of rediss:// nodes are not checked";
+
+// ---------------------------------------------------------------------------
+// 1. TLS
+// ---------------------------------------------------------------------------
+
+#[test]
+fn tls_with_private_ca_runs_and_releases() {
+    let certs = Certs::make();
+    let node = certs.node("server", false);
+    let dir = tempdir();
+    let key = lock_key("tls");
+    for host in ["localhost", "127.0.0.1"] {
+        let url = format!("rediss://{host}:{}", node.port());
+        let running = base(&url, "tls", &dir)
+            .args(["--tls-ca", &certs.pem("ca")])
+            .args(["-c", &format!("touch ran; {WAIT_FOR_GO}")])
+            .spawn();
+        await_marker(&dir, "ran", &running);
+        let value = node.get(&key);
+        assert!(
+            value.as_deref().is_some_and(is_token),
+            "[{host}] lock key should hold a token while the command runs: {value:?}"
+        );
+        touch(&dir, "go");
+        let out = running.wait();
+        out.assert_code(0);
+        assert_eq!(
+            out.stderr, "",
+            "[{host}] a clean TLS run prints nothing\n{out}"
+        );
+        assert!(
+            node.keys().is_empty(),
+            "[{host}] keys left: {:?}",
+            node.keys()
+        );
+        remove(&dir, "ran");
+        remove(&dir, "go");
+    }
+}
+
+#[test]
+fn tls_with_wrong_or_no_ca_fails_closed() {
+    let certs = Certs::make();
+    let node = certs.node("server", false);
+    let dir = tempdir();
+    let url = format!("rediss://localhost:{}", node.port());
+
+    // An unrelated CA, and the system roots (no --tls-ca).
+    let other_ca = certs.pem("other-ca");
+    let cases: [(&str, &[&str]); 2] = [
+        ("unrelated CA", &["--tls-ca", &other_ca]),
+        ("system roots", &[]),
+    ];
+    for (what, extra) in cases {
+        let out = base(&url, "tls", &dir)
+            .args(extra)
+            .args(["-c", "touch ran"])
+            .run();
+        assert_unavailable(&out, &dir, &["TLS handshake failed", "--tls-ca", &url]);
+        assert!(
+            node.keys().is_empty(),
+            "[{what}] keys left: {:?}",
+            node.keys()
+        );
+    }
+
+    // --tls-insecure accepts the same server, and warns on every run.
+    for _ in 0..2 {
+        let out = base(&url, "tls", &dir)
+            .args(["--tls-insecure", "--tls-ca", &other_ca])
+            .args(["-c", "touch ran"])
+            .expect_code(0);
+        assert!(dir.has("ran"), "command did not run with --tls-insecure");
+        assert_eq!(
+            out.stderr_lines(),
+            [format!("redlock-run: {TLS_WARNING}")],
+            "--tls-insecure must warn, in one line, on every run\n{out}"
+        );
+        remove(&dir, "ran");
+    }
+    assert!(node.keys().is_empty(), "keys left: {:?}", node.keys());
+}
+
+#[test]
+fn tls_host_name_mismatch_fails_closed_unless_insecure() {
+    let certs = Certs::make();
+    // Signed by the trusted CA, but made out to other.example only.
+    let node = certs.node("wrong-name", false);
+    let dir = tempdir();
+    for host in ["localhost", "127.0.0.1"] {
+        let url = format!("rediss://{host}:{}", node.port());
+        let out = base(&url, "tls", &dir)
+            .args(["--tls-ca", &certs.pem("ca"), "-c", "touch ran"])
+            .run();
+        assert_unavailable(&out, &dir, &["TLS handshake failed", &url, host]);
+        assert!(node.keys().is_empty(), "keys left: {:?}", node.keys());
+    }
+
+    let url = format!("rediss://localhost:{}", node.port());
+    let out = base(&url, "tls", &dir)
+        .args(["--tls-insecure", "-c", "touch ran"])
+        .expect_code(0);
+    assert!(dir.has("ran"), "command did not run with --tls-insecure");
+    assert!(out.stderr.contains(TLS_WARNING), "no warning\n{out}");
+    assert!(node.keys().is_empty(), "keys left: {:?}", node.keys());
+}
+
+#[test]
+fn mutual_tls_needs_a_client_certificate_from_the_ca() {
+    let certs = Certs::make();
+    let node = certs.node("server", true);
+    let dir = tempdir();
+    let url = format!("rediss://localhost:{}", node.port());
+    let ca = certs.pem("ca");
+
+    base(&url, "mtls", &dir)
+        .args(["--tls-ca", &ca])
+        .args(["--tls-cert", &certs.pem("client")])
+        .args(["--tls-key", &certs.key("client")])
+        .args(["-c", "touch ran"])
+        .expect_code(0);
+    assert!(
+        dir.has("ran"),
+        "command did not run with a client certificate"
+    );
+    assert!(node.keys().is_empty(), "keys left: {:?}", node.keys());
+    remove(&dir, "ran");
+
+    let stranger = [
+        "--tls-cert",
+        &certs.pem("stranger"),
+        "--tls-key",
+        &certs.key("stranger"),
+    ];
+    let cases: [(&str, &[&str]); 2] = [
+        ("no client certificate", &[]),
+        ("client certificate from another CA", &stranger),
+    ];
+    for (what, extra) in cases {
+        let out = base(&url, "mtls", &dir)
+            .args(["--tls-ca", &ca])
+            .args(extra)
+            .args(["-c", "touch ran"])
+            .run();
+        out.assert_code(69).assert_one_error_line();
+        assert!(!dir.has("ran"), "[{what}] the command ran\n{out}");
+        assert!(
+            out.stderr.contains(&url) && out.stderr.contains("TLS"),
+            "[{what}] the error should name the node and TLS\n{out}\n--- server log ---\n{}",
+            node.log()
+        );
+        assert!(
+            node.keys().is_empty(),
+            "[{what}] keys left: {:?}",
+            node.keys()
+        );
+    }
+}
+
+#[test]
+fn tls_options_with_unreadable_or_bad_files_are_usage_errors() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    fs::write(dir.join("garbage.pem"), "not a certificate\n").expect("write garbage");
+    let url = format!("rediss://127.0.0.1:{}", node.port());
+    let missing = dir.join("missing.pem").display().to_string();
+    let garbage = dir.join("garbage.pem").display().to_string();
+    let cases: [(&str, Vec<&str>); 3] = [
+        ("missing CA file", vec!["--tls-ca", &missing]),
+        ("--tls-cert without --tls-key", vec!["--tls-cert", &garbage]),
+        (
+            "missing client key",
+            vec!["--tls-cert", &garbage, "--tls-key", &missing],
+        ),
+    ];
+    for (what, extra) in cases {
+        let out = base(&url, "bad", &dir)
+            .args(&extra)
+            .args(["-c", "touch ran"])
+            .run();
+        assert_eq!(out.code, Some(64), "[{what}] want 64\n{out}");
+        out.assert_one_error_line();
+        assert!(!dir.has("ran"), "[{what}] the command ran\n{out}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 2. ACL users
+// ---------------------------------------------------------------------------
+
+/// The smallest command set with which every feature works (a run with its
+/// holder record and heartbeat, --wait, status, unlock, --once-per).
+const MINIMAL_ACL: &[&str] = &[
+    "+set",
+    "+eval",
+    "+get",
+    "+del",
+    "+pexpire",
+    "+hset",
+    "+publish",
+    "+pttl",
+    "+hgetall",
+    "+subscribe",
+];
+
+/// `ACL SETUSER name reset on >password ~lock:* &lock:* RULES...` on `node`
+/// (through the default user) and returns the URL that logs in as `name`.
+fn acl_user(node: &RedisNode, name: &str, password: &str, rules: &[&str]) -> String {
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER")
+        .arg(name)
+        .arg("reset")
+        .arg("on")
+        .arg(format!(">{password}"))
+        .arg("~lock:*")
+        .arg("&lock:*");
+    for rule in rules {
+        cmd.arg(*rule);
+    }
+    let reply: String = node.cmd(&cmd);
+    assert_eq!(reply, "OK", "ACL SETUSER {name}");
+    format!("redis://{name}:{password}@127.0.0.1:{}", node.port())
+}
+
+fn string_keys(node: &RedisNode) -> Vec<String> {
+    node.keys()
+        .into_iter()
+        .map(|k| String::from_utf8_lossy(&k).into_owned())
+        .collect()
+}
+
+#[test]
+fn acl_user_with_the_minimal_commands_can_run_wait_and_ask_status() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let url = acl_user(&node, "locker", "locker-pw", MINIMAL_ACL);
+    let key = lock_key("acl");
+
+    // A holder whose heartbeat has to extend (TTL 900ms, runs until `go`).
+    let holder = base(&url, "acl", &dir)
+        .args(["-t", "900ms", "-c", &format!("touch ran; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "ran", &holder);
+    let record: Vec<(String, String)> = node.cmd(redis::cmd("HGETALL").arg(b"lock:acl:holder"));
+    assert!(!record.is_empty(), "no holder record written");
+
+    // status, as the same user.
+    let status = Test::new()
+        .args(["status", "-r", &url, "-k", "acl"])
+        .expect_code(1);
+    assert!(
+        status.stdout.contains("held"),
+        "status should say held\n{status}"
+    );
+
+    // A waiter queues behind it (SUBSCRIBE) and is woken by the release (PUBLISH).
+    let waiter = base(&url, "acl", &dir)
+        .args(["--wait", "20s", "-c", "touch waited"])
+        .spawn();
+    // Past several heartbeats (TTL/3 = 300 ms): the lock is still ours.
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(node.exists(&key), "lock vanished while held");
+    assert!(!dir.has("waited"), "waiter ran while the lock was held");
+    touch(&dir, "go");
+    let out = holder.wait();
+    out.assert_code(0);
+    let out = waiter.wait();
+    out.assert_code(0);
+    assert!(dir.has("waited"), "waiter did not run\n{out}");
+    assert!(
+        out.elapsed < Duration::from_secs(5),
+        "waiter took {:?}: not woken by the release?\n{out}",
+        out.elapsed
+    );
+
+    // --once-per and unlock --force, as the same user.
+    base(&url, "acl", &dir)
+        .args(["--once-per", "1h", "-c", "touch once"])
+        .expect_code(0);
+    assert!(dir.has("once"), "--once-per run did not run");
+    node.set(&key, "someone-elses-token", 30_000);
+    Test::new()
+        .args(["unlock", "--force", "-r", &url, "-k", "acl"])
+        .expect_code(0);
+    assert!(!node.exists(&key), "unlock --force left the lock");
+
+    let status = Test::new()
+        .args(["status", "-r", &url, "-k", "acl"])
+        .expect_code(0);
+    assert!(status.stdout.contains("free"), "status\n{status}");
+    let left: Vec<String> = string_keys(&node)
+        .into_iter()
+        .filter(|k| !k.starts_with("lock:acl:once:"))
+        .collect();
+    assert!(left.is_empty(), "keys left: {left:?}");
+}
+
+#[test]
+fn acl_user_without_eval_fails_closed_with_noperm_and_leaves_no_key() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let rules: Vec<&str> = MINIMAL_ACL
+        .iter()
+        .copied()
+        .filter(|r| *r != "+eval")
+        .collect();
+    let url = acl_user(&node, "limited", "limited-pw", &rules);
+    let out = base(&url, "acl", &dir).args(["-c", "touch ran"]).run();
+
+    let mut failures = Vec::new();
+    if out.code != Some(69) {
+        failures.push("exit status is not 69".to_string());
+    }
+    if !(out.stderr.starts_with("redlock-run: ") && out.stderr.matches('\n').count() == 1) {
+        failures.push("stderr is not one 'redlock-run: ' line".to_string());
+    }
+    if !out.stderr.contains("the server's ACL denies this user") {
+        failures.push("stderr does not report the ACL denial".to_string());
+    }
+    if !out.stderr.to_ascii_lowercase().contains("eval") {
+        failures.push("stderr does not name the denied command (EVAL)".to_string());
+    }
+    if !out.stderr.contains("redis://limited:***@127.0.0.1") {
+        failures.push("stderr does not name the node, redacted".to_string());
+    }
+    if dir.has("ran") {
+        failures.push("the command ran".to_string());
+    }
+    // Checked with the default user: nothing may be left behind.
+    let keys = string_keys(&node);
+    if !keys.is_empty() {
+        failures.push(format!(
+            "keys left behind: {keys:?} (PTTL {} ms): the next run is blocked until it expires",
+            node.pttl(lock_key("acl"))
+        ));
+    }
+    assert!(failures.is_empty(), "{}\n{out}", failures.join("\n"));
+}
+
+#[test]
+fn acl_user_without_hset_still_gets_the_lock() {
+    // The holder record is information only: a user that may not write it
+    // (no HSET) must still take, use and release the lock.
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let rules: Vec<&str> = MINIMAL_ACL
+        .iter()
+        .copied()
+        .filter(|r| *r != "+hset")
+        .collect();
+    let url = acl_user(&node, "nohset", "nohset-pw", &rules);
+    let out = base(&url, "acl", &dir).args(["-c", "touch ran"]).run();
+    assert!(
+        out.code == Some(0) && dir.has("ran"),
+        "a failed holder record must not cost the lock\n{out}\nkeys left: {:?}",
+        string_keys(&node)
+    );
+    assert!(
+        string_keys(&node).is_empty(),
+        "keys left: {:?}",
+        string_keys(&node)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 3. Secrets
+// ---------------------------------------------------------------------------
+
+/// A node with `--requirepass SECRET` (plus an ACL user `locker` with the
+/// same password), inspected as the default user.
+fn password_node() -> CustomNode {
+    let node = CustomNode::start(
+        "127.0.0.1",
+        |port, _| {
+            [
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--requirepass",
+                SECRET,
+            ]
+            .map(String::from)
+            .to_vec()
+        },
+        |port, _| client(&format!("redis://:{SECRET}@127.0.0.1:{port}")),
+    );
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER")
+        .arg("locker")
+        .arg("on")
+        .arg(format!(">{SECRET}"))
+        .arg("~lock:*")
+        .arg("&lock:*")
+        .arg(MINIMAL_ACL);
+    let reply: String = node.cmd(&cmd);
+    assert_eq!(reply, "OK");
+    node
+}
+
+/// Spawns `test` with a command that saves `env` and its raw
+/// `/proc/self/environ`, then checks, while the command runs, that the secret
+/// is not in redlock-run's `/proc/PID/cmdline` nor in the command's
+/// environment; then that the run succeeded and printed no secret.
+fn run_and_check_secrecy(what: &str, test: Test, node: &CustomNode, dir: &TempDir) -> String {
+    for f in ["ready", "go", "env.txt", "environ.bin"] {
+        remove(dir, f);
+    }
+    let running = test
+        .args([
+            "-c",
+            &format!(
+                "env > env.txt; cat /proc/self/environ > environ.bin; touch ready; {WAIT_FOR_GO}"
+            ),
+        ])
+        .spawn();
+    await_marker(dir, "ready", &running);
+    let cmdline = fs::read(format!("/proc/{}/cmdline", running.pid())).expect("read cmdline");
+    let environ = fs::read(dir.join("environ.bin")).expect("read environ.bin");
+    let env = fs::read_to_string(dir.join("env.txt")).expect("read env.txt");
+    assert!(
+        node.exists(&lock_key("secret")),
+        "[{what}] lock not held while the command runs"
+    );
+    touch(dir, "go");
+    let out = running.wait();
+    out.assert_code(0);
+
+    let holds = |hay: &[u8]| hay.windows(SECRET.len()).any(|w| w == SECRET.as_bytes());
+    let mut leaks = Vec::new();
+    for (place, bytes) in [
+        ("redlock-run's /proc/PID/cmdline", &cmdline[..]),
+        ("the command's /proc/self/environ", &environ[..]),
+        ("the command's env", env.as_bytes()),
+        ("stdout", out.stdout.as_bytes()),
+        ("stderr", out.stderr.as_bytes()),
+    ] {
+        if holds(bytes) {
+            leaks.push(place);
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "[{what}] the password leaked into {leaks:?}\n--- env ---\n{env}\n{out}"
+    );
+    assert!(
+        !env.lines().any(|l| l.starts_with("REDLOCK_PASSWORD=")),
+        "[{what}] REDLOCK_PASSWORD reached the command\n{env}"
+    );
+    assert!(
+        node.keys().is_empty(),
+        "[{what}] keys left: {:?}",
+        node.keys()
+    );
+    env
+}
+
+#[test]
+fn password_from_env_or_file_reaches_no_output_argv_or_command() {
+    let node = password_node();
+    let dir = tempdir();
+    let url = format!("redis://127.0.0.1:{}", node.port());
+    let file = dir.join("password");
+    // With a trailing newline, as `echo` or an editor writes it.
+    fs::write(&file, format!("{SECRET}\n")).expect("write password file");
+
+    let verbose = || base(&url, "secret", &dir).arg("-vvv");
+    run_and_check_secrecy(
+        "REDLOCK_PASSWORD",
+        verbose().env("REDLOCK_PASSWORD", SECRET),
+        &node,
+        &dir,
+    );
+    run_and_check_secrecy(
+        "--password-file",
+        verbose().arg("--password-file").arg(&file),
+        &node,
+        &dir,
+    );
+    let env = run_and_check_secrecy(
+        "REDLOCK_USERNAME + REDLOCK_PASSWORD",
+        verbose()
+            .env("REDLOCK_USERNAME", "locker")
+            .env("REDLOCK_PASSWORD", SECRET),
+        &node,
+        &dir,
+    );
+    assert!(
+        env.contains("REDLOCK_KEY=secret"),
+        "the command's env lost REDLOCK_KEY\n{env}"
+    );
+}
+
+#[test]
+fn wrong_password_fails_closed_without_echoing_any_password() {
+    let node = password_node();
+    let dir = tempdir();
+    let wrong = "wr0ng-PW-QQQ";
+    let url = format!("redis://127.0.0.1:{}", node.port());
+    let file = dir.join("password");
+    fs::write(&file, format!("{wrong}\n")).expect("write password file");
+    let in_url = format!("redis://:{wrong}@127.0.0.1:{}", node.port());
+    let user_in_url = format!("redis://locker:{wrong}@127.0.0.1:{}", node.port());
+
+    let cases: Vec<(&str, Test, String)> = vec![
+        (
+            "REDLOCK_PASSWORD",
+            base(&url, "secret", &dir).env("REDLOCK_PASSWORD", wrong),
+            url.clone(),
+        ),
+        (
+            "--password-file",
+            base(&url, "secret", &dir).arg("--password-file").arg(&file),
+            url.clone(),
+        ),
+        (
+            "password in the URL",
+            base(&in_url, "secret", &dir),
+            format!("redis://:***@127.0.0.1:{}", node.port()),
+        ),
+        (
+            "user and password in REDLOCK_REDIS",
+            Test::new()
+                .current_dir(dir.path())
+                .env("REDLOCK_REDIS", &user_in_url)
+                .args(["-k", "secret"]),
+            format!("redis://locker:***@127.0.0.1:{}", node.port()),
+        ),
+        (
+            "no password at all",
+            base(&url, "secret", &dir),
+            url.clone(),
+        ),
+    ];
+    for (what, test, shown) in cases {
+        let out = test.args(["-vvv", "-c", "touch ran"]).run();
+        assert_eq!(out.code, Some(69), "[{what}] want 69\n{out}");
+        assert!(!dir.has("ran"), "[{what}] the command ran\n{out}");
+        let all = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            !all.contains(wrong) && !all.contains(SECRET),
+            "[{what}] a password was printed\n{out}"
+        );
+        assert!(
+            out.stderr.contains(&shown),
+            "[{what}] errors should name the node as {shown}\n{out}"
+        );
+        let reason = if what == "no password at all" {
+            // NOAUTH: the server wants a password and got none.
+            "auth"
+        } else {
+            "authentication failed: wrong user name or password"
+        };
+        assert!(
+            out.stderr
+                .to_ascii_lowercase()
+                .contains(&reason.to_ascii_lowercase()),
+            "[{what}] stderr should say {reason:?}\n{out}"
+        );
+    }
+    assert!(node.keys().is_empty(), "keys left: {:?}", node.keys());
+}
+
+#[test]
+fn password_in_redlock_redis_is_kept_from_the_command() {
+    let node = password_node();
+    let dir = tempdir();
+    let with_password = format!("redis://:{SECRET}@127.0.0.1:{}", node.port());
+    let test = Test::new()
+        .current_dir(dir.path())
+        .env("REDLOCK_REDIS", &with_password)
+        .args(["-k", "secret", "-vvv"]);
+    let env = run_and_check_secrecy("REDLOCK_REDIS with a password", test, &node, &dir);
+    assert!(
+        !env.lines().any(|l| l.starts_with("REDLOCK_REDIS=")),
+        "REDLOCK_REDIS with a password reached the command\n{env}"
+    );
+
+    // Without a password in it, REDLOCK_REDIS is harmless and passed on.
+    let plain = format!("redis://127.0.0.1:{}", node.port());
+    let test = Test::new()
+        .current_dir(dir.path())
+        .env("REDLOCK_REDIS", &plain)
+        .env("REDLOCK_PASSWORD", SECRET)
+        .args(["-k", "secret"]);
+    let env = run_and_check_secrecy("plain REDLOCK_REDIS", test, &node, &dir);
+    assert!(
+        env.lines().any(|l| l == format!("REDLOCK_REDIS={plain}")),
+        "a password-less REDLOCK_REDIS should reach the command\n{env}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 4. Unix socket, IPv6, db numbers
+// ---------------------------------------------------------------------------
+
+/// Panics, with a clear message, if IPv6 loopback is unavailable: the test
+/// must not pass without having tried.
+fn require_ipv6_loopback() {
+    if let Err(e) = TcpListener::bind("[::1]:0") {
+        panic!(
+            "IPv6 loopback (::1) is unavailable here ({e}); this test needs it \
+             (enable IPv6 on lo: sysctl net.ipv6.conf.lo.disable_ipv6=0)"
+        );
+    }
+}
+
+#[test]
+fn unix_socket_ipv6_and_tcp_nodes_form_one_quorum() {
+    require_ipv6_loopback();
+    let unix_pw = "unix-pw-777";
+    let unix = CustomNode::start(
+        "127.0.0.1",
+        |_, dir| {
+            vec![
+                "--port".into(),
+                "0".into(),
+                "--unixsocket".into(),
+                dir.join("redis.sock").display().to_string(),
+                "--unixsocketperm".into(),
+                "700".into(),
+                "--requirepass".into(),
+                unix_pw.into(),
+            ]
+        },
+        |_, dir| {
+            client(&format!(
+                "unix://{}?db=1&pass={unix_pw}",
+                dir.join("redis.sock").display()
+            ))
+        },
+    );
+    let v6 = CustomNode::start(
+        "::1",
+        |port, _| {
+            ["--bind", "::1", "--port", &port.to_string()]
+                .map(String::from)
+                .to_vec()
+        },
+        |port, _| client(&format!("redis://[::1]:{port}")),
+    );
+    let tcp = RedisNode::start();
+    let tcp_db2 = client(&format!("redis://127.0.0.1:{}/2", tcp.port()));
+    let dir = tempdir();
+    let sock = unix.path("redis.sock").display().to_string();
+    let unix_url = format!("unix://{sock}?db=1&pass={unix_pw}");
+    let v6_url = format!("redis://[::1]:{}", v6.port());
+    let tcp_url = format!("redis://127.0.0.1:{}/2", tcp.port());
+    let urls = [unix_url.as_str(), v6_url.as_str(), tcp_url.as_str()].join(",");
+    let key = lock_key("mixed");
+
+    let running = base(&urls, "mixed", &dir)
+        .args(["-vv", "-c", &format!("touch ran; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "ran", &running);
+    let values = [
+        unix.get(&key),
+        v6.get(&key),
+        query::<Option<Vec<u8>>>(&tcp_db2, redis::cmd("GET").arg(&key)),
+    ];
+    let in_db0 = [
+        query::<i64>(
+            &client(&format!("unix://{sock}?pass={unix_pw}")),
+            redis::cmd("EXISTS").arg(&key),
+        ),
+        tcp.cmd::<i64>(redis::cmd("EXISTS").arg(&key)),
+    ];
+    touch(&dir, "go");
+    let out = running.wait();
+    out.assert_code(0);
+    assert!(
+        values.iter().all(|v| v.as_deref().is_some_and(is_token))
+            && values[0] == values[1]
+            && values[1] == values[2],
+        "the same token should be on all three nodes (unix db 1, ::1, tcp db 2): {values:?}\n{out}"
+    );
+    assert_eq!(
+        in_db0,
+        [0, 0],
+        "the lock went to db 0, not the URL's db\n{out}"
+    );
+    assert!(
+        out.stderr.contains(&format!("unix://{sock}?db=1&pass=***")),
+        "-vv should name the unix node with its password redacted\n{out}"
+    );
+    assert!(!out.stderr.contains(unix_pw), "password printed\n{out}");
+    assert!(
+        out.stderr.contains(&v6_url) && out.stderr.contains(&tcp_url),
+        "-vv should name every node\n{out}"
+    );
+
+    let after = [
+        unix.get(&key),
+        v6.get(&key),
+        query::<Option<Vec<u8>>>(&tcp_db2, redis::cmd("GET").arg(&key)),
+    ];
+    assert_eq!(after, [None, None, None], "not released on every node");
+    assert!(unix.keys().is_empty() && v6.keys().is_empty(), "keys left");
+    let left: Vec<String> = query(&tcp_db2, redis::cmd("KEYS").arg("*"));
+    assert!(left.is_empty(), "keys left in tcp db 2: {left:?}");
+}
+
+// ---------------------------------------------------------------------------
+// 5. Host names and malformed URLs
+// ---------------------------------------------------------------------------
+
+#[test]
+fn host_names_resolve_and_unresolvable_ones_count_as_failed_nodes() {
+    let cluster = Cluster::new(2);
+    let dir = tempdir();
+
+    // localhost
+    let url = format!("redis://localhost:{}", cluster[0].port());
+    base(&url, "names", &dir)
+        .args(["-c", "touch ran"])
+        .expect_code(0);
+    assert!(dir.has("ran"), "command did not run via localhost");
+    assert!(cluster[0].keys().is_empty(), "keys left");
+    remove(&dir, "ran");
+
+    // One name that cannot resolve, two good nodes: quorum 2 of 3.
+    let bad = "redis://no-such-host.invalid:6379";
+    let urls = format!("{bad},{}", cluster.urls());
+    let out = base(&urls, "names", &dir)
+        .args(["-v", "-c", "touch ran"])
+        .expect_code(0);
+    assert!(dir.has("ran"), "command did not run\n{out}");
+    assert!(
+        out.elapsed < Duration::from_secs(3),
+        "an unresolvable host must not hold up the quorum: {:?}\n{out}",
+        out.elapsed
+    );
+    assert!(
+        out.stderr.contains("no-such-host.invalid"),
+        "-v should name the failed node\n{out}"
+    );
+    assert!(
+        cluster.holders(lock_key("names")).is_empty(),
+        "not released"
+    );
+    remove(&dir, "ran");
+
+    // All three unresolvable: no quorum.
+    let urls = "redis://no-such-host.invalid:6379,redis://also-missing.invalid,\
+                redis://third-missing.invalid:7000";
+    let started = Instant::now();
+    let out = base(urls, "names", &dir).args(["-c", "touch ran"]).run();
+    assert_unavailable(&out, &dir, &["no-such-host.invalid"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}\n{out}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn refused_nodes_count_against_the_quorum_and_are_named() {
+    let cluster = Cluster::new(2);
+    let node = &cluster[0];
+    let dir = tempdir();
+    let (a, b) = (free_port("127.0.0.1"), free_port("127.0.0.1"));
+    let refused_a = format!("redis://127.0.0.1:{a}");
+    let refused_b = format!("redis://u:{SECRET}@127.0.0.1:{b}/3");
+
+    // 2 of 3 down: exit 69.
+    let urls = [refused_a.as_str(), refused_b.as_str(), &node.url()].join(",");
+    let out = base(&urls, "refused", &dir).args(["-c", "touch ran"]).run();
+    assert_unavailable(&out, &dir, &["connection refused"]);
+    assert!(
+        out.stderr
+            .contains(&format!("redis://u:***@127.0.0.1:{b}/3")),
+        "the node should be named, redacted\n{out}"
+    );
+    assert!(!out.stderr.contains(SECRET), "password printed\n{out}");
+    assert!(
+        node.keys().is_empty(),
+        "attempt not undone: {:?}",
+        node.keys()
+    );
+
+    // 1 of 3 down: runs.
+    let urls = format!("{refused_a},{}", cluster.urls());
+    base(&urls, "refused", &dir)
+        .args(["-c", "touch ran"])
+        .expect_code(0);
+    assert!(dir.has("ran"), "command did not run");
+}
+
+#[test]
+fn malformed_urls_exit_64_without_echoing_passwords() {
+    let dir = tempdir();
+    let cases = [
+        format!("redis://:{SECRET}@[::1"),
+        format!("redis://u:{SECRET}@127.0.0.1:99999"),
+        format!("http://u:{SECRET}@127.0.0.1:6380"),
+        "redis://127.0.0.1:notaport".to_string(),
+    ];
+    for url in cases {
+        let out = base(&url, "bad", &dir).args(["-c", "touch ran"]).run();
+        assert_eq!(out.code, Some(64), "[{url}] want 64\n{out}");
+        out.assert_one_error_line();
+        assert!(!dir.has("ran"), "[{url}] the command ran\n{out}");
+        assert!(
+            !out.stderr.contains(SECRET),
+            "[{url}] password printed\n{out}"
+        );
+    }
+}
