@@ -161,32 +161,49 @@ fn status(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
 fn status_of(json: bool, lock: &Resolved, nodes: &[Arc<Node>]) -> (Exit, String) {
     let found = inspect_all(nodes, &lock.key);
     let verdict = verdict(nodes.len(), &found);
-    let record = match &verdict {
-        Verdict::Held(token, _) => record_of(&found, token),
-        _ => Vec::new(),
-    };
-    let ttl_left = match &verdict {
-        Verdict::Held(token, _) => found
-            .iter()
-            .flatten()
-            .flatten()
-            .filter(|i| i.value.as_deref() == Some(token))
-            .map(|i| i.pttl)
-            .max(),
-        _ => None,
-    };
-    let object = if json {
-        status_json(lock, nodes, &found, &verdict, &record, ttl_left)
-    } else {
-        print_status_text(lock, nodes, &found, &verdict, &record, ttl_left);
-        String::new()
+    let (record, ttl_left) = match &verdict {
+        Verdict::Held(token, _) => (
+            record_of(&found, token),
+            found
+                .iter()
+                .flatten()
+                .flatten()
+                .filter(|i| i.value.as_deref() == Some(token))
+                .map(|i| i.pttl)
+                .max(),
+        ),
+        _ => (Vec::new(), None),
     };
     let exit = match verdict {
         Verdict::Free => Exit::Command(0),
         Verdict::Held(..) => Exit::Command(1),
         Verdict::Unknown => Exit::Unavailable,
     };
-    (exit, object)
+    let status = Status {
+        lock,
+        nodes,
+        found,
+        verdict,
+        record,
+        ttl_left,
+    };
+    if json {
+        (exit, status.json())
+    } else {
+        status.print_text();
+        (exit, String::new())
+    }
+}
+
+/// What `status` found about one lock, ready to show.
+struct Status<'a> {
+    lock: &'a Resolved,
+    nodes: &'a [Arc<Node>],
+    found: Vec<Option<Result<Inspection, String>>>,
+    verdict: Verdict,
+    /// The winning token's holder record, when held.
+    record: Vec<(String, String)>,
+    ttl_left: Option<i64>,
 }
 
 fn record_field<'a>(record: &'a [(String, String)], name: &str) -> &'a str {
@@ -203,145 +220,151 @@ fn held_for(record: &[(String, String)]) -> Option<Duration> {
         .map(Duration::from_millis)
 }
 
-fn print_status_text(
-    lock: &Resolved,
-    nodes: &[Arc<Node>],
-    found: &[Option<Result<Inspection, String>>],
-    verdict: &Verdict,
-    record: &[(String, String)],
-    ttl_left: Option<i64>,
-) {
-    println!(
-        "lock '{}' (key {}) on {} node(s), quorum {}",
-        lock.name,
-        String::from_utf8_lossy(&lock.key),
-        nodes.len(),
-        redlock::quorum(nodes.len())
-    );
-    for (node, f) in nodes.iter().zip(found) {
-        let line = match f {
-            None => "no answer in time (unreachable)".to_string(),
-            Some(Err(e)) => format!("{e} (unreachable)"),
-            Some(Ok(i)) => match &i.value {
-                None => "free".to_string(),
-                Some(v) => {
-                    let who = if i.holder.is_empty() {
-                        "no holder record".to_string()
-                    } else {
+impl Status<'_> {
+    fn print_text(&self) {
+        let Status {
+            lock,
+            nodes,
+            found,
+            verdict,
+            record,
+            ttl_left,
+        } = self;
+        let ttl_left = *ttl_left;
+        println!(
+            "lock '{}' (key {}) on {} node(s), quorum {}",
+            lock.name,
+            String::from_utf8_lossy(&lock.key),
+            nodes.len(),
+            redlock::quorum(nodes.len())
+        );
+        for (node, f) in nodes.iter().zip(found) {
+            let line = match f {
+                None => "no answer in time (unreachable)".to_string(),
+                Some(Err(e)) => format!("{e} (unreachable)"),
+                Some(Ok(i)) => match &i.value {
+                    None => "free".to_string(),
+                    Some(v) => {
+                        let who = if i.holder.is_empty() {
+                            "no holder record".to_string()
+                        } else {
+                            format!(
+                                "{} pid {} ({})",
+                                record_field(&i.holder, "host"),
+                                record_field(&i.holder, "pid"),
+                                record_field(&i.holder, "command")
+                            )
+                        };
                         format!(
-                            "{} pid {} ({})",
-                            record_field(&i.holder, "host"),
-                            record_field(&i.holder, "pid"),
-                            record_field(&i.holder, "command")
+                            "held, token {}…, {} left, {who}",
+                            token_prefix(v),
+                            ms(i.pttl)
                         )
-                    };
-                    format!(
-                        "held, token {}…, {} left, {who}",
-                        token_prefix(v),
-                        ms(i.pttl)
-                    )
-                }
-            },
-        };
-        match f {
-            // The error names the node already.
-            Some(Err(_)) => println!("  {line}"),
-            _ => println!("  {}: {line}", node.name()),
-        }
-    }
-    match verdict {
-        Verdict::Free => println!("free"),
-        Verdict::Unknown => println!("unknown: fewer than a quorum of nodes answered"),
-        Verdict::Held(token, count) => {
-            let by = if record.is_empty() {
-                "a holder without a record (another client?)".to_string()
-            } else {
-                format!(
-                    "{}@{} pid {}",
-                    record_field(record, "user"),
-                    record_field(record, "host"),
-                    record_field(record, "pid")
-                )
+                    }
+                },
             };
-            let since =
-                held_for(record).map_or(String::new(), |d| format!(" for {:.1}s", d.as_secs_f64()));
-            println!(
-                "held by {by}{since}, token {}…, on {count}/{} node(s), {} left",
-                token_prefix(token),
-                nodes.len(),
-                ttl_left.map_or("?".into(), ms)
-            );
-        }
-    }
-}
-
-fn status_json(
-    lock: &Resolved,
-    nodes: &[Arc<Node>],
-    found: &[Option<Result<Inspection, String>>],
-    verdict: &Verdict,
-    record: &[(String, String)],
-    ttl_left: Option<i64>,
-) -> String {
-    let record_json = |r: &[(String, String)]| {
-        let fields: Vec<(&str, String)> =
-            r.iter().map(|(k, v)| (k.as_str(), json_str(v))).collect();
-        json_object(&fields)
-    };
-    let per_node: Vec<String> = nodes
-        .iter()
-        .zip(found)
-        .map(|(node, f)| {
-            let mut fields = vec![("node", json_str(node.name()))];
             match f {
-                None => {
-                    fields.push(("reachable", "false".into()));
-                    fields.push(("error", json_str("no answer in time (--node-timeout)")));
-                }
-                Some(Err(e)) => {
-                    fields.push(("reachable", "false".into()));
-                    fields.push(("error", json_str(e)));
-                }
-                Some(Ok(i)) => {
-                    fields.push(("reachable", "true".into()));
-                    fields.push(("held", i.value.is_some().to_string()));
-                    if let Some(v) = &i.value {
-                        fields.push(("token_prefix", json_str(&token_prefix(v))));
-                        fields.push(("pttl_ms", i.pttl.to_string()));
-                    }
-                    if !i.holder.is_empty() {
-                        fields.push(("holder", record_json(&i.holder)));
-                    }
-                }
+                // The error names the node already.
+                Some(Err(_)) => println!("  {line}"),
+                _ => println!("  {}: {line}", node.name()),
             }
-            json_object(&fields)
-        })
-        .collect();
-    let mut fields = vec![
-        ("name", json_str(&lock.name)),
-        ("key", json_str(&String::from_utf8_lossy(&lock.key))),
-        ("quorum", redlock::quorum(nodes.len()).to_string()),
-        ("nodes", format!("[{}]", per_node.join(","))),
-    ];
-    match verdict {
-        Verdict::Free => fields.push(("verdict", json_str("free"))),
-        Verdict::Unknown => fields.push(("verdict", json_str("unknown"))),
-        Verdict::Held(token, count) => {
-            fields.push(("verdict", json_str("held")));
-            fields.push(("token_prefix", json_str(&token_prefix(token))));
-            fields.push(("held_on", count.to_string()));
-            if let Some(t) = ttl_left {
-                fields.push(("pttl_ms", t.to_string()));
-            }
-            if let Some(d) = held_for(record) {
-                fields.push(("held_ms", d.as_millis().to_string()));
-            }
-            if !record.is_empty() {
-                fields.push(("holder", record_json(record)));
+        }
+        match verdict {
+            Verdict::Free => println!("free"),
+            Verdict::Unknown => println!("unknown: fewer than a quorum of nodes answered"),
+            Verdict::Held(token, count) => {
+                let by = if record.is_empty() {
+                    "a holder without a record (another client?)".to_string()
+                } else {
+                    format!(
+                        "{}@{} pid {}",
+                        record_field(record, "user"),
+                        record_field(record, "host"),
+                        record_field(record, "pid")
+                    )
+                };
+                let since = held_for(record)
+                    .map_or(String::new(), |d| format!(" for {:.1}s", d.as_secs_f64()));
+                println!(
+                    "held by {by}{since}, token {}…, on {count}/{} node(s), {} left",
+                    token_prefix(token),
+                    nodes.len(),
+                    ttl_left.map_or("?".into(), ms)
+                );
             }
         }
     }
-    json_object(&fields)
+
+    fn json(&self) -> String {
+        let Status {
+            lock,
+            nodes,
+            found,
+            verdict,
+            record,
+            ttl_left,
+        } = self;
+        let ttl_left = *ttl_left;
+        let record_json = |r: &[(String, String)]| {
+            let fields: Vec<(&str, String)> =
+                r.iter().map(|(k, v)| (k.as_str(), json_str(v))).collect();
+            json_object(&fields)
+        };
+        let per_node: Vec<String> = nodes
+            .iter()
+            .zip(found)
+            .map(|(node, f)| {
+                let mut fields = vec![("node", json_str(node.name()))];
+                match f {
+                    None => {
+                        fields.push(("reachable", "false".into()));
+                        fields.push(("error", json_str("no answer in time (--node-timeout)")));
+                    }
+                    Some(Err(e)) => {
+                        fields.push(("reachable", "false".into()));
+                        fields.push(("error", json_str(e)));
+                    }
+                    Some(Ok(i)) => {
+                        fields.push(("reachable", "true".into()));
+                        fields.push(("held", i.value.is_some().to_string()));
+                        if let Some(v) = &i.value {
+                            fields.push(("token_prefix", json_str(&token_prefix(v))));
+                            fields.push(("pttl_ms", i.pttl.to_string()));
+                        }
+                        if !i.holder.is_empty() {
+                            fields.push(("holder", record_json(&i.holder)));
+                        }
+                    }
+                }
+                json_object(&fields)
+            })
+            .collect();
+        let mut fields = vec![
+            ("name", json_str(&lock.name)),
+            ("key", json_str(&String::from_utf8_lossy(&lock.key))),
+            ("quorum", redlock::quorum(nodes.len()).to_string()),
+            ("nodes", format!("[{}]", per_node.join(","))),
+        ];
+        match verdict {
+            Verdict::Free => fields.push(("verdict", json_str("free"))),
+            Verdict::Unknown => fields.push(("verdict", json_str("unknown"))),
+            Verdict::Held(token, count) => {
+                fields.push(("verdict", json_str("held")));
+                fields.push(("token_prefix", json_str(&token_prefix(token))));
+                fields.push(("held_on", count.to_string()));
+                if let Some(t) = ttl_left {
+                    fields.push(("pttl_ms", t.to_string()));
+                }
+                if let Some(d) = held_for(record) {
+                    fields.push(("held_ms", d.as_millis().to_string()));
+                }
+                if !record.is_empty() {
+                    fields.push(("holder", record_json(record)));
+                }
+            }
+        }
+        json_object(&fields)
+    }
 }
 
 fn unlock(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
