@@ -9,7 +9,6 @@
 
 use std::fs;
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,7 +16,8 @@ use std::time::{Duration, Instant};
 use redis::FromRedisValue;
 
 use crate::support::{
-    Cluster, RedisNode, Running, TempDir, Test, is_token, lock_key, tempdir, wait_until,
+    Cluster, RedisNode, Running, TempDir, Test, is_token, lock_key, server_command, tempdir,
+    wait_until,
 };
 
 /// Generous bound for "the command has started" (lock acquisition included).
@@ -63,32 +63,9 @@ impl CustomNode {
         for _attempt in 0..5 {
             let port = free_port(host);
             let log_path = dir.join("redis.log");
-            let log = fs::File::create(&log_path).expect("create redis.log");
-            let log_err = log.try_clone().expect("clone redis.log handle");
-            let mut command = Command::new("redis-server");
-            command
-                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                // notice: the "Ready to accept connections" line is what we wait for.
-                .args(["--loglevel", "notice"])
-                .arg("--dir")
-                .arg(dir.path())
-                .args(args(port, dir.path()))
-                .stdin(Stdio::null())
-                .stdout(log)
-                .stderr(log_err);
-            // SAFETY: only an async-signal-safe prctl between fork and exec.
-            unsafe {
-                command.pre_exec(|| {
-                    libc::prctl(
-                        libc::PR_SET_PDEATHSIG,
-                        libc::SIGKILL as libc::c_ulong,
-                        0,
-                        0,
-                        0,
-                    );
-                    Ok(())
-                });
-            }
+            // notice: the "Ready to accept connections" line is what we wait for.
+            let mut command = server_command(Path::new("redis-server"), dir.path(), "notice");
+            command.args(args(port, dir.path()));
             let mut child = command.spawn().unwrap_or_else(|e| {
                 panic!("cannot spawn redis-server: {e} (apt-get install redis-server)")
             });

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use cmd::{RunOutput, Running, Test};
 pub use proxy::{FaultProxy, Mode};
-pub use redis_node::{Cluster, RedisNode};
+pub use redis_node::{Cluster, RedisNode, server_command};
 
 /// Default prefix `redlock-run` puts in front of the lock name.
 pub const PREFIX: &str = "lock:";

@@ -5,7 +5,7 @@ use std::fs;
 use std::net::TcpListener;
 use std::ops::Deref;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -285,24 +285,20 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Spawns a server on `port` and waits until it answers PING. On failure the
-/// child is killed and an explanation (including the server log) returned.
-fn spawn_server(binary: &PathBuf, port: u16, dir: &TempDir) -> Result<Child, String> {
-    assert_ne!(port, 6379, "never use the default Redis port");
-    let log_path = dir.join("redis.log");
-    let log = fs::File::create(&log_path).expect("create redis.log");
+/// A throwaway redis-server: no persistence, its files and log
+/// (`redis.log`) in `dir`, dying with the thread that started it. The caller
+/// adds how it listens.
+pub fn server_command(binary: &Path, dir: &Path, loglevel: &str) -> Command {
+    let log = fs::File::create(dir.join("redis.log")).expect("create redis.log");
     let log_err = log.try_clone().expect("clone redis.log handle");
     let mut command = Command::new(binary);
     command
-        .arg("--port")
-        .arg(port.to_string())
-        .args(["--bind", "127.0.0.1"])
         .args(["--save", ""])
         .args(["--appendonly", "no"])
         .args(["--daemonize", "no"])
-        .args(["--loglevel", "warning"])
+        .args(["--loglevel", loglevel])
         .arg("--dir")
-        .arg(dir.path())
+        .arg(dir)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err);
@@ -319,6 +315,19 @@ fn spawn_server(binary: &PathBuf, port: u16, dir: &TempDir) -> Result<Child, Str
             Ok(())
         });
     }
+    command
+}
+
+/// Spawns a server on `port` and waits until it answers PING. On failure the
+/// child is killed and an explanation (including the server log) returned.
+fn spawn_server(binary: &Path, port: u16, dir: &TempDir) -> Result<Child, String> {
+    assert_ne!(port, 6379, "never use the default Redis port");
+    let log_path = dir.join("redis.log");
+    let mut command = server_command(binary, dir.path(), "warning");
+    command
+        .arg("--port")
+        .arg(port.to_string())
+        .args(["--bind", "127.0.0.1"]);
     let mut child = command
         .spawn()
         .map_err(|e| format!("spawn {}: {e}", binary.display()))?;
