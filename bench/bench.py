@@ -74,6 +74,24 @@ def redis_cli(port, *args):
     return r.stdout.strip()
 
 
+def redis_cmdstats(port):
+    """{command: calls} from INFO commandstats."""
+    d = {}
+    for line in redis_cli(port, "INFO", "commandstats").splitlines():
+        if line.startswith("cmdstat_"):
+            name, rest = line[len("cmdstat_"):].split(":", 1)
+            for kv in rest.split(","):
+                if kv.startswith("calls="):
+                    d[name] = int(kv[6:])
+    return d
+
+
+def cmdstats_delta(after, before):
+    out = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
+    out.pop("info", None)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def redis_stats(port):
     out = redis_cli(port, "INFO", "stats")
     d = {}
@@ -266,6 +284,7 @@ def cmd_herd(a):
                HERD_OVERLAPS=os.path.join(d, "overlaps"))
     section = HERD_SECTION.format(hold=a.hold)
     before = [redis_stats(p) for p in a.ports]
+    before_cs = [redis_cmdstats(p) for p in a.ports]
     t0 = time.monotonic_ns()
     pids = [spawn([a.bin, "-q", "-k", "herd", "-r", url, "--wait", "120s", "-c", section],
                   env=env, stderr=os.path.join(d, f"err{i}")) for i in range(a.count)]
@@ -273,6 +292,7 @@ def cmd_herd(a):
     done = reap_all(pids, 180)
     t1 = time.monotonic_ns()
     after = [redis_stats(p) for p in a.ports]
+    after_cs = [redis_cmdstats(p) for p in a.ports]
     try:
         overlaps = len(open(env["HERD_OVERLAPS"]).read().split())
     except OSError:
@@ -293,6 +313,7 @@ def cmd_herd(a):
         "exit_codes": sorted(set(map(str, codes))),
         "redis_commands_per_node": [x["commands"] - y["commands"] - 1 for x, y in zip(after, before)],
         "redis_connections_per_node": [x["connections"] - y["connections"] - 1 for x, y in zip(after, before)],
+        "redis_commandstats_node0": cmdstats_delta(after_cs[0], before_cs[0]),
     }
     errs = []
     for i in range(a.count):
@@ -379,6 +400,75 @@ def cmd_redisbench(a):
     write(a.out, {"rates": res})
 
 
+# ---------------------------------------------------------------- proxy calibration
+
+def cmd_proxyrtt(a):
+    """PING/PONG round trips through the delay proxy on one kept connection,
+    so the fan-out numbers can be read against what the proxy really adds."""
+    res = {}
+    for label, port in (("direct", a.direct), ("through proxy", a.proxy)):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        t = []
+        for _ in range(a.n):
+            t0 = time.monotonic_ns()
+            s.sendall(b"PING\r\n")
+            buf = b""
+            while not buf.endswith(b"\r\n"):
+                buf += s.recv(64)
+            t.append((time.monotonic_ns() - t0) / 1e6)
+        s.close()
+        # a fresh connection: connect + first PING
+        t0 = time.monotonic_ns()
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"PING\r\n")
+        s.recv(64)
+        first = (time.monotonic_ns() - t0) / 1e6
+        s.close()
+        res[label] = {"rtt_ms": summary(t), "connect_and_first_ping_ms": first}
+        print(f"  {label}: rtt median {res[label]['rtt_ms']['median']:.2f} ms", file=sys.stderr)
+    write(a.out, res)
+
+
+# ---------------------------------------------------------------- profile
+
+def cmd_profile(a):
+    """perf stat (CPU time, context switches, page faults) and strace -f -c
+    (threads and processes created, syscalls) for each command."""
+    rows = []
+    for spec in a.commands:
+        name, cmd = spec.split("=", 1)
+        argv = cmd.split()
+        row = {"name": name, "argv": cmd}
+        if shutil.which("perf"):
+            r = subprocess.run(["perf", "stat", "-x", ",", "-r", str(a.reps), "-e",
+                                "task-clock,context-switches,cpu-migrations,page-faults", "--", *argv],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
+            for line in r.stderr.splitlines():
+                f = line.split(",")
+                if len(f) >= 3 and f[2] in ("task-clock", "context-switches", "cpu-migrations", "page-faults"):
+                    try:
+                        row[f[2]] = float(f[0])
+                    except ValueError:
+                        pass
+        if shutil.which("strace"):
+            with tempfile.NamedTemporaryFile("r", suffix=".strace") as f:
+                subprocess.run(["strace", "-f", "-c", "-o", f.name, *argv],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+                calls = {}
+                for line in f.read().splitlines():
+                    p = line.split()
+                    if len(p) >= 5 and p[0][0].isdigit() and p[-1].isidentifier():
+                        calls[p[-1]] = int(p[3])
+                row["threads_created"] = calls.get("clone3", 0)
+                row["processes_forked"] = calls.get("clone", 0) + calls.get("fork", 0) + calls.get("vfork", 0)
+                row["syscalls"] = calls.get("total", sum(v for k, v in calls.items() if k != "total"))
+                row["futex"] = calls.get("futex", 0)
+        rows.append(row)
+        print(f"  profile {name}: {row}", file=sys.stderr)
+    write(a.out, {"reps": a.reps, "rows": rows})
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -416,12 +506,21 @@ def main():
     p.add_argument("--port", type=int, required=True); p.add_argument("--out", required=True)
     p.add_argument("--n", type=int, default=200000)
 
+    p = sub.add_parser("proxyrtt")
+    p.add_argument("--direct", type=int, required=True); p.add_argument("--proxy", type=int, required=True)
+    p.add_argument("--out", required=True); p.add_argument("--n", type=int, default=20)
+
+    p = sub.add_parser("profile")
+    p.add_argument("--out", required=True); p.add_argument("--reps", type=int, default=100)
+    p.add_argument("commands", nargs="+", metavar="NAME=COMMAND")
+
     a = ap.parse_args()
     if a.cmd == "freeports":
         print(" ".join(map(str, freeports(a.n))))
     else:
         {"handoff": cmd_handoff, "memory": cmd_memory, "herd": cmd_herd,
-         "scale": cmd_scale, "redisbench": cmd_redisbench}[a.cmd](a)
+         "scale": cmd_scale, "redisbench": cmd_redisbench,
+         "proxyrtt": cmd_proxyrtt, "profile": cmd_profile}[a.cmd](a)
 
 
 if __name__ == "__main__":

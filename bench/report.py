@@ -13,7 +13,11 @@ import os
 import platform
 import statistics
 import sys
-from html import escape
+from html import escape as _escape
+
+
+def escape(s):
+    return _escape(str(s), quote=False)
 
 RAW, OUT = sys.argv[1], sys.argv[2]
 ENV = os.environ.get
@@ -93,6 +97,10 @@ def machine():
         ("etcd", ENV("ETCD_VERSION", "?")),
         ("hyperfine", ENV("HYPERFINE_VERSION", "?")),
         ("redlock-run", f"git {ENV('GIT_REV', '?')}, release binary {int(ENV('BIN_SIZE', '0')) / 1024:.0f} KiB"),
+        ("load average (1/5/15 min) at start → end", " → ".join(
+            open(os.path.join(RAW, f)).read().strip() if os.path.exists(os.path.join(RAW, f)) else "?"
+            for f in ("loadavg-start.txt", "loadavg-end.txt"))
+         + " (above nproc = other work was competing for the CPUs)"),
         ("mode", "BENCH_QUICK=1 (smoke pass: few runs, numbers are rough)" if ENV("BENCH_QUICK") == "1" else "full"),
     ]
 
@@ -211,6 +219,13 @@ def main():
         md.append(f"| {escape(r['name'])} | {ms(r['median'], 1)} | {ms(r['mean'], 1)} ± {ms(r['stddev'], 1)} | "
                   f"{ms(r['min'], 1)} … {ms(r['max'], 1)} | {r['median'] / 40:.2f} | "
                   f"{ms(r['median'] / one['median']) if one else '–'}× |")
+    cal = load("proxyrtt.json")
+    if cal:
+        d, p = cal.get("direct", {}), cal.get("through proxy", {})
+        md.append(f"\nProxy calibration (PING on a kept connection, 20 tries): direct median "
+                  f"{ms(d.get('rtt_ms', {}).get('median'), 3)} ms, through the proxy median "
+                  f"{ms(p.get('rtt_ms', {}).get('median'), 1)} ms (max {ms(p.get('rtt_ms', {}).get('max'), 1)}); "
+                  f"fresh connect + first PING through the proxy {ms(p.get('connect_and_first_ping_ms'), 1)} ms.")
     r5 = find(fo, "redlock-run 5 nodes")
     if r5 and one:
         ratio = r5["median"] / one["median"]
@@ -273,12 +288,22 @@ def main():
                   "All are started at once (posix_spawn in a loop).\n")
         md.append("| nodes | wrappers | hold s | launch s | total s | floor (count × hold) s | handoffs/s | overlaps | ok | failed | Redis cmds/node | connections/node |")
         md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        herd_extra = []
         for h in herds:
             md.append(f"| {h['nodes']} | {h['count']} | {h['hold_s']} | {h['launch_s']:.2f} | {h['total_s']:.2f} | "
                       f"{h['floor_s']:.2f} | {ms(h['handoffs_per_s'], 1)} | **{h['overlaps']}** | {h['ok']} | {h['failed']} | "
                       f"{max(h['redis_commands_per_node'])} | {max(h['redis_connections_per_node'])} |")
+            extra = []
+            if h.get("redis_commandstats_node0"):
+                cs = ", ".join(f"{k} {v}" for k, v in h["redis_commandstats_node0"].items())
+                extra.append(f"Redis commands on node 0 during the {h['nodes']}-node herd "
+                             f"({h['count']} wrappers; one SET + one release each would be {h['count']} SET + "
+                             f"{h['count']} EVAL, and the scripts' own GET/DEL/PUBLISH are counted too): {cs}")
             if h.get("stderr_samples"):
-                md.append(f"\nstderr seen (nodes={h['nodes']}): " + "; ".join(f"`{escape(s)}`" for s in h["stderr_samples"]))
+                extra.append(f"stderr seen (nodes={h['nodes']}): " + "; ".join(f"`{escape(s)}`" for s in h["stderr_samples"]))
+            herd_extra.extend(extra)
+        md.append("")
+        md.extend(f"- {e}" for e in herd_extra)
         overl = sum(h["overlaps"] for h in herds)
         targets.append(("herd overlaps = 0", str(overl), overl == 0))
         md.append("")
@@ -304,6 +329,21 @@ def main():
         for k, v in rb["rates"].items():
             md.append(f"| {escape(k)} | {v:,.0f} |" if v else f"| {escape(k)} | – |")
     md.append("\nSee bench/README.md for the fleet arithmetic built on these numbers.\n")
+
+    pr = load("profile.json")
+    if pr and pr.get("rows"):
+        md.append("## 7. Where the time goes\n")
+        md.append(f"`perf stat -r {pr['reps']}` (software counters; CPU time is summed over all threads) "
+                  "and one `strace -f -c` run per command (threads = clone3 calls, forks = clone calls).\n")
+        md.append("| command | CPU ms (task-clock) | context switches | page faults | threads created | processes forked | syscalls | futex |")
+        md.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for r in pr["rows"]:
+            def g(k, d=0):
+                v = r.get(k)
+                return "–" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
+            md.append(f"| {escape(r['name'])} | {g('task-clock', 2)} | {g('context-switches')} | {g('page-faults')} | "
+                      f"{g('threads_created')} | {g('processes_forked')} | {g('syscalls')} | {g('futex')} |")
+        md.append("")
 
     # targets up front
     tmd = ["## Targets\n", "| target | measured | verdict |", "|---|---:|---|"]
