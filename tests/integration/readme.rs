@@ -26,7 +26,7 @@ fn examples() -> Vec<String> {
             continue;
         }
         let line = line.trim();
-        if line.starts_with('#') || !line.contains("redlock-run ") || line.contains("[OPTIONS]") {
+        if line.starts_with('#') || !line.contains("redlock-run ") || line.contains("<NAME>") {
             continue;
         }
         let first = line.split_whitespace().next().unwrap_or("");
@@ -71,6 +71,17 @@ fn stub(path: &Path, log: &Path) {
     )
     .expect("write stub");
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).expect("chmod stub");
+}
+
+#[test]
+fn readme_shows_the_exit_status_table() {
+    // The same table as --help and the man page, defined once in src/exit.rs.
+    for line in redlock_run::exit::TABLE.lines().skip(1) {
+        assert!(
+            README.contains(&format!("    {}", line.trim_start())),
+            "README lacks the exit status line {line:?}"
+        );
+    }
 }
 
 #[test]
