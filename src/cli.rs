@@ -219,7 +219,9 @@ pub struct UnlockArgs {
     version,
     max_term_width = 100,
     args_conflicts_with_subcommands = true,
-    subcommand_negates_reqs = true
+    subcommand_negates_reqs = true,
+    subcommand_value_name = "status|unlock",
+    subcommand_help_heading = "Looking at a lock"
 )]
 pub struct Cli {
     #[command(flatten)]
