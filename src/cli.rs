@@ -346,6 +346,16 @@ pub enum Program {
     Argv(Vec<OsString>),
 }
 
+impl Program {
+    /// How to name the command in messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Program::Shell(_) => "/bin/sh -c".into(),
+            Program::Argv(argv) => format!("'{}'", argv[0].to_string_lossy()),
+        }
+    }
+}
+
 /// Validated settings with every default resolved.
 #[derive(Clone, Debug)]
 pub struct Config {

@@ -10,5 +10,7 @@ pub mod log;
 pub mod node;
 pub mod quorum;
 pub mod redlock;
+pub mod report;
 pub mod run;
 pub mod signals;
+pub mod supervise;
