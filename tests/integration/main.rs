@@ -15,3 +15,4 @@ mod generated;
 mod operability;
 mod readme;
 mod safety;
+mod terminal;
