@@ -27,7 +27,7 @@ end
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes' -r -f
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
@@ -57,7 +57,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "help" -d 'Prin
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes' -r -f
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
@@ -69,7 +69,7 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l 
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes' -r -f
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F

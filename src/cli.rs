@@ -66,7 +66,7 @@ pub struct Target {
     )]
     pub redis: Vec<String>,
 
-    /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s]
+    /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub node_timeout: Option<Duration>,
 
