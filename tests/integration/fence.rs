@@ -24,12 +24,10 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::support::{
-    Cluster, RedisNode, RunOutput, Running, TempDir, Test, lock_key, tempdir, wait_until,
+    Cluster, RedisNode, RunOutput, Running, TempDir, Test, lock_key, python, tempdir, wait_until,
 };
 
 /// Generous bound for "the command has started" (lock acquisition included).
@@ -515,27 +513,7 @@ fn json_verdicts(text: &str) -> Vec<String> {
                       d = json.load(sys.stdin)\n\
                       assert list(d) == ['slots'], list(d)\n\
                       print(' '.join(s['verdict'] for s in d['slots']))\n";
-    let mut child = Command::new("python3")
-        .args(["-c", PY])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 is needed to check JSON output");
-    child
-        .stdin
-        .take()
-        .expect("stdin piped")
-        .write_all(text.as_bytes())
-        .expect("write to python3");
-    let out = child.wait_with_output().expect("python3 output");
-    assert!(
-        out.status.success(),
-        "invalid status JSON: {}\n--- text ---\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
+    python(PY, text)
         .split_whitespace()
         .map(str::to_string)
         .collect()

@@ -11,13 +11,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::support::{
     Cluster, RedisNode, RunOutput, Running, TempDir, Test, is_token, kill_if_alive, lock_key,
-    pid_alive, read_pid_file, show, tempdir, wait_until,
+    pid_alive, python, read_pid_file, show, tempdir, wait_until,
 };
 
 /// Generous bound for "the command has started" (lock acquisition included).
@@ -266,28 +264,10 @@ impl Doc {
 /// Parses `text` as JSON Lines: each line one object. Panics with the
 /// parser's message otherwise.
 fn parse_json_lines(text: &str) -> Vec<Doc> {
-    let mut child = Command::new("python3")
-        .args(["-c", FLATTEN_PY])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 is needed to check JSON output");
-    child
-        .stdin
-        .take()
-        .expect("stdin piped")
-        .write_all(text.as_bytes())
-        .expect("write to python3");
-    let out = child.wait_with_output().expect("python3 output");
-    assert!(
-        out.status.success(),
-        "invalid JSON: {}\n--- text ---\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let flat = python(FLATTEN_PY, text);
     let sources: Vec<&str> = text.lines().collect();
     let mut docs: Vec<Doc> = Vec::new();
-    for line in String::from_utf8(out.stdout).expect("utf-8").lines() {
+    for line in flat.lines() {
         if let Some(n) = line.strip_prefix('#') {
             let n: usize = n.parse().expect("doc index");
             docs.push(Doc {

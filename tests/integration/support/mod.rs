@@ -203,3 +203,31 @@ pub fn show(bytes: &[u8]) -> String {
 pub fn is_token(s: &[u8]) -> bool {
     s.len() == 32 && s.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
+
+/// Runs a python3 `script` with `input` on its stdin and returns its stdout;
+/// panics with python's message (the JSON parser's, say) when it fails.
+/// python3 is how the tests parse JSON: the project has no JSON parser.
+pub fn python(script: &str, input: &str) -> String {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 is needed to check JSON output");
+    child
+        .stdin
+        .take()
+        .expect("stdin piped")
+        .write_all(input.as_bytes())
+        .expect("write to python3");
+    let out = child.wait_with_output().expect("python3 output");
+    assert!(
+        out.status.success(),
+        "python3 rejected the text: {}\n--- text ---\n{input}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
