@@ -128,12 +128,6 @@ pub enum Released {
 #[derive(Debug)]
 pub struct NodeError(String);
 
-impl NodeError {
-    pub fn new(msg: String) -> Self {
-        NodeError(msg)
-    }
-}
-
 impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -505,18 +499,19 @@ impl Session {
         &mut self,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T, NodeError> {
-        if self.conn.is_none() {
-            self.conn = Some(self.connect()?);
-        }
-        let Some(conn) = self.conn.as_mut() else {
-            unreachable!("connected just above")
+        let mut conn = match self.conn.take() {
+            Some(c) => c,
+            None => self.connect()?,
         };
-        f(conn).map_err(|e| {
+        match f(&mut conn) {
+            Ok(v) => {
+                self.conn = Some(conn);
+                Ok(v)
+            }
             // After a timeout a late reply would be read as the answer to the
-            // next request: never reuse a connection that saw an error.
-            self.conn = None;
-            self.error(&e)
-        })
+            // next request: a connection that saw an error is dropped here.
+            Err(e) => Err(self.error(&e)),
+        }
     }
 
     fn connect(&self) -> Result<Connection, NodeError> {
