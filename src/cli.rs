@@ -7,9 +7,9 @@ use std::time::Duration;
 use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand, ValueHint};
 
 use crate::exit;
+use crate::lock::node;
+use crate::lock::redlock;
 use crate::log::Format;
-use crate::node;
-use crate::redlock;
 
 const EXAMPLES: &str = "\
 Examples:

@@ -12,16 +12,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::FromArgMatches;
 
-use crate::child::{self, Env};
 use crate::cli::{self, Cli, Config, Wait};
 use crate::exit::Exit;
+use crate::lock::node::{self, Node};
+use crate::lock::redlock::{self, Verdict};
 use crate::lock::{Acquired, Lock};
 use crate::log::{self, Log, ev};
-use crate::node::{self, Node};
-use crate::redlock::{self, Verdict};
+use crate::process::signals;
+use crate::process::spawn::{self as child, Env};
+use crate::process::supervise::{Event, start_heartbeat, supervise};
 use crate::report::{self, Stats};
-use crate::signals;
-use crate::supervise::{Event, start_heartbeat, supervise};
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     let parsed = cli::command()

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::node::{Node, NodeError, Session};
-use crate::redlock::{Answer, Tally, Verdict};
+use crate::lock::node::{Node, NodeError, Session};
+use crate::lock::redlock::{Answer, Tally, Verdict};
 
 /// One node's reply within a round.
 pub struct Reply<T> {

@@ -10,12 +10,12 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::Instant;
 
-use crate::child::{self, Supervised};
 use crate::cli::Config;
 use crate::exit::Exit;
+use crate::lock::redlock;
 use crate::lock::{Extended, Lock};
 use crate::log::{Log, ev};
-use crate::redlock;
+use crate::process::spawn::{self as child, Supervised};
 use crate::report::Stats;
 
 /// Everything the waiting and supervising loops react to.

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use crate::cli::{Admin, Resolved, StatusArgs, Target, UnlockArgs};
 use crate::exit::Exit;
+use crate::lock::node::{Inspection, Node, Released};
+use crate::lock::quorum::{self, Reply};
+use crate::lock::redlock;
 use crate::log::{json_object, json_str};
-use crate::node::{Inspection, Node, Released};
-use crate::quorum::{self, Reply};
-use crate::redlock;
 
 /// No TTL to scale from here: the run's default for a 30 s lock.
 const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(1);

@@ -1,6 +1,10 @@
 //! The lock across all nodes: acquire, extend and release rounds, with the
 //! Redlock rules from `redlock` applied to what the nodes answered.
 
+pub mod node;
+pub mod quorum;
+pub mod redlock;
+
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
@@ -11,9 +15,9 @@ use rand::rngs::SysRng;
 use rand::seq::SliceRandom;
 
 use crate::log::{Log, ev};
-use crate::node::{self, Granted, Node, Released};
-use crate::quorum::{self, Reply, Round, Vote};
-use crate::redlock::{self, Answer, Verdict};
+use node::{Granted, Node, Released};
+use quorum::{Reply, Round, Vote};
+use redlock::{Answer, Verdict};
 
 pub struct Lock {
     nodes: Arc<[Arc<Node>]>,

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use redis::{Client, Connection, ConnectionAddr, ConnectionLike, IntoConnectionInfo, Value};
 
-use crate::redlock::Answer;
+use crate::lock::redlock::Answer;
 
 // Every script takes KEYS[1] = the lock, KEYS[2] = its holder record
 // (`<lock>:holder`, information only), and touches the record only while the
@@ -101,7 +101,7 @@ pub struct Granted {
     pub fence: Option<u64>,
 }
 
-impl crate::quorum::Vote for Granted {
+impl crate::lock::quorum::Vote for Granted {
     fn answer(&self) -> Answer {
         self.answer
     }
