@@ -39,6 +39,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--hold', '--hold', [CompletionResultType]::ParameterName, 'Keep the lock at least this long after taking it, even if the command ends sooner')
             [CompletionResult]::new('--once-per', '--once-per', [CompletionResultType]::ParameterName, 'Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Stop the command after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124')
+            [CompletionResult]::new('--leftovers', '--leftovers', [CompletionResultType]::ParameterName, 'When the command exits but processes it started still run: keep the lock until the last one has exited (wait), or stop them all (kill: SIGTERM, then SIGKILL after --kill-after) and then release')
             [CompletionResult]::new('--jitter', '--jitter', [CompletionResultType]::ParameterName, 'Sleep a random time in [0, DURATION) before the first attempt')
             [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT')
             [CompletionResult]::new('-E', '-E ', [CompletionResultType]::ParameterName, 'Exit status when the lock is held elsewhere')

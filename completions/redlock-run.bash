@@ -41,7 +41,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-k -r -t -w -E -c -q -v -h -V --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --ttl --kill-after --wait --hold --once-per --timeout --jitter --fence --limit --busy-exit-code --command --quiet --verbose --log-format --report --help --version status unlock help"
+            opts="-k -r -t -w -E -c -q -v -h -V --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --ttl --kill-after --wait --hold --once-per --timeout --leftovers --jitter --fence --limit --busy-exit-code --command --quiet --verbose --log-format --report --help --version status unlock help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -161,6 +161,10 @@ _redlock__run() {
                     ;;
                 --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --leftovers)
+                    COMPREPLY=($(compgen -W "wait kill" -- "${cur}"))
                     return 0
                     ;;
                 --jitter)

@@ -36,6 +36,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --hold 'Keep the lock at least this long after taking it, even if the command ends sooner'
             cand --once-per 'Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts'
             cand --timeout 'Stop the command after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124'
+            cand --leftovers 'When the command exits but processes it started still run: keep the lock until the last one has exited (wait), or stop them all (kill: SIGTERM, then SIGKILL after --kill-after) and then release'
             cand --jitter 'Sleep a random time in [0, DURATION) before the first attempt'
             cand --limit 'Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT'
             cand -E 'Exit status when the lock is held elsewhere'

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= prefix= r/redis= node-timeout= password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= hold= once-per= timeout= jitter= fence limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= report= h/help V/version
+    string join \n k/key= prefix= r/redis= node-timeout= password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= hold= once-per= timeout= leftovers= jitter= fence limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= report= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -38,6 +38,8 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'K
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l hold -d 'Keep the lock at least this long after taking it, even if the command ends sooner' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once-per -d 'Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l timeout -d 'Stop the command after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l leftovers -d 'When the command exits but processes it started still run: keep the lock until the last one has exited (wait), or stop them all (kill: SIGTERM, then SIGKILL after --kill-after) and then release' -r -f -a "wait\t'Keep the lock until the last of them has exited'
+kill\t'Stop them (SIGTERM, then SIGKILL after --kill-after), then release'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l jitter -d 'Sleep a random time in [0, DURATION) before the first attempt' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l busy-exit-code -d 'Exit status when the lock is held elsewhere' -r

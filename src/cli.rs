@@ -207,12 +207,14 @@ pub struct UnlockArgs {
 /// redlock-run takes the lock named by --key on every node given with --redis
 /// (SET NX PX with a random token), runs the command only when a majority
 /// granted it in time, extends the lock every TTL/3 while the command runs,
-/// and deletes it (compare-and-delete) when the command exits. If the lock
-/// cannot be kept, the command's process group gets SIGTERM, then SIGKILL
-/// before the lock can expire, and redlock-run exits 76.
+/// and deletes it (compare-and-delete) once the command and every process it
+/// started have exited, whatever process group or session they moved to. If
+/// the lock cannot be kept, that whole process tree gets SIGTERM, then SIGKILL
+/// before the lock can expire, and redlock-run exits 76. If redlock-run itself
+/// is killed, its guard process kills the tree.
 ///
-/// Signals INT, TERM, HUP, QUIT, USR1 and USR2 are passed on to the command.
-/// The command sees REDLOCK_KEY and REDLOCK_TOKEN in its environment.
+/// Signals INT, TERM, HUP, QUIT, USR1 and USR2 are passed on to every process
+/// of the tree. The command sees REDLOCK_KEY and REDLOCK_TOKEN in its environment.
 #[derive(Debug, Parser)]
 #[command(
     name = "redlock-run",
@@ -250,6 +252,12 @@ pub struct Cli {
     /// Stop the command after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
+
+    /// When the command exits but processes it started still run: keep the lock until the
+    /// last one has exited (wait), or stop them all (kill: SIGTERM, then SIGKILL after
+    /// --kill-after) and then release
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = Leftovers::Wait)]
+    pub leftovers: Leftovers,
 
     /// Sleep a random time in [0, DURATION) before the first attempt
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -303,6 +311,15 @@ pub struct Cli {
 /// Shared by the parser, the man page and the completions.
 pub fn command() -> clap::Command {
     Cli::command().after_help(format!("{EXAMPLES}\n\n{}", exit::TABLE))
+}
+
+/// What to do with processes the command leaves behind when it exits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Leftovers {
+    /// Keep the lock until the last of them has exited.
+    Wait,
+    /// Stop them (SIGTERM, then SIGKILL after --kill-after), then release.
+    Kill,
 }
 
 /// How long to keep trying for a busy lock.
@@ -374,6 +391,7 @@ pub struct Config {
     /// Window length in whole seconds.
     pub once_per: Option<u64>,
     pub timeout: Option<Duration>,
+    pub leftovers: Leftovers,
     pub jitter: Option<Duration>,
     pub program: Program,
     /// -1 quiet, 0 default, 1.. verbose
@@ -449,6 +467,7 @@ impl Cli {
             hold: self.hold,
             once_per,
             timeout: self.timeout,
+            leftovers: self.leftovers,
             jitter: self.jitter,
             program,
             log_format: self.log_format,

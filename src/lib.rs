@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod cli;
+pub mod clock;
 pub mod exit;
 pub mod lock;
 pub mod log;

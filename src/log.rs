@@ -2,6 +2,9 @@
 //! JSON object per line for log shippers (`--log-format json`).
 
 use std::io::Write;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::time::{Duration, SystemTime};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -129,10 +132,100 @@ impl Log {
                 format!("{}\n", json_object(&fields))
             }
         };
-        // One write per line so lines from threads never interleave; a closed
-        // stderr is no reason to fail the run.
-        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        emit(line);
     }
+}
+
+/// Lines waiting for stderr. Bounded: a stderr nobody reads (a hung log
+/// shipper, a full `| logger` pipe) must never hold up the supervisor or the
+/// heartbeat, so a full queue drops the line and counts it instead.
+const QUEUE: usize = 256;
+
+enum Msg {
+    Line(String),
+    Flush(mpsc::Sender<()>),
+}
+
+static WRITER: OnceLock<Option<SyncSender<Msg>>> = OnceLock::new();
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Lines dropped so far because stderr was not being read.
+pub fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
+fn writer() -> Option<&'static SyncSender<Msg>> {
+    WRITER
+        .get_or_init(|| {
+            let (tx, rx) = mpsc::sync_channel::<Msg>(QUEUE);
+            std::thread::Builder::new()
+                .name("log".into())
+                .spawn(move || {
+                    let mut reported = 0;
+                    for msg in rx {
+                        match msg {
+                            Msg::Line(line) => {
+                                let mut err = std::io::stderr().lock();
+                                let lost = DROPPED.load(Ordering::Relaxed);
+                                if lost > reported {
+                                    let _ = writeln!(
+                                        err,
+                                        "redlock-run: {} log line(s) dropped: stderr was not being read",
+                                        lost - reported
+                                    );
+                                    reported = lost;
+                                }
+                                // A closed stderr is no reason to fail the run.
+                                let _ = err.write_all(line.as_bytes());
+                            }
+                            Msg::Flush(done) => {
+                                let _ = done.send(());
+                            }
+                        }
+                    }
+                })
+                .ok()
+                .map(|_| tx)
+        })
+        .as_ref()
+}
+
+fn emit(line: String) {
+    match writer() {
+        Some(tx) => {
+            if tx.try_send(Msg::Line(line)).is_err() {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // No thread to be had: write here, which may block, but only for a
+        // process that cannot even start a thread.
+        None => {
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        }
+    }
+}
+
+/// Waits up to `limit` for the queued lines to reach stderr. Called on the
+/// way out, after the lock is released or left to expire, so nothing safety
+/// depends on waits for it.
+pub fn flush(limit: Duration) {
+    let Some(Some(tx)) = WRITER.get() else {
+        return;
+    };
+    let until = std::time::Instant::now() + limit;
+    let (done_tx, done_rx) = mpsc::channel();
+    let mut msg = Msg::Flush(done_tx);
+    loop {
+        match tx.try_send(msg) {
+            Ok(()) => break,
+            Err(TrySendError::Full(m)) if std::time::Instant::now() < until => {
+                msg = m;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(_) => return,
+        }
+    }
+    let _ = done_rx.recv_timeout(until.saturating_duration_since(std::time::Instant::now()));
 }
 
 /// `{"k":v,...}` from already-encoded values.

@@ -7,20 +7,23 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::FromArgMatches;
 
 use crate::cli::{self, Cli, Config, Wait};
+use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::node::{self, Node};
 use crate::lock::redlock::{self, Verdict};
 use crate::lock::{Acquired, Lock};
 use crate::log::{self, Log, ev};
+use crate::process::guard::{Guard, Spec};
+use crate::process::heartbeat::start_heartbeat;
 use crate::process::signals;
-use crate::process::spawn::{self as child, Env};
-use crate::process::supervise::{Event, start_heartbeat, supervise};
+use crate::process::spawn as child;
+use crate::process::supervise::{Event, Tree, supervise};
+use crate::process::tree;
 use crate::report::{self, Stats};
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
@@ -69,7 +72,7 @@ fn one_line(msg: &str) -> String {
 }
 
 fn run(config: &Config) -> Exit {
-    let started = Instant::now();
+    let started = clock::now();
     let started_at = SystemTime::now();
     let stats = Arc::new(Stats::default());
     let exit = run_locked(config, &stats);
@@ -99,12 +102,6 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
             return Exit::Usage;
         }
     };
-    if config.options.tls_insecure {
-        log.error(ev(
-            "tls-insecure",
-            "--tls-insecure: certificates and host names of rediss:// nodes are not checked",
-        ));
-    }
     let lock = match Lock::new(
         nodes,
         config.key.clone(),
@@ -120,6 +117,39 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
             return Exit::Unavailable;
         }
     };
+    // The guard is forked first, while this process has one thread (see
+    // `guard`): every later step may start threads.
+    let contain = containment();
+    if contain {
+        // Orphans of a guard that was killed on its own come here, not to init.
+        // SAFETY: prctl on this process.
+        unsafe {
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+        }
+    }
+    let terminal = child::owns_terminal();
+    let remove = secret_env();
+    let mut guard = match Guard::start(&Spec {
+        program: &config.program,
+        remove: &remove,
+        terminal,
+        contain,
+    }) {
+        Ok(g) => g,
+        Err(e) => {
+            log.error(format!(
+                "cannot start the guard process: {}",
+                os_message(&e)
+            ));
+            return Exit::Unavailable;
+        }
+    };
+    if config.options.tls_insecure {
+        log.error(ev(
+            "tls-insecure",
+            "--tls-insecure: certificates and host names of rediss:// nodes are not checked",
+        ));
+    }
     let (tx, rx) = mpsc::channel();
     // Before acquiring: a TERM that arrives mid-acquire must still lead to a
     // release rather than kill us with the lock set.
@@ -127,7 +157,7 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
         log.error(format!("cannot watch signals: {e}"));
         return Exit::Unavailable;
     }
-    let wait_start = Instant::now();
+    let wait_start = clock::now();
     let acquired = acquire(&lock, config, &tx, &rx, &log);
     let (ok, failed) = lock.last_round();
     stats.nodes_ok.store(ok as u64, Relaxed);
@@ -175,12 +205,9 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
     if config.limit.is_some() {
         set.push(("REDLOCK_SLOT", &slot));
     }
-    let env = Env {
-        set,
-        remove: secret_env(),
-    };
-    let (mut child, supervised) = match child::spawn(&config.program, &env) {
-        Ok(s) => s,
+    let started = clock::now();
+    let pid = match guard.spawn(&set) {
+        Ok(pid) => pid,
         Err(e) => {
             log.error(format!(
                 "cannot run {}: {}",
@@ -191,25 +218,31 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
             return child::exit_of_spawn_error(&e);
         }
     };
-    let pid = supervised.pid;
     log.info(|| format!("running {} as pid {pid}", config.program.describe()));
-    let waiter_tx = tx.clone();
-    let waiter = thread::Builder::new().name("wait".into()).spawn(move || {
-        let _ = waiter_tx.send(Event::Exited(child.wait()));
-    });
-    if let Err(e) = waiter {
+    if let Err(e) = guard.watch(tx.clone(), Event::Guard) {
         // Nobody would notice the command's exit: stop it rather than hold the
         // lock blindly.
+        tree::kill_all(guard.pid(), Duration::from_secs(5));
         log.error(format!("cannot watch the command: {e}"));
-        supervised.signal_group(libc::SIGKILL);
         lock.release(&log);
         return Exit::Unavailable;
     }
+    let tree = Tree {
+        guard: guard.pid(),
+        command: pid,
+        contain,
+        terminal,
+    };
     let (stop_tx, stop_rx) = mpsc::channel();
     start_heartbeat(&lock, config, deadline, tx, stop_rx, log, Arc::clone(stats));
-    let exit = supervise(&supervised, config, deadline, &rx, &log);
+    let exit = supervise(&tree, config, started, deadline, &rx, &log);
+    if terminal {
+        // Normally done when the command exits; here too for the paths that
+        // end supervision without that.
+        child::take_terminal_back();
+    }
     drop(stop_tx);
-    supervised.finish();
+    drop(guard);
     match config.hold.and_then(|h| h.checked_sub(since.elapsed())) {
         Some(left) if exit != Exit::Lost && !left.is_zero() => lock.hold_for(left, &log),
         _ => lock.release(&log),
@@ -217,10 +250,21 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
     exit
 }
 
+/// Whether the whole process tree is tracked. Always, except in test builds
+/// asked not to, so that the safety tests can show that their checks see the
+/// overlaps containment prevents.
+fn containment() -> bool {
+    #[cfg(debug_assertions)]
+    if std::env::var_os("REDLOCK_TEST_UNCONTAINED").is_some() {
+        return false;
+    }
+    true
+}
+
 /// The lock, once taken.
 struct Held {
-    since: Instant,
-    deadline: Instant,
+    since: Stamp,
+    deadline: Stamp,
     fence: Option<u64>,
 }
 
@@ -238,7 +282,7 @@ fn acquire(
         log.info(|| format!("jitter: sleeping {pause:.0?}"));
         pause_for(pause, rx)?;
     }
-    let start = Instant::now();
+    let start = clock::now();
     let until = match config.wait {
         Wait::Once => Some(start),
         Wait::For(d) => Some(start + d),
@@ -267,7 +311,7 @@ fn acquire(
             Acquired::Busy => None,
             Acquired::Unavailable(why) => Some(why),
         };
-        if until.is_some_and(|u| Instant::now() >= u) {
+        if until.is_some_and(|u| clock::now() >= u) {
             return Err(match failure {
                 None => {
                     if config.wait == Wait::Once {
@@ -314,7 +358,7 @@ fn acquire(
         let mut pause = redlock::backoff(attempt, rand::random_range(0.0..1.0));
         attempt = attempt.saturating_add(1);
         if let Some(u) = until {
-            pause = pause.min(u.saturating_duration_since(Instant::now()));
+            pause = pause.min(u.saturating_duration_since(clock::now()));
         }
         log.debug(|| format!("busy; next try within {pause:.0?} or on release"));
         if pause_for(pause, rx)? {
@@ -329,9 +373,9 @@ fn acquire(
 /// Sleeps up to `pause`, returning early (`true`) on a release announcement;
 /// a signal ends the wait with 128+N (nothing is held while waiting).
 fn pause_for(pause: Duration, rx: &Receiver<Event>) -> Result<bool, Exit> {
-    let until = Instant::now() + pause;
+    let until = clock::now() + pause;
     loop {
-        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+        match rx.recv_timeout(until.saturating_duration_since(clock::now())) {
             Ok(Event::Signal(sig)) => return Err(Exit::Signal(sig)),
             Ok(Event::Wake) => {
                 // Several nodes announce the same release: one try is enough.

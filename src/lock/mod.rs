@@ -8,7 +8,9 @@ pub mod redlock;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::{self, Stamp};
 
 use rand::TryRng;
 use rand::rngs::SysRng;
@@ -42,8 +44,8 @@ pub struct Lock {
 pub enum Acquired {
     /// Held since `since` (the round's start) until `deadline` unless extended.
     Yes {
-        since: Instant,
-        deadline: Instant,
+        since: Stamp,
+        deadline: Stamp,
         /// With --fence: greater than every earlier holder's.
         fence: Option<u64>,
     },
@@ -55,7 +57,7 @@ pub enum Acquired {
 /// How an extension round ended.
 pub enum Extended {
     Yes {
-        deadline: Instant,
+        deadline: Stamp,
     },
     /// Not this time; retry while the old deadline allows.
     Failed(String),
@@ -137,7 +139,7 @@ impl Lock {
     }
 
     fn acquire_slot(&self, log: &Log) -> Acquired {
-        let t0 = Instant::now();
+        let t0 = clock::now();
         let (key, token, ttl) = (self.key(), Arc::clone(&self.token), self.ttl);
         // When it was taken, for `status`: stamped per attempt, since --wait
         // may try for a long time.
@@ -223,7 +225,7 @@ impl Lock {
     fn commit_fence(
         &self,
         round: &Round<Granted>,
-        deadline: Instant,
+        deadline: Stamp,
         log: &Log,
     ) -> Result<u64, String> {
         let granted: Vec<(usize, u64)> = round
@@ -276,14 +278,14 @@ impl Lock {
                 self.nodes.len()
             ));
         }
-        if Instant::now() >= deadline {
+        if clock::now() >= deadline {
             return Err("recording the fencing token took the whole TTL".into());
         }
         Ok(t)
     }
 
     pub fn extend(&self, log: &Log) -> Extended {
-        let t0 = Instant::now();
+        let t0 = clock::now();
         let (key, token, ttl) = (self.key(), Arc::clone(&self.token), self.ttl);
         let round = quorum::decide(
             &self.nodes,
@@ -381,9 +383,9 @@ impl Lock {
             }
         }
         drop(ready_tx);
-        let until = Instant::now() + self.round_limit();
+        let until = clock::now() + self.round_limit();
         for _ in 0..self.nodes.len() {
-            match ready_rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            match ready_rx.recv_timeout(until.saturating_duration_since(clock::now())) {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => log.debug(|| format!("not woken by releases from {e}")),
                 Err(_) => break,

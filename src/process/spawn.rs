@@ -1,20 +1,14 @@
-//! The supervised command: its own process group, tied to our life, owning the
-//! terminal while it runs.
+//! Starting the command: its own process group, tied to the guard's life,
+//! owning the terminal while it runs; and how its end maps to our exit status.
 
+use std::ffi::CString;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, ExitStatus};
-use std::sync::Once;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::process::{Command, ExitStatus};
 
 use crate::cli::Program;
 use crate::exit::Exit;
-
-pub struct Supervised {
-    /// Also the process group id: the command leads its own group.
-    pub pid: libc::pid_t,
-    terminal: bool,
-}
 
 /// Environment changes for the command.
 pub struct Env<'a> {
@@ -22,8 +16,33 @@ pub struct Env<'a> {
     pub remove: Vec<&'a str>,
 }
 
-/// Starts the command. The `Child` is for waiting; `Supervised` for signalling.
-pub fn spawn(program: &Program, env: &Env) -> io::Result<(Child, Supervised)> {
+/// Starts the command from the guard (`parent`) in a process group of its
+/// own, with the terminal's foreground when `terminal`, and with the signal
+/// state redlock-run was started with: `mask` blocked, and every signal that
+/// was not ignored then at its default (a signal ignored at start, as by
+/// nohup, stays ignored, as across a plain exec).
+///
+/// Without a terminal to hand over there is nothing to do between fork and
+/// exec, so the command starts with posix_spawn, a vfork-style clone that
+/// copies no page tables: this is the hot path that races flock(1). The
+/// guard, not PR_SET_PDEATHSIG, is what stops the command's tree when
+/// redlock-run dies; if the guard itself is killed its orphans go to
+/// redlock-run, which is a subreaper too.
+pub fn start(
+    program: &Program,
+    env: &Env,
+    terminal: bool,
+    parent: libc::pid_t,
+    mask: &libc::sigset_t,
+) -> io::Result<libc::pid_t> {
+    if !terminal {
+        match posix_spawn(program, env, mask) {
+            // A file without #! line: the shell fallback of execvp(3), which
+            // posix_spawnp does not have.
+            Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => {}
+            other => return other,
+        }
+    }
     let mut cmd = match program {
         Program::Shell(s) => {
             let mut c = Command::new("/bin/sh");
@@ -42,86 +61,146 @@ pub fn spawn(program: &Program, env: &Env) -> io::Result<(Child, Supervised)> {
     for (k, v) in &env.set {
         cmd.env(k, v);
     }
-    // SAFETY: getpid, isatty, tcgetpgrp and getpgrp have no preconditions.
-    let parent = unsafe { libc::getpid() };
-    let terminal = unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() };
+    cmd.process_group(0);
+    let mask = *mask;
     // SAFETY: the closure runs between fork and exec and calls only
     // async-signal-safe functions; it allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
-            // Its own group, so one kill(2) reaches everything it forks.
-            if libc::setpgid(0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
             if terminal {
-                // A background group reading the terminal gets SIGTTIN and Ctrl-C
-                // would not reach it: hand it the foreground, as a shell does.
+                // A background group reading the terminal gets SIGTTIN and
+                // Ctrl-C would not reach it: hand it the foreground, as a
+                // shell does.
                 with_sigttou_blocked(|| libc::tcsetpgrp(0, libc::getpid()));
             }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // We may have died before the prctl: nobody would kill it then.
-            if libc::getppid() != parent {
-                libc::raise(libc::SIGKILL);
-            }
-            Ok(())
+            libc::pthread_sigmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
+            tie_to(parent)
         });
     }
-    guard_against_panics();
-    let child = cmd.spawn()?;
-    let pid = child.id() as libc::pid_t;
-    RUNNING_GROUP.store(pid, Ordering::SeqCst);
-    Ok((child, Supervised { pid, terminal }))
+    Ok(cmd.spawn()?.id() as libc::pid_t)
 }
 
-impl Supervised {
-    /// Sends `sig` to the command and everything in its process group.
-    pub fn signal_group(&self, sig: i32) {
-        // SAFETY: kill has no memory-safety preconditions. ESRCH (all gone) is fine.
-        unsafe {
-            libc::kill(-self.pid, sig);
-        }
-    }
+fn cstring(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
 
-    /// Takes the terminal's foreground back after the command exited, and
-    /// stops guarding its group.
-    pub fn finish(&self) {
-        RUNNING_GROUP.store(0, Ordering::SeqCst);
-        if !self.terminal {
-            return;
+/// posix_spawnp(3) with the attributes `start` describes.
+fn posix_spawn(program: &Program, env: &Env, mask: &libc::sigset_t) -> io::Result<libc::pid_t> {
+    let argv: Vec<CString> = match program {
+        Program::Shell(s) => vec![
+            cstring(b"/bin/sh")?,
+            cstring(b"-c")?,
+            cstring(s.as_bytes())?,
+        ],
+        Program::Argv(argv) => argv
+            .iter()
+            .map(|a| cstring(a.as_bytes()))
+            .collect::<io::Result<_>>()?,
+    };
+    let mut envp: Vec<CString> = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        let name = k.as_bytes();
+        if env.remove.iter().any(|r| r.as_bytes() == name)
+            || env.set.iter().any(|(s, _)| s.as_bytes() == name)
+        {
+            continue;
         }
-        // SAFETY: plain syscalls on fd 0.
-        unsafe {
-            if libc::tcgetpgrp(0) != libc::getpgrp() {
-                with_sigttou_blocked(|| libc::tcsetpgrp(0, libc::getpgrp()));
+        envp.push(cstring(&[name, b"=", v.as_bytes()].concat())?);
+    }
+    for (k, v) in &env.set {
+        envp.push(cstring(format!("{k}={v}").as_bytes())?);
+    }
+    let argv_ptrs: Vec<*mut libc::c_char> = argv
+        .iter()
+        .map(|a| a.as_ptr().cast_mut())
+        .chain(std::iter::once(std::ptr::null_mut()))
+        .collect();
+    let envp_ptrs: Vec<*mut libc::c_char> = envp
+        .iter()
+        .map(|a| a.as_ptr().cast_mut())
+        .chain(std::iter::once(std::ptr::null_mut()))
+        .collect();
+    // SAFETY: the attribute object is initialised before use and destroyed
+    // after; every pointer handed to posix_spawnp outlives the call.
+    unsafe {
+        let mut defaults: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut defaults);
+        for sig in 1..=libc::SIGRTMAX() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP && !ignored(sig) {
+                libc::sigaddset(&mut defaults, sig);
             }
         }
+        // The Rust runtime ignores SIGPIPE for itself; commands get the
+        // default, as every program started by the standard library does.
+        libc::sigaddset(&mut defaults, libc::SIGPIPE);
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        libc::posix_spawnattr_init(&mut attr);
+        libc::posix_spawnattr_setflags(
+            &mut attr,
+            (libc::POSIX_SPAWN_SETPGROUP
+                | libc::POSIX_SPAWN_SETSIGMASK
+                | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short,
+        );
+        libc::posix_spawnattr_setpgroup(&mut attr, 0);
+        libc::posix_spawnattr_setsigmask(&mut attr, mask);
+        libc::posix_spawnattr_setsigdefault(&mut attr, &defaults);
+        let mut pid: libc::pid_t = 0;
+        let rc = libc::posix_spawnp(
+            &mut pid,
+            argv_ptrs[0],
+            std::ptr::null(),
+            &attr,
+            argv_ptrs.as_ptr(),
+            envp_ptrs.as_ptr(),
+        );
+        libc::posix_spawnattr_destroy(&mut attr);
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(pid)
     }
 }
 
-/// The command's process group while it runs, for the panic hook.
-static RUNNING_GROUP: AtomicI32 = AtomicI32::new(0);
+/// Whether `sig` is ignored in this process (glibc's own signals answer
+/// EINVAL, so they count as not ignored and get their default).
+fn ignored(sig: i32) -> bool {
+    // SAFETY: querying a disposition with a null new action changes nothing.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
 
-/// If the main thread panics, nobody supervises the command any more and the
-/// lock will lapse: take the whole group down with us. PDEATHSIG alone would
-/// reach only the direct child. (Other threads' panics are handled where they
-/// happen: a node thread counts as a failed node, the heartbeat reports.)
-fn guard_against_panics() {
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let group = RUNNING_GROUP.load(Ordering::SeqCst);
-            if group > 0 && std::thread::current().name() == Some("main") {
-                // SAFETY: kill has no memory-safety preconditions.
-                unsafe {
-                    libc::kill(-group, libc::SIGKILL);
-                }
-            }
-            previous(info);
-        }));
-    });
+/// SIGKILL when the guard dies, checked against a guard that died already.
+/// Async-signal-safe.
+fn tie_to(parent: libc::pid_t) -> io::Result<()> {
+    // SAFETY: prctl, getppid and raise are async-signal-safe.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::getppid() != parent {
+            libc::raise(libc::SIGKILL);
+        }
+    }
+    Ok(())
+}
+
+/// Whether redlock-run is in the terminal's foreground, so the command should be.
+pub fn owns_terminal() -> bool {
+    // SAFETY: isatty, tcgetpgrp and getpgrp have no preconditions.
+    unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
+}
+
+/// Takes the terminal's foreground back once the command's first process
+/// has exited, as a shell takes it back for its prompt.
+pub fn take_terminal_back() {
+    // SAFETY: plain syscalls on fd 0.
+    unsafe {
+        if libc::tcgetpgrp(0) != libc::getpgrp() {
+            with_sigttou_blocked(|| libc::tcsetpgrp(0, libc::getpgrp()));
+        }
+    }
 }
 
 /// Runs `f` with SIGTTOU blocked in this thread: tcsetpgrp from a background

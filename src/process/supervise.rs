@@ -1,243 +1,283 @@
-//! The command while it runs: the loop that waits for it, passes signals on,
-//! and stops it (SIGTERM, then SIGKILL) before the lock's validity deadline or
-//! at --timeout; and the heartbeat that moves that deadline on.
+//! The command while it runs: the loop that waits for its whole process
+//! tree, passes signals on to every process of it, and stops it (SIGTERM,
+//! then SIGKILL) before the lock's validity deadline, at --timeout, or, with
+//! `--leftovers kill`, once the command's first process has exited.
 
-use std::io;
 use std::process::ExitStatus;
-use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::thread;
-use std::time::Instant;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
 
-use crate::cli::Config;
+use crate::cli::{Config, Leftovers};
+use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::redlock;
-use crate::lock::{Extended, Lock};
 use crate::log::{Log, ev};
-use crate::process::spawn::{self as child, Supervised};
-use crate::report::Stats;
+use crate::process::guard::Report;
+use crate::process::{spawn, tree};
 
 /// Everything the waiting and supervising loops react to.
 pub enum Event {
-    Exited(io::Result<ExitStatus>),
+    Guard(Report),
     Signal(i32),
-    Extended(Instant),
+    Extended(Stamp),
     /// The lock is certainly gone (a quorum holds another token or none).
     Gone(String),
     /// A release was announced on some node: worth another try.
     Wake,
 }
 
-/// Why the command is being stopped.
+/// Why the tree is being stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Stop {
     Lost(String),
     Timeout,
+    /// `--leftovers kill`: the command's first process exited.
+    Leftovers,
 }
 
-/// Waits for the command while enforcing the lock's deadline and --timeout.
+/// The processes to signal: the whole tree below the guard, or (test builds
+/// only, without containment) the command's process group as before.
+pub struct Tree {
+    pub guard: libc::pid_t,
+    pub command: libc::pid_t,
+    pub contain: bool,
+    /// The command took the terminal's foreground.
+    pub terminal: bool,
+}
+
+impl Tree {
+    /// Sends `sig` to every live process of the tree; how many got it.
+    fn signal(&self, sig: i32) -> usize {
+        if self.contain {
+            tree::signal_all(self.guard, sig)
+        } else {
+            // SAFETY: kill has no memory-safety preconditions.
+            usize::from(unsafe { libc::kill(-self.command, sig) } == 0)
+        }
+    }
+
+    /// SIGTERM, and SIGCONT so that a stopped process gets it (as timeout(1)).
+    fn terminate(&self) {
+        self.signal(libc::SIGTERM);
+        self.signal(libc::SIGCONT);
+    }
+}
+
+/// Longest the loop sleeps: deadlines are on CLOCK_BOOTTIME but the channel
+/// waits on CLOCK_MONOTONIC, which stands still while the host is suspended;
+/// waking this often notices a resume promptly.
+const SLICE: Duration = Duration::from_millis(100);
+
+/// How often SIGKILL is repeated while processes remain: one forked between
+/// a listing and the kill is caught by the next pass.
+const KILL_AGAIN: Duration = Duration::from_millis(5);
+
+/// Waits until the command's whole tree is gone, enforcing the lock's
+/// deadline, --timeout and --leftovers.
 ///
-/// Lock: SIGTERM to the group at `deadline - guard - kill_after`, SIGKILL at
+/// Lock: SIGTERM to the tree at `deadline - guard - kill_after`, SIGKILL at
 /// `deadline - guard`, unless a heartbeat moved the deadline on first.
-/// Timeout: SIGTERM at start + timeout, SIGKILL `kill_after` later. SIGKILL
-/// never comes later than `deadline - guard`, whatever the reason.
+/// Timeout and `--leftovers kill`: SIGTERM at once, SIGKILL `kill_after`
+/// later. SIGKILL never comes later than `deadline - guard`, whatever the
+/// reason. Signals go out before anything is logged.
 pub fn supervise(
-    supervised: &Supervised,
+    tree: &Tree,
     config: &Config,
-    mut deadline: Instant,
+    started: Stamp,
+    mut deadline: Stamp,
     rx: &Receiver<Event>,
     log: &Log,
 ) -> Exit {
-    let timeout_at = config.timeout.map(|t| Instant::now() + t);
+    let timeout_at = config.timeout.map(|t| started + t);
     let mut stop: Option<Stop> = None;
     // Once stopping: when SIGKILL goes out (capped by `last` below).
-    let mut kill_at: Option<Instant> = None;
+    let mut kill_at: Option<Stamp> = None;
     let mut killed = false;
+    let mut first: Option<ExitStatus> = None;
     let guard = redlock::kill_guard(config.ttl);
-    let status = loop {
-        let now = Instant::now();
-        // The last moment the command may be alive, a guard before the
-        // deadline (see `kill_guard`); everything is scheduled from it.
+    loop {
+        let now = clock::now();
+        // The last moment anything of the tree may be alive, a guard before
+        // the deadline (see `kill_guard`); everything is scheduled from it.
         let last = deadline.checked_sub(guard).unwrap_or(deadline);
         let term_at = last.checked_sub(config.kill_after).unwrap_or(last);
-        let begin = if !matches!(stop, Some(Stop::Lost(_))) && now >= term_at {
-            Some((Stop::Lost("no extension succeeded in time".into()), last))
+        let lost = matches!(stop, Some(Stop::Lost(_)));
+        if !lost && now >= term_at {
+            begin(
+                tree,
+                &mut stop,
+                &mut kill_at,
+                Stop::Lost("no extension succeeded in time".into()),
+                last,
+            );
+            log_stop(&stop, config, log);
         } else if stop.is_none() && timeout_at.is_some_and(|t| now >= t) {
-            Some((Stop::Timeout, now + config.kill_after))
-        } else {
-            None
-        };
-        if let Some((why, at)) = begin {
-            match &why {
-                Stop::Lost(reason) => log.error(
-                    ev(
-                        "lost",
-                        format!(
-                            "lock '{}' lost: {reason}; stopping the command",
-                            config.name
-                        ),
-                    )
-                    .outcome("lost"),
-                ),
-                Stop::Timeout => log.notice(
-                    ev(
-                        "timeout",
-                        format!(
-                            "{} ran past --timeout; stopping it",
-                            config.program.describe()
-                        ),
-                    )
-                    .outcome("timeout"),
-                ),
-            }
-            if stop.is_none() {
-                supervised.signal_group(libc::SIGTERM);
-            }
-            stop = Some(why);
-            kill_at = Some(kill_at.map_or(at, |k| k.min(at)));
+            begin(
+                tree,
+                &mut stop,
+                &mut kill_at,
+                Stop::Timeout,
+                now + config.kill_after,
+            );
+            log_stop(&stop, config, log);
         }
         let kill_due = kill_at.map(|k| k.min(last));
-        if !killed && kill_due.is_some_and(|k| now >= k) {
-            supervised.signal_group(libc::SIGKILL);
-            killed = true;
+        if kill_due.is_some_and(|k| now >= k) {
+            let n = tree.signal(libc::SIGKILL);
+            if !killed {
+                killed = true;
+                log.info(|| format!("sent SIGKILL to {n} process(es)"));
+            }
         }
-        let next = match (&stop, killed) {
-            (_, true) => None,
-            (None, _) => Some(timeout_at.map_or(term_at, |t| t.min(term_at))),
-            (Some(Stop::Timeout), _) => kill_due.map(|k| k.min(term_at)),
-            (Some(Stop::Lost(_)), _) => kill_due,
+        let next = if killed {
+            now + KILL_AGAIN
+        } else {
+            let mut next = kill_due.map_or(term_at, |k| k.min(term_at));
+            if stop.is_none()
+                && let Some(t) = timeout_at
+            {
+                next = next.min(t);
+            }
+            next
         };
-        let event = match next {
-            Some(t) => rx.recv_timeout(t.saturating_duration_since(Instant::now())),
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
-        match event {
-            Ok(Event::Exited(status)) => break status,
+        let wait = next.saturating_duration_since(clock::now()).min(SLICE);
+        match rx.recv_timeout(wait) {
+            Ok(Event::Guard(Report::Exited { status, empty })) => {
+                first = Some(status);
+                if tree.terminal {
+                    spawn::take_terminal_back();
+                }
+                if empty {
+                    break;
+                }
+                let left = tree::descendants(tree.guard);
+                if left.is_empty() {
+                    continue;
+                }
+                if config.leftovers == Leftovers::Kill && stop.is_none() {
+                    let at = clock::now() + config.kill_after;
+                    begin(tree, &mut stop, &mut kill_at, Stop::Leftovers, at);
+                }
+                log.info(|| {
+                    let names: Vec<String> = left
+                        .iter()
+                        .take(10)
+                        .map(|m| format!("{} ({})", m.pid, m.name()))
+                        .collect();
+                    let more = left.len().saturating_sub(names.len());
+                    format!(
+                        "{} exited ({}); {} {} process(es) it left behind: {}{}",
+                        config.program.describe(),
+                        describe_status(status),
+                        if config.leftovers == Leftovers::Kill {
+                            "stopping"
+                        } else {
+                            "keeping the lock for"
+                        },
+                        left.len(),
+                        names.join(", "),
+                        if more > 0 {
+                            format!(" and {more} more")
+                        } else {
+                            String::new()
+                        }
+                    )
+                });
+            }
+            Ok(Event::Guard(Report::Empty)) => break,
+            Ok(Event::Guard(Report::Gone)) => {
+                // The guard died (killed on its own): its orphans are ours now,
+                // as redlock-run is a subreaper too. Nothing left to reap them
+                // reliably, so none may run on.
+                let gone =
+                    tree::kill_all(std::process::id() as libc::pid_t, Duration::from_secs(5));
+                log.error(format!(
+                    "the guard process went away; the command's processes were killed{}",
+                    if gone { "" } else { " (some may remain)" }
+                ));
+                if first.is_none() {
+                    return Exit::Lost;
+                }
+                break;
+            }
             Ok(Event::Signal(sig)) => {
-                log.info(|| format!("passing signal {sig} to the command"));
-                supervised.signal_group(sig);
+                let n = tree.signal(sig);
+                log.info(|| format!("passed signal {sig} on to {n} process(es)"));
             }
             Ok(Event::Extended(d)) if !matches!(stop, Some(Stop::Lost(_))) => deadline = d,
             Ok(Event::Gone(why)) if !matches!(stop, Some(Stop::Lost(_))) => {
                 // Someone else may hold it already: stop at once, and never
                 // later than our own validity.
-                log.error(
-                    ev(
-                        "lost",
-                        format!("lock '{}' lost: {why}; stopping the command", config.name),
-                    )
-                    .outcome("lost"),
-                );
-                if stop.is_none() {
-                    supervised.signal_group(libc::SIGTERM);
-                }
-                stop = Some(Stop::Lost(why));
-                let at = (Instant::now() + config.kill_after)
-                    .min(deadline.checked_sub(guard).unwrap_or(deadline));
-                kill_at = Some(kill_at.map_or(at, |k| k.min(at)));
+                let at = (clock::now() + config.kill_after).min(last);
+                begin(tree, &mut stop, &mut kill_at, Stop::Lost(why), at);
+                log_stop(&stop, config, log);
             }
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
-                break Err(io::Error::other("lost track of the command"));
+                // Nobody can report the tree's end any more: end it ourselves.
+                tree.signal(libc::SIGKILL);
+                log.error("lost track of the command; its processes were killed");
+                return Exit::Lost;
             }
         }
-    };
-    if stop.is_some() {
-        // The command's leader is gone; nothing it forked may outlive the lock
-        // or the timeout.
-        supervised.signal_group(libc::SIGKILL);
     }
-    match (stop, status) {
+    match (stop, first) {
         (Some(Stop::Lost(_)), _) => Exit::Lost,
         (Some(Stop::Timeout), _) => Exit::Timeout,
-        (None, Ok(s)) => child::exit_of(s),
-        (None, Err(e)) => {
-            log.error(format!("waiting for the command failed: {e}"));
-            Exit::Command(1)
-        }
+        (_, Some(s)) => spawn::exit_of(s),
+        (_, None) => Exit::Command(1),
     }
 }
 
-/// Extends the lock every TTL/3 (sooner after a failure) until told to stop
-/// or the lock is gone. Never starts a round once the deadline has passed:
-/// that could resurrect a lock someone else now holds.
-pub fn start_heartbeat(
-    lock: &Arc<Lock>,
-    config: &Config,
-    mut deadline: Instant,
-    tx: Sender<Event>,
-    stop: Receiver<()>,
-    log: Log,
-    stats: Arc<Stats>,
+/// Starts stopping the tree for `why` (SIGTERM now unless a stop is already
+/// under way), with SIGKILL due by `kill_by`. A lost lock overrides a
+/// timeout or leftovers stop, never the other way round.
+fn begin(
+    tree: &Tree,
+    stop: &mut Option<Stop>,
+    kill_at: &mut Option<Stamp>,
+    why: Stop,
+    kill_by: Stamp,
 ) {
-    let lock = Arc::clone(lock);
-    let interval = redlock::heartbeat_interval(config.ttl);
-    let retry = redlock::heartbeat_retry(config.ttl, config.node_timeout);
-    let mut next = Instant::now() + interval;
-    let spawned = thread::Builder::new()
-        .name("heartbeat".into())
-        .spawn(move || {
-            // A heartbeat that dies must not look like slow nodes: the
-            // supervisor hears of it at once and stops the command.
-            let _notice = PanicNotice(tx.clone());
-            loop {
-                match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
-                    Err(RecvTimeoutError::Timeout) => {}
-                    _ => return,
-                }
-                let start = Instant::now();
-                if start >= deadline {
-                    return;
-                }
-                match lock.extend(&log) {
-                    Extended::Yes { deadline: d } if Instant::now() < deadline => {
-                        log.info(|| {
-                            ev("extended", format!("extended in {:.1?}", start.elapsed()))
-                                .ms(start.elapsed())
-                                .outcome("extended")
-                        });
-                        deadline = d;
-                        next = start + interval;
-                        stats.extensions_done.fetch_add(1, Relaxed);
-                        if tx.send(Event::Extended(d)).is_err() {
-                            return;
-                        }
-                    }
-                    Extended::Yes { .. } => return,
-                    Extended::Gone => {
-                        let _ = tx.send(Event::Gone(
-                            "a quorum of nodes no longer holds our token".into(),
-                        ));
-                        return;
-                    }
-                    Extended::Failed(why) => {
-                        stats.extensions_failed.fetch_add(1, Relaxed);
-                        log.info(|| {
-                            ev("extend-failed", format!("heartbeat: {why}; retrying"))
-                                .outcome("failed")
-                        });
-                        next = Instant::now() + retry;
-                    }
-                }
-            }
-        });
-    if let Err(e) = spawned {
-        // Without a heartbeat the supervisor still stops the command before
-        // the first deadline: safe, only shorter.
-        log.error(format!("cannot start the heartbeat: {e}"));
+    if stop.is_none() {
+        tree.terminate();
+    }
+    *kill_at = Some(kill_at.map_or(kill_by, |k| k.min(kill_by)));
+    *stop = Some(why);
+}
+
+/// The message for a stop just begun: written after the signals went out.
+fn log_stop(stop: &Option<Stop>, config: &Config, log: &Log) {
+    match stop {
+        Some(Stop::Lost(reason)) => log.error(
+            ev(
+                "lost",
+                format!(
+                    "lock '{}' lost: {reason}; stopping the command",
+                    config.name
+                ),
+            )
+            .outcome("lost"),
+        ),
+        Some(Stop::Timeout) => log.notice(
+            ev(
+                "timeout",
+                format!(
+                    "{} ran past --timeout; stopping it",
+                    config.program.describe()
+                ),
+            )
+            .outcome("timeout"),
+        ),
+        Some(Stop::Leftovers) | None => {}
     }
 }
 
-/// Sends `Gone` if the heartbeat thread unwinds.
-struct PanicNotice(Sender<Event>);
-
-impl Drop for PanicNotice {
-    fn drop(&mut self) {
-        if thread::panicking() {
-            let _ = self
-                .0
-                .send(Event::Gone("the heartbeat thread failed".into()));
-        }
+fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("status {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => "?".into(),
     }
 }

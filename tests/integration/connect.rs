@@ -16,17 +16,9 @@ use std::time::{Duration, Instant};
 use redis::FromRedisValue;
 
 use crate::support::{
-    Cluster, RedisNode, Running, TempDir, Test, is_token, lock_key, server_command, tempdir,
-    wait_until,
+    Cluster, RedisNode, TempDir, Test, is_token, lock_key, server_command, tempdir, wait_until,
 };
-
-/// Generous bound for "the command has started" (lock acquisition included).
-const START: Duration = Duration::from_secs(10);
-
-/// Shell snippet: wait (at most ~15 s) until the file `go` exists in the
-/// working directory.
-const WAIT_FOR_GO: &str =
-    "i=0; while [ ! -e go ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done";
+use crate::support::{WAIT_FOR_GO, await_marker, base, touch};
 
 /// The password the secret tests use; it must never show up anywhere.
 const SECRET: &str = "s3cr3t-XYZ";
@@ -362,26 +354,6 @@ impl Certs {
             },
         )
     }
-}
-
-/// `redlock-run -r URLS -k NAME` run inside `dir`.
-fn base(urls: &str, name: &str, dir: &TempDir) -> Test {
-    Test::new()
-        .current_dir(dir.path())
-        .args(["-r", urls, "-k", name])
-}
-
-fn await_marker(dir: &TempDir, name: &str, running: &Running) {
-    assert!(
-        wait_until(START, || dir.has(name)),
-        "marker {name:?} did not appear within {START:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        running.stdout_so_far(),
-        running.stderr_so_far()
-    );
-}
-
-fn touch(dir: &TempDir, name: &str) {
-    fs::write(dir.join(name), b"").expect("create marker file");
 }
 
 fn remove(dir: &TempDir, name: &str) {

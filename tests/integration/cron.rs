@@ -15,42 +15,15 @@ use std::fs;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::support::{
-    Cluster, RedisNode, Running, TempDir, Test, child_pids, is_token, kill_if_alive, lock_key,
-    pid_alive, read_pid_file, show, tempdir, wait_until,
+    Cluster, RedisNode, Running, TempDir, child_pids, is_token, kill_if_alive, lock_key, pid_alive,
+    read_pid_file, show, tempdir, wait_until,
 };
+use crate::support::{START, WAIT_FOR_GO, await_marker, base, touch};
 
 /// Default busy status (`-E` changes it).
 const BUSY: i32 = 75;
 /// Status after `--timeout` stopped the command.
 const TIMED_OUT: i32 = 124;
-/// Generous bound for "the command has started" (lock acquisition included).
-const START: Duration = Duration::from_secs(10);
-/// Shell snippet: wait (at most ~15 s) until the file `go` exists in the
-/// working directory. Lets a test hold the lock exactly as long as it needs.
-const WAIT_FOR_GO: &str =
-    "i=0; while [ ! -e go ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done";
-
-/// `redlock-run -r URLS -k NAME` run inside `dir`.
-fn base(urls: &str, name: &str, dir: &TempDir) -> Test {
-    Test::new()
-        .current_dir(dir.path())
-        .args(["-r", urls, "-k", name])
-}
-
-fn touch(dir: &TempDir, name: &str) {
-    fs::write(dir.join(name), b"").expect("create marker file");
-}
-
-/// Waits for marker `name` in `dir`, panicking with the program's output so
-/// far if it does not appear.
-fn await_marker(dir: &TempDir, name: &str, running: &Running) {
-    assert!(
-        wait_until(START, || dir.has(name)),
-        "marker {name:?} did not appear within {START:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        running.stdout_so_far(),
-        running.stderr_so_far()
-    );
-}
 
 /// Wall-clock time since the epoch (what `date +%s%N` prints).
 fn unix_now() -> Duration {

@@ -29,15 +29,10 @@ use std::time::Duration;
 use crate::support::{
     Cluster, RedisNode, RunOutput, Running, TempDir, Test, lock_key, python, tempdir, wait_until,
 };
+use crate::support::{START, WAIT_FOR_GO, base};
 
-/// Generous bound for "the command has started" (lock acquisition included).
-const START: Duration = Duration::from_secs(10);
 /// Usage error.
 const USAGE: i32 = 64;
-/// Shell snippet: wait (at most ~15 s) until the file `go` exists in the
-/// working directory.
-const WAIT_FOR_GO: &str =
-    "i=0; while [ ! -e go ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done";
 /// Fast fenced runs for the stopped-node sequences: a frozen node costs one
 /// round limit (3 x node timeout) on release, and its stale lock expires
 /// within the TTL after it resumes. `--wait` only absorbs a live node that
@@ -54,13 +49,6 @@ const FAST_FENCE: [&str; 8] = [
     "10s",
     "-v",
 ];
-
-/// `redlock-run -r URLS -k NAME` run inside `dir`.
-fn base(urls: &str, name: &str, dir: &TempDir) -> Test {
-    Test::new()
-        .current_dir(dir.path())
-        .args(["-r", urls, "-k", name])
-}
 
 /// The fence counter's key for lock `name` (default prefix).
 fn fence_key(name: &str) -> Vec<u8> {

@@ -10,39 +10,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    Cluster, FaultProxy, Mode, RedisNode, Test, child_pids, is_token, kill_if_alive, lock_key,
+    Cluster, FaultProxy, Mode, RedisNode, Test, descendant_pids, is_token, kill_if_alive, lock_key,
     pid_alive, process_name, read_pid_file, show, tempdir, wait_until,
 };
-
-/// Generous bound for "the command has started" (lock acquisition included).
-const START: Duration = Duration::from_secs(10);
-
-/// Shell snippet: wait (at most ~15 s) until the file `go` exists in the
-/// working directory. Lets a test hold the lock exactly as long as it needs.
-const WAIT_FOR_GO: &str =
-    "i=0; while [ ! -e go ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done";
-
-/// `redlock-run -r URLS -k NAME` run inside `dir`.
-fn base(urls: &str, name: &str, dir: &crate::support::TempDir) -> Test {
-    Test::new()
-        .current_dir(dir.path())
-        .args(["-r", urls, "-k", name])
-}
-
-/// Waits for marker `name` in `dir`, panicking with the program's output so
-/// far if it does not appear.
-fn await_marker(dir: &crate::support::TempDir, name: &str, running: &crate::support::Running) {
-    assert!(
-        wait_until(START, || dir.has(name)),
-        "marker {name:?} did not appear within {START:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        running.stdout_so_far(),
-        running.stderr_so_far()
-    );
-}
-
-fn touch(dir: &crate::support::TempDir, name: &str) {
-    fs::write(dir.join(name), b"").expect("create marker file");
-}
+use crate::support::{START, WAIT_FOR_GO, await_marker, base, touch};
 
 // ---------------------------------------------------------------------------
 // 1. Exit codes, usage errors, environment of the command
@@ -690,11 +661,11 @@ fn lost_lock_sends_term_then_kill() {
 // 6. Signals
 // ---------------------------------------------------------------------------
 
-/// Waits until the direct child of `pid` named `name` exists; returns its pid.
+/// Waits until a descendant of `pid` named `name` exists; returns its pid.
 fn await_child_named(pid: i32, name: &str) -> Option<i32> {
     let mut found = None;
     wait_until(START, || {
-        found = child_pids(pid)
+        found = descendant_pids(pid)
             .into_iter()
             .find(|&c| process_name(c).as_deref() == Some(name));
         found.is_some()

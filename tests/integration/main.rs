@@ -8,6 +8,7 @@
 mod support;
 
 mod connect;
+mod containment;
 mod cron;
 mod fence;
 mod foundation;

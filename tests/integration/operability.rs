@@ -17,14 +17,7 @@ use crate::support::{
     Cluster, RedisNode, RunOutput, Running, TempDir, Test, is_token, kill_if_alive, lock_key,
     pid_alive, python, read_pid_file, show, tempdir, wait_until,
 };
-
-/// Generous bound for "the command has started" (lock acquisition included).
-const START: Duration = Duration::from_secs(10);
-
-/// Shell snippet: wait (at most ~15 s) until the file `go` exists in the
-/// working directory.
-const WAIT_FOR_GO: &str =
-    "i=0; while [ ! -e go ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done";
+use crate::support::{START, WAIT_FOR_GO, await_marker, touch};
 
 /// The user name the holders below run as (`USER` is what the record reports).
 const USER: &str = "opuser";
@@ -58,19 +51,6 @@ fn unlock(urls: &str, name: &str, extra: &[&str]) -> RunOutput {
         .args(["unlock", "-r", urls, "-k", name])
         .args(extra)
         .run()
-}
-
-fn await_marker(dir: &TempDir, name: &str, running: &Running) {
-    assert!(
-        wait_until(START, || dir.has(name)),
-        "marker {name:?} did not appear within {START:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        running.stdout_so_far(),
-        running.stderr_so_far()
-    );
-}
-
-fn touch(dir: &TempDir, name: &str) {
-    fs::write(dir.join(name), b"").expect("create marker file");
 }
 
 /// The holder record's key for lock `name` with the default prefix.

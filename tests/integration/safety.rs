@@ -36,20 +36,17 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::support::cmd::BIN;
+use crate::support::timed::{Proc, drift, lock_timeline};
 use crate::support::{
-    Cluster, FaultProxy, Mode, TempDir, kill_if_alive, pid_alive, read_pid_file, send_signal,
-    tempdir, wait_until,
+    Cluster, FaultProxy, Mode, TempDir, kill_if_alive, pid_alive, proxied_urls, read_pid_file,
+    send_signal, tempdir, wait_until,
 };
 
 /// Lock name every contender uses.
@@ -97,17 +94,13 @@ impl Report {
 
 /// Checks a history for mutual exclusion and lost updates.
 ///
-/// * `ends`: for each run id, the realtime (ns) by which its command could no
-///   longer write: when the harness saw the command's shell dead (only the
-///   shell writes; the `sleep`s never do), or the reap time of that
-///   `redlock-run` if earlier. It bounds a
-///   critical section that has no `exit` line (the command was killed): after
-///   a lost lock or `--timeout`, `redlock-run` SIGKILLs the command's whole
-///   group before it exits (the suite verifies the group is gone); when
-///   `redlock-run` itself is SIGKILLed, PR_SET_PDEATHSIG has been sent to the
-///   shell by the time the harness reaps its parent, and only that shell
-///   writes the history and the counter. A cut-short run with no known end
-///   extends to +infinity.
+/// * `ends`: for each run id, (last seen alive, first seen dead) of the
+///   process running its critical section (the only writer of the history
+///   and the counter; the `sleep`s never write), in realtime ns. It bounds a
+///   critical section that has no `exit` line (it was killed: after a lost
+///   lock or `--timeout` redlock-run kills the command's whole tree before it
+///   exits; when redlock-run itself is SIGKILLed its guard does). A cut-short
+///   run with no known end extends to +infinity.
 /// * Overlap: sorted by enter time, every critical section must start after
 ///   the latest end of all earlier ones.
 /// * Lost increments: completed runs, in enter order, must read strictly
@@ -312,146 +305,66 @@ fn realtime_ns() -> i128 {
         .map_or(0, |d| d.as_nanos() as i128)
 }
 
-/// What a run's command does.
+/// What a run's critical section does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     /// The read-sleep-write increment (20 ms sleep).
     Normal,
     /// Same, but sleeping `ms` inside the critical section.
     Slow(u64),
-    /// Ignores SIGTERM (the whole group) and stays in the critical section.
+    /// Ignores SIGTERM and stays in the critical section.
     IgnoresTerm,
     /// Leaves `sleep 30` running in the background, then stays in the
     /// critical section.
     Grandchild,
 }
 
-/// The shell command: pid file, enter line, increment, exit line.
-fn script(run: u64, kind: Kind) -> String {
+/// Where the critical section runs: the shapes real scripts take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// In the command's own shell.
+    InCommand,
+    /// In a background job the command leaves behind (it exits at once).
+    Background,
+    /// In a `setsid`'d process (its own session and group) the command waits for.
+    Setsid,
+    /// In a double-forked daemon in its own session (the command exits at once).
+    Daemon,
+}
+
+const SHAPES: [Shape; 4] = [
+    Shape::InCommand,
+    Shape::Background,
+    Shape::Setsid,
+    Shape::Daemon,
+];
+
+/// The shell command: the critical section (pid file of the process that
+/// runs it, enter line, increment, exit line), placed per `shape`. Only the
+/// process named in `pid.<run>` writes the history and the counter.
+fn script(run: u64, kind: Kind, shape: Shape) -> String {
     let (pre, nap) = match kind {
         Kind::Normal => (String::new(), "0.02".to_string()),
         Kind::Slow(ms) => (String::new(), format!("{}.{:03}", ms / 1000, ms % 1000)),
-        Kind::IgnoresTerm => ("trap '' TERM; ".to_string(), "30".to_string()),
+        Kind::IgnoresTerm => ("trap \"\" TERM; ".to_string(), "30".to_string()),
         Kind::Grandchild => (
             format!("sleep 30 >/dev/null 2>&1 & echo $! > gc.{run}; "),
             "30".to_string(),
         ),
     };
-    format!(
+    let cs = format!(
         "{pre}echo $$ > pid.{run}; \
          E=$(date +%s%N); echo \"enter $E $REDLOCK_TOKEN {run}\" >> history; \
          n=$(cat counter); sleep {nap}; echo $((n+1)) > counter; \
          X=$(date +%s%N); echo \"exit $X $REDLOCK_TOKEN {run} $n\" >> history"
-    )
-}
-
-/// A `redlock-run` whose stderr lines are timestamped as they arrive.
-struct Proc {
-    child: Child,
-    lines: Arc<Mutex<Vec<(Instant, String)>>>,
-    spawned: Instant,
-}
-
-impl Proc {
-    fn spawn(dir: &Path, args: &[String]) -> Proc {
-        let mut command = Command::new(BIN);
-        command
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("REDLOCK_") {
-                command.env_remove(&key);
-            }
-        }
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
-                    libc::signal(sig, libc::SIG_DFL);
-                }
-                let mut empty: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut empty);
-                libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-                // Own group: nothing it signals can reach the harness. Dies
-                // with the spawning thread if the harness dies.
-                libc::setpgid(0, 0);
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                );
-                Ok(())
-            });
-        }
-        let spawned = Instant::now();
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let (out, sink) = (child.stderr.take().expect("piped"), Arc::clone(&lines));
-        thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                let now = Instant::now();
-                sink.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push((now, line));
-            }
-        });
-        Proc {
-            child,
-            lines,
-            spawned,
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn stderr(&self) -> Vec<(Instant, String)> {
-        self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    fn stderr_text(&self) -> String {
-        self.stderr()
-            .into_iter()
-            .map(|(t, l)| format!("+{:?} {l}\n", t.duration_since(self.spawned)))
-            .collect()
-    }
-
-    /// Reaped exit code (128+N for a signal), or None while running.
-    fn try_code(&mut self) -> Option<i32> {
-        let status = self.child.try_wait().expect("try_wait")?;
-        Some(
-            status
-                .code()
-                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
-        )
-    }
-
-    fn wait_code(&mut self, limit: Duration) -> Option<i32> {
-        let mut code = None;
-        wait_until(limit, || {
-            code = self.try_code();
-            code.is_some()
-        });
-        code
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            send_signal(self.pid(), libc::SIGCONT);
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+    );
+    match shape {
+        Shape::InCommand => cs,
+        // `sh -c`, not a subshell: dash gives a subshell its parent's $$.
+        Shape::Background => format!("sh -c '{cs}' >/dev/null 2>&1 &"),
+        // Not a group leader, so setsid(1) does not fork: the command waits.
+        Shape::Setsid => format!("setsid sh -c '{cs}'"),
+        Shape::Daemon => format!("( setsid sh -c '{cs}' >/dev/null 2>&1 & )"),
     }
 }
 
@@ -483,59 +396,6 @@ fn group_alive(pgid: i32) -> bool {
         })
 }
 
-/// Parses Rust's `{:?}` rendering of a Duration ("3.2ms", "850.0µs", "2s").
-fn parse_debug_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let (num, unit) = ["ns", "µs", "ms", "s"]
-        .iter()
-        .find_map(|u| s.strip_suffix(u).map(|n| (n, *u)))?;
-    let v: f64 = num.parse().ok()?;
-    let secs = match unit {
-        "ns" => v / 1e9,
-        "µs" => v / 1e6,
-        "ms" => v / 1e3,
-        _ => v,
-    };
-    Some(Duration::from_secs_f64(secs))
-}
-
-fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
-
-/// From `-vv` output: how long the acquire round took, and the latest
-/// validity deadline (round start + TTL - drift, for the acquire and each
-/// extension). A round's start is the line's arrival minus the elapsed time
-/// it reports; the line is written right after the round, so this errs late
-/// by the logging latency (well under a millisecond on an idle machine).
-fn lock_timeline(
-    lines: &[(Instant, String)],
-    ttl: Duration,
-) -> (Option<Duration>, Option<Instant>) {
-    let mut acquire = None;
-    let mut deadline: Option<Instant> = None;
-    for (t, line) in lines {
-        let took = if let Some(rest) = line.strip_prefix("redlock-run: acquired on ") {
-            let d = rest
-                .split_once(" in ")
-                .and_then(|(_, r)| r.split_once(';'))
-                .and_then(|(d, _)| parse_debug_duration(d));
-            acquire = acquire.or(d);
-            d
-        } else {
-            line.strip_prefix("redlock-run: extended in ")
-                .and_then(parse_debug_duration)
-        };
-        if let Some(took) = took
-            && let Some(start) = t.checked_sub(took)
-        {
-            let d = start + ttl - drift(ttl);
-            deadline = Some(deadline.map_or(d, |x| x.max(d)));
-        }
-    }
-    (acquire, deadline)
-}
-
 // ---------------------------------------------------------------------------
 // The workload
 // ---------------------------------------------------------------------------
@@ -546,6 +406,7 @@ struct RunRecord {
     run: u64,
     worker: usize,
     kind: Kind,
+    shape: Shape,
     code: i32,
     /// Realtime (ns) when the harness reaped it.
     reaped_ns: i128,
@@ -610,6 +471,11 @@ struct Settings {
     faults: bool,
     /// Extra arguments per worker (e.g. --prefix for a negative control).
     per_worker_args: Vec<Vec<String>>,
+    /// Where the critical sections run, in rotation.
+    shapes: Vec<Shape>,
+    /// Environment for every redlock-run (a test-build switch, for a
+    /// negative control).
+    env: Vec<(String, String)>,
 }
 
 impl Settings {
@@ -625,6 +491,8 @@ impl Settings {
             max_duration: Duration::from_secs(60),
             faults: true,
             per_worker_args: Vec::new(),
+            shapes: SHAPES.to_vec(),
+            env: Vec::new(),
         }
     }
 }
@@ -663,6 +531,8 @@ fn worker(id: usize, urls: &str, settings: &Settings, dir: &Path, shared: &Share
             Some(Special::IgnoresTermLost) => Kind::IgnoresTerm,
             Some(Special::GrandchildLost | Special::GrandchildTimeout) => Kind::Grandchild,
         };
+        // Every shape meets every fault: the shapes rotate with the run number.
+        let shape = settings.shapes[run as usize % settings.shapes.len()];
         let mut args: Vec<String> = vec![
             "-r".into(),
             urls.into(),
@@ -682,47 +552,51 @@ fn worker(id: usize, urls: &str, settings: &Settings, dir: &Path, shared: &Share
         if let Some(extra) = settings.per_worker_args.get(id) {
             args.extend(extra.iter().cloned());
         }
-        args.extend(["-c".into(), script(run, kind)]);
-        let mut p = Proc::spawn(dir, &args);
+        args.extend(["-c".into(), script(run, kind, shape)]);
+        let mut p = Proc::spawn_with(dir, &args, &settings.env);
         let pid_file = dir.join(format!("pid.{run}"));
-        let mut pgid: Option<i32> = None;
+        // The process running the critical section (the only writer of the
+        // history and the counter), and for the in-command shape the group
+        // it leads.
+        let mut writer: Option<i32> = None;
         let mut gone_at: Option<Instant> = None;
         let mut shell_gone_ns: Option<i128> = None;
         let mut shell_seen_ns: Option<i128> = None;
         let mut sigkilled_ns = None;
         let mut problems = Vec::new();
+        let alive = |w: i32| pid_alive(w) || (shape == Shape::InCommand && group_alive(w));
         let code = loop {
             if let Some(code) = p.try_code() {
                 break code;
             }
-            if pgid.is_none()
+            if writer.is_none()
                 && let Some(pid) = fs::read_to_string(&pid_file)
                     .ok()
                     .and_then(|s| s.trim().parse::<i32>().ok())
             {
-                pgid = Some(pid);
+                writer = Some(pid);
                 if let Some(r) = &request {
                     let _ = r.notify.send((run, true));
                 }
             }
-            if let Some(g) = pgid
+            if let Some(w) = writer
                 && gone_at.is_none()
-                && !group_alive(g)
+                && !alive(w)
             {
                 gone_at = Some(Instant::now());
             }
-            if let Some(g) = pgid
+            if let Some(w) = writer
                 && shell_gone_ns.is_none()
             {
                 let t = realtime_ns();
-                if pid_alive(g) {
+                if pid_alive(w) {
                     shell_seen_ns = Some(t);
                 } else {
                     shell_gone_ns = Some(t);
                 }
             }
             if request.as_ref().map(|r| r.special) == Some(Special::SigkillWrapper)
-                && pgid.is_some()
+                && writer.is_some()
                 && sigkilled_ns.is_none()
             {
                 thread::sleep(Duration::from_millis(50));
@@ -741,32 +615,49 @@ fn worker(id: usize, urls: &str, settings: &Settings, dir: &Path, shared: &Share
         if let Some(r) = &request {
             let _ = r.notify.send((run, false));
         }
-        // Stopped by redlock-run (lost, timeout): nothing of the group may
-        // outlive it. SIGKILLed: the shell dies by PDEATHSIG (its `sleep`
-        // may run on, it writes nothing).
-        if let Some(g) = pgid {
-            if matches!(code, 76 | 124) && group_alive(g) {
-                let died = wait_until(Duration::from_millis(200), || !group_alive(g));
+        // redlock-run exits only once the command's whole tree is gone,
+        // whatever group or session the critical section moved to. SIGKILLed,
+        // its guard kills the tree within moments.
+        if let Some(w) = writer {
+            let limit = if sigkilled_ns.is_some() {
+                Duration::from_millis(500)
+            } else {
+                Duration::ZERO
+            };
+            let left = !wait_until(limit, || !alive(w));
+            if shell_gone_ns.is_none() && !pid_alive(w) {
+                shell_gone_ns = Some(realtime_ns());
+            }
+            if left {
+                let died = wait_until(Duration::from_millis(200), || !alive(w));
                 problems.push(format!(
-                    "run {run} exited {code} but its process group {g} was still alive{}",
+                    "run {run} ({shape:?}) exited {code}{} but the process in its critical \
+                     section ({w}) was still alive{}",
+                    if sigkilled_ns.is_some() {
+                        " (SIGKILLed, 500 ms ago)"
+                    } else {
+                        ""
+                    },
                     if died { " (gone within 200 ms)" } else { "" }
                 ));
-                send_signal(-g, libc::SIGKILL);
+                send_signal(-w, libc::SIGKILL);
+                send_signal(w, libc::SIGKILL);
             }
-            if sigkilled_ns.is_some() && !wait_until(Duration::from_millis(500), || !pid_alive(g)) {
-                problems.push(format!(
-                    "run {run}: shell {g} outlived SIGKILLed redlock-run"
-                ));
-                send_signal(-g, libc::SIGKILL);
-            }
-            if gone_at.is_none() && !group_alive(g) {
+            if gone_at.is_none() && !alive(w) {
                 gone_at = Some(reaped);
             }
         }
         if kind == Kind::Grandchild
             && let Ok(gc) = fs::read_to_string(dir.join(format!("gc.{run}")))
             && let Ok(gc) = gc.trim().parse::<i32>()
-            && !wait_until(Duration::from_millis(200), || !pid_alive(gc))
+            && !wait_until(
+                if sigkilled_ns.is_some() {
+                    Duration::from_millis(500)
+                } else {
+                    Duration::ZERO
+                },
+                || !pid_alive(gc),
+            )
         {
             problems.push(format!("run {run}: grandchild {gc} survived exit {code}"));
             kill_if_alive(gc);
@@ -792,6 +683,7 @@ fn worker(id: usize, urls: &str, settings: &Settings, dir: &Path, shared: &Share
                 run,
                 worker: id,
                 kind,
+                shape,
                 code,
                 reaped_ns,
                 shell_gone_ns,
@@ -953,11 +845,7 @@ fn run_workload(settings: &Settings) -> Outcome {
     // Worker 0 reaches every node through its own proxy (one per
     // client-node pair); the others connect directly.
     let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
-    let proxied = proxies
-        .iter()
-        .map(FaultProxy::url)
-        .collect::<Vec<_>>()
-        .join(",");
+    let proxied = proxied_urls(&proxies);
     let direct = cluster.urls();
     let shared = Shared {
         stop: AtomicBool::new(false),
@@ -1048,15 +936,17 @@ fn run_workload(settings: &Settings) -> Outcome {
         .trim()
         .parse()
         .unwrap_or(0);
-    // A cut-short critical section ended when its shell was seen dead, or at
-    // the latest when its redlock-run was reaped (see `check`). The reap
-    // alone is too loose: after --timeout or a lost lock, redlock-run
-    // releases the lock (waking the next holder) before it exits. The whole
-    // group's end is checked separately (survivors are problems).
+    // A cut-short critical section ended when its process was seen dead (see
+    // `check`), or, if the harness never saw it alive, when its redlock-run
+    // was reaped. The reap alone is not a bound: after --timeout or a lost
+    // lock redlock-run releases (waking the next holder) before it exits, and
+    // a SIGKILLed one is reaped before its guard has killed the tree. Whether
+    // the whole tree was gone in time is checked separately (survivors are
+    // problems).
     let ends: HashMap<u64, (i128, i128)> = records
         .iter()
         .map(|r| {
-            let hi = r.shell_gone_ns.map_or(r.reaped_ns, |g| g.min(r.reaped_ns));
+            let hi = r.shell_gone_ns.unwrap_or(r.reaped_ns);
             (r.run, (r.shell_seen_ns.unwrap_or(0).min(hi), hi))
         })
         .collect();
@@ -1128,6 +1018,16 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
         victim.clone().count(),
         victim.filter(|x| x.code == 0).count()
     );
+    for shape in SHAPES {
+        let of: Vec<&RunRecord> = o.records.iter().filter(|x| x.shape == shape).collect();
+        eprintln!(
+            "[{label}] critical section {shape:?}: {} runs, {} exited 0, {} lost (76), {} timed out",
+            of.len(),
+            of.iter().filter(|x| x.code == 0).count(),
+            of.iter().filter(|x| x.code == 76).count(),
+            of.iter().filter(|x| x.code == 124).count(),
+        );
+    }
     let injected: usize = o.faults.values().sum();
     eprintln!("[{label}] faults injected: {injected} {:?}", o.faults);
     eprintln!(
@@ -1143,16 +1043,16 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
         r.lost_increments,
         r.anomalies.len()
     );
-    let mut margins: Vec<(f64, i32, Kind, u64)> = o
+    let mut margins: Vec<(f64, i32, (Kind, Shape), u64)> = o
         .records
         .iter()
-        .filter_map(|x| x.margin_ms.map(|m| (m, x.code, x.kind, x.run)))
+        .filter_map(|x| x.margin_ms.map(|m| (m, x.code, (x.kind, x.shape), x.run)))
         .collect();
     margins.sort_by(|a, b| a.0.total_cmp(&b.0));
     let lost: Vec<&RunRecord> = o.records.iter().filter(|x| x.code == 76).collect();
     eprintln!(
-        "[{label}] exit 76: {} runs; process group gone before the validity deadline by \
-         (ms, deadline = round start + ttl - drift {:?}):",
+        "[{label}] exit 76: {} runs; critical section's process gone before the validity \
+         deadline by (ms, deadline = round start + ttl - drift {:?}):",
         lost.len(),
         drift(settings.ttl)
     );
@@ -1370,7 +1270,7 @@ fn contend(
     loop {
         let mut a = args(urls, 2000, 100, &["-w", "3s"]);
         a.extend(extra.iter().map(|s| s.to_string()));
-        a.extend(["-c".into(), script(run, Kind::Normal)]);
+        a.extend(["-c".into(), script(run, Kind::Normal, Shape::InCommand)]);
         let mut p = Proc::spawn(dir.path(), &a);
         let code = p
             .wait_code(Duration::from_secs(30))
@@ -1381,6 +1281,39 @@ fn contend(
             return out;
         }
     }
+}
+
+/// Negative control for containment: the same workload with the critical
+/// section in a background job or a double-forked daemon, run by a test
+/// build told not to track the command's tree (`REDLOCK_TEST_UNCONTAINED`):
+/// redlock-run then releases when the command's first process exits, as it
+/// used to, and the checker must see the overlaps that containment prevents.
+#[test]
+fn negative_control_without_containment() {
+    let settings = Settings {
+        workers: 4,
+        faults: false,
+        duration: Duration::from_secs(4),
+        max_duration: Duration::from_secs(30),
+        shapes: vec![Shape::Background, Shape::Daemon],
+        env: vec![("REDLOCK_TEST_UNCONTAINED".into(), "1".into())],
+        ..Settings::new(3)
+    };
+    let o = run_workload(&settings);
+    let r = &o.report;
+    eprintln!(
+        "negative control (no containment): {} runs, {} critical sections, {} overlaps, \
+         {} lost increments",
+        o.records.len(),
+        r.entered,
+        r.overlaps.len(),
+        r.lost_increments
+    );
+    assert!(r.entered >= 10, "too few runs to judge: {r:?}");
+    assert!(
+        !r.overlaps.is_empty() && r.lost_increments > 0,
+        "the checker missed the overlaps of leftover critical sections: {r:?}"
+    );
 }
 
 /// Negative control (a): two wrappers with different --prefix guard the same
@@ -1434,7 +1367,7 @@ fn negative_control_node_restarted_without_persistence() {
         dir.path(),
         &[
             args(&a_urls, 2000, 100, &[]),
-            vec!["-c".into(), script(1, Kind::Slow(1500))],
+            vec!["-c".into(), script(1, Kind::Slow(1500), Shape::InCommand)],
         ]
         .concat(),
     );
@@ -1446,7 +1379,7 @@ fn negative_control_node_restarted_without_persistence() {
         dir.path(),
         &[
             args(&cluster.urls(), 2000, 100, &[]),
-            vec!["-c".into(), script(2, Kind::Normal)],
+            vec!["-c".into(), script(2, Kind::Normal, Shape::InCommand)],
         ]
         .concat(),
     );
@@ -1479,7 +1412,7 @@ fn negative_control_wrapper_stopped_past_ttl() {
         dir.path(),
         &[
             args(&cluster.urls(), 1000, 100, &[]),
-            vec!["-c".into(), script(1, Kind::Slow(2500))],
+            vec!["-c".into(), script(1, Kind::Slow(2500), Shape::InCommand)],
         ]
         .concat(),
     );
@@ -1489,7 +1422,7 @@ fn negative_control_wrapper_stopped_past_ttl() {
         dir.path(),
         &[
             args(&cluster.urls(), 1000, 100, &["-w", "5s"]),
-            vec!["-c".into(), script(2, Kind::Normal)],
+            vec!["-c".into(), script(2, Kind::Normal, Shape::InCommand)],
         ]
         .concat(),
     );
@@ -1524,11 +1457,7 @@ fn acquire_frozen_near_and_past_the_ttl() {
     prepare(&dir);
     let ttl = Duration::from_secs(2);
     let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
-    let a_urls = proxies
-        .iter()
-        .map(FaultProxy::url)
-        .collect::<Vec<_>>()
-        .join(",");
+    let a_urls = proxied_urls(&proxies);
     let mut ends = HashMap::new();
     let mut lines = Vec::new();
     for (i, frozen) in [ttl * 9 / 10, ttl * 6 / 5, ttl * 9 / 10, ttl * 6 / 5]
@@ -1545,7 +1474,7 @@ fn acquire_frozen_near_and_past_the_ttl() {
             dir.path(),
             &[
                 args(&a_urls, 2000, 200, &["-vv"]),
-                vec!["-c".into(), script(run, Kind::Normal)],
+                vec!["-c".into(), script(run, Kind::Normal, Shape::InCommand)],
             ]
             .concat(),
         );
@@ -1626,11 +1555,7 @@ fn replies_black_holed_after_set_applied() {
     prepare(&dir);
     let key = b"lock:safety";
     let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
-    let urls = proxies
-        .iter()
-        .map(FaultProxy::url)
-        .collect::<Vec<_>>()
-        .join(",");
+    let urls = proxied_urls(&proxies);
     let mut applied = false;
     for attempt in 0..3 {
         for p in &proxies {
@@ -1640,7 +1565,7 @@ fn replies_black_holed_after_set_applied() {
             dir.path(),
             &[
                 args(&urls, 2000, 200, &["-vv"]),
-                vec!["-c".into(), script(attempt, Kind::Normal)],
+                vec!["-c".into(), script(attempt, Kind::Normal, Shape::InCommand)],
             ]
             .concat(),
         );
@@ -1697,11 +1622,7 @@ fn term_ignoring_group_is_gone_before_the_validity_deadline() {
     prepare(&dir);
     let ttl = Duration::from_millis(500);
     let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
-    let a_urls = proxies
-        .iter()
-        .map(FaultProxy::url)
-        .collect::<Vec<_>>()
-        .join(",");
+    let a_urls = proxied_urls(&proxies);
     let mut margins = Vec::new();
     let mut ends = HashMap::new();
     for i in 0..8u64 {
@@ -1713,7 +1634,10 @@ fn term_ignoring_group_is_gone_before_the_validity_deadline() {
             dir.path(),
             &[
                 args(&a_urls, 500, 50, &["-vv"]),
-                vec!["-c".into(), script(run, Kind::IgnoresTerm)],
+                vec![
+                    "-c".into(),
+                    script(run, Kind::IgnoresTerm, Shape::InCommand),
+                ],
             ]
             .concat(),
         );
@@ -1722,7 +1646,7 @@ fn term_ignoring_group_is_gone_before_the_validity_deadline() {
             dir.path(),
             &[
                 args(&cluster.urls(), 500, 50, &["-w", "5s"]),
-                vec!["-c".into(), script(run + 1, Kind::Normal)],
+                vec!["-c".into(), script(run + 1, Kind::Normal, Shape::InCommand)],
             ]
             .concat(),
         );

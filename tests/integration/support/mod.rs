@@ -14,6 +14,7 @@
 pub mod cmd;
 pub mod proxy;
 pub mod redis_node;
+pub mod timed;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,38 @@ pub use cmd::{RunOutput, Running, Test};
 pub use proxy::{FaultProxy, Mode};
 pub use redis_node::{Cluster, RedisNode, server_command};
 
+/// Generous bound for "the command has started" (lock acquisition included).
+pub const START: Duration = Duration::from_secs(10);
+
+/// Shell snippet: wait (at most ~15 s) until the file `go` exists in the
+/// working directory. Lets a test hold the lock exactly as long as it needs.
+pub const WAIT_FOR_GO: &str =
+    "i=0; while [ ! -e go ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done";
+
+/// `redlock-run -r URLS -k NAME` run inside `dir` (commands write their
+/// marker files there).
+pub fn base(urls: &str, name: &str, dir: &TempDir) -> Test {
+    Test::new()
+        .current_dir(dir.path())
+        .args(["-r", urls, "-k", name])
+}
+
+/// Creates the marker file `name` in `dir`.
+pub fn touch(dir: &TempDir, name: &str) {
+    fs::write(dir.join(name), b"").expect("create marker file");
+}
+
+/// Waits for marker `name` in `dir`, panicking with the program's output so
+/// far if it does not appear.
+pub fn await_marker(dir: &TempDir, name: &str, running: &Running) {
+    assert!(
+        wait_until(START, || dir.has(name)),
+        "marker {name:?} did not appear within {START:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        running.stdout_so_far(),
+        running.stderr_so_far()
+    );
+}
+
 /// Default prefix `redlock-run` puts in front of the lock name.
 pub const PREFIX: &str = "lock:";
 
@@ -32,6 +65,15 @@ pub fn lock_key(name: &str) -> Vec<u8> {
     let mut key = PREFIX.as_bytes().to_vec();
     key.extend_from_slice(name.as_bytes());
     key
+}
+
+/// `redis://` URLs of `proxies`, comma-joined (one quorum through them).
+pub fn proxied_urls(proxies: &[FaultProxy]) -> String {
+    proxies
+        .iter()
+        .map(FaultProxy::url)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Polls `cond` every 10 ms until it returns true or `timeout` elapses.
@@ -159,6 +201,30 @@ pub fn child_pids(ppid: i32) -> Vec<i32> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| parent_pid(pid) == Some(ppid) && pid_alive(pid))
         .collect()
+}
+
+/// Live (non-zombie) descendants of `ppid` at any depth, by scanning `/proc`
+/// (independently of redlock-run's own walk of the tree).
+pub fn descendant_pids(ppid: i32) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let parents: Vec<(i32, i32)> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, parent_pid(pid)?)))
+        .collect();
+    let mut out = Vec::new();
+    let mut queue = vec![ppid];
+    while let Some(p) = queue.pop() {
+        for &(pid, parent) in &parents {
+            if parent == p && !out.contains(&pid) {
+                queue.push(pid);
+                out.push(pid);
+            }
+        }
+    }
+    out.retain(|&pid| pid_alive(pid));
+    out
 }
 
 /// Sends `sig` to `pid` (use a negative pid for a process group). Returns

@@ -1,0 +1,425 @@
+//! The guard: a small process between redlock-run and the command that
+//! outlives redlock-run by design.
+//!
+//! ```text
+//! redlock-run (subreaper) ── guard (subreaper, own process group) ── command ── …
+//! ```
+//!
+//! Why a process and not only `PR_SET_PDEATHSIG`: PDEATHSIG reaches only the
+//! direct child, so when redlock-run is SIGKILLed whatever the command forked
+//! (`sh -c 'pg_dump | gzip'`, a `setsid`'d helper, a double-forked daemon)
+//! would run on, unlocked. Why not a PID namespace or a cgroup: both need
+//! privileges (or user namespaces, which some distributions restrict), and a
+//! PID namespace changes what the command sees (its pid, `ps`, pid files).
+//! The guard needs nothing: as a child subreaper (Linux 3.4+) it inherits
+//! every orphan of the tree, so no descendant can leave it, and it reaps them
+//! all; when redlock-run dies, the guard's control pipe reads end-of-file and
+//! it SIGKILLs the whole tree before exiting. The command keeps its own pid,
+//! parent relations and process group.
+//!
+//! The guard is forked while redlock-run still has one thread, so it can use
+//! the standard library freely (no lock held by another thread is copied into
+//! it). It runs in its own process group so that a group kill aimed at
+//! redlock-run (a CI runner killing its job's group) leaves it standing to
+//! clean up. redlock-run signals the tree itself (see `tree`); the guard
+//! starts the command, reports its exit and the moment the last descendant is
+//! gone, and kills what is left if redlock-run goes away.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use crate::cli::Program;
+use crate::process::{spawn, tree};
+
+/// What the guard tells redlock-run.
+#[derive(Debug)]
+pub enum Report {
+    /// The command's first process exited; `empty`: nothing is left of the
+    /// tree (no `Empty` follows).
+    Exited { status: ExitStatus, empty: bool },
+    /// No descendant is left.
+    Empty,
+    /// The guard itself went away before saying `Empty`.
+    Gone,
+}
+
+pub struct Guard {
+    pid: libc::pid_t,
+    /// Closing it tells the guard that redlock-run is done (or dead).
+    ctrl: Option<File>,
+    report: Option<File>,
+}
+
+/// What the guard needs to start the command, fixed before the fork.
+pub struct Spec<'a> {
+    pub program: &'a Program,
+    /// Variables the command must not see (passwords).
+    pub remove: &'a [&'a str],
+    /// Hand the terminal's foreground to the command.
+    pub terminal: bool,
+    /// Track and reap the whole tree (off only in test builds, to show that
+    /// the safety checks see what containment prevents).
+    pub contain: bool,
+}
+
+// Frame tags, both directions: [tag][u32 length, little endian][payload].
+const SPAWN: u8 = b'S';
+const STARTED: u8 = b'P';
+const FAILED: u8 = b'F';
+const EXITED: u8 = b'E';
+const EXITED_EMPTY: u8 = b'X';
+const EMPTY: u8 = b'Z';
+
+fn pipe() -> io::Result<(File, File)> {
+    let mut fds = [0; 2];
+    // SAFETY: a valid two-element array; both fds are ours on success.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptors owned by nobody else.
+    unsafe {
+        Ok((
+            File::from(OwnedFd::from_raw_fd(fds[0])),
+            File::from(OwnedFd::from_raw_fd(fds[1])),
+        ))
+    }
+}
+
+fn write_frame(w: &mut File, tag: u8, payload: &[u8]) -> io::Result<()> {
+    let len = u32::try_from(payload.len()).map_err(|_| io::Error::other("frame too large"))?;
+    let mut frame = Vec::with_capacity(5 + payload.len());
+    frame.push(tag);
+    frame.extend_from_slice(&len.to_le_bytes());
+    frame.extend_from_slice(payload);
+    // One write: frames up to PIPE_BUF never interleave.
+    w.write_all(&frame)
+}
+
+fn read_frame(r: &mut File) -> io::Result<(u8, Vec<u8>)> {
+    let mut head = [0u8; 5];
+    r.read_exact(&mut head)?;
+    let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    let mut payload = vec![0u8; len];
+    r.read_exact(&mut payload)?;
+    Ok((head[0], payload))
+}
+
+fn int(payload: &[u8]) -> i32 {
+    payload
+        .get(..4)
+        .map_or(-1, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+impl Guard {
+    /// Forks the guard. Call it while this process has a single thread.
+    pub fn start(spec: &Spec) -> io::Result<Guard> {
+        #[cfg(debug_assertions)]
+        {
+            let threads = std::fs::read_dir("/proc/self/task").map_or(1, |d| d.count());
+            debug_assert_eq!(threads, 1, "the guard must be forked single-threaded");
+        }
+        let (ctrl_r, ctrl_w) = pipe()?;
+        let (report_r, report_w) = pipe()?;
+        // SAFETY: single-threaded here (checked above in test builds), so the
+        // child may go on with the standard library.
+        match unsafe { libc::fork() } {
+            -1 => Err(io::Error::last_os_error()),
+            0 => {
+                drop(ctrl_w);
+                drop(report_r);
+                guard_main(ctrl_r, report_w, spec)
+            }
+            pid => Ok(Guard {
+                pid,
+                ctrl: Some(ctrl_w),
+                report: Some(report_r),
+            }),
+        }
+    }
+
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// Starts the command with `set` added to its environment; its pid.
+    pub fn spawn(&mut self, set: &[(&str, &str)]) -> io::Result<libc::pid_t> {
+        let mut payload = Vec::new();
+        for (k, v) in set {
+            for part in [k.as_bytes(), v.as_bytes()] {
+                let len = u32::try_from(part.len()).map_err(|_| io::Error::other("too long"))?;
+                payload.extend_from_slice(&len.to_le_bytes());
+                payload.extend_from_slice(part);
+            }
+        }
+        let (ctrl, report) = match (self.ctrl.as_mut(), self.report.as_mut()) {
+            (Some(c), Some(r)) => (c, r),
+            _ => return Err(io::Error::other("the guard is gone")),
+        };
+        write_frame(ctrl, SPAWN, &payload)?;
+        match read_frame(report) {
+            Ok((STARTED, p)) => Ok(int(&p)),
+            Ok((FAILED, p)) => Err(match int(&p) {
+                -1 => io::Error::other("cannot start the command"),
+                errno => io::Error::from_raw_os_error(errno),
+            }),
+            Ok(_) => Err(io::Error::other("the guard answered out of turn")),
+            Err(e) => Err(io::Error::other(format!("the guard went away: {e}"))),
+        }
+    }
+
+    /// Passes the guard's reports on to `tx`, from a thread of their own.
+    pub fn watch<E: Send + 'static>(
+        &mut self,
+        tx: Sender<E>,
+        wrap: impl Fn(Report) -> E + Send + 'static,
+    ) -> io::Result<()> {
+        let mut report = self
+            .report
+            .take()
+            .ok_or_else(|| io::Error::other("already watched"))?;
+        std::thread::Builder::new()
+            .name("guard".into())
+            .spawn(move || {
+                loop {
+                    let r = match read_frame(&mut report) {
+                        Ok((tag @ (EXITED | EXITED_EMPTY), p)) => Report::Exited {
+                            status: ExitStatus::from_raw(int(&p)),
+                            empty: tag == EXITED_EMPTY,
+                        },
+                        Ok((EMPTY, _)) => Report::Empty,
+                        Ok(_) => continue,
+                        Err(_) => Report::Gone,
+                    };
+                    let last = !matches!(r, Report::Exited { empty: false, .. });
+                    if tx.send(wrap(r)).is_err() || last {
+                        return;
+                    }
+                }
+            })?;
+        Ok(())
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // End of file on the control pipe: the guard kills whatever is left of
+        // the tree (nothing, after `Empty`) and exits.
+        self.ctrl.take();
+    }
+}
+
+fn guard_main(mut ctrl: File, mut report: File, spec: &Spec) -> ! {
+    // SAFETY: plain syscalls on this process.
+    let me = unsafe {
+        libc::setpgid(0, 0);
+        libc::prctl(libc::PR_SET_NAME, c"redlock-guard".as_ptr());
+        if spec.contain {
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+        }
+        libc::getpid()
+    };
+    // Children's exits arrive on a descriptor, so one thread can wait for
+    // them and for the control pipe at once.
+    let Some((children, mask)) = sigchld_fd() else {
+        exit_now();
+    };
+    let set = match read_frame(&mut ctrl) {
+        Ok((SPAWN, payload)) => decode_env(&payload),
+        // redlock-run is done without running anything (busy, unavailable).
+        _ => exit_now(),
+    };
+    let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let env = spawn::Env {
+        set,
+        remove: spec.remove.to_vec(),
+    };
+    // The command gets the signal mask redlock-run was started with (SIGCHLD
+    // is blocked here only for the signalfd); the first reap below catches a
+    // command that exits at once.
+    let command_pid = match spawn::start(spec.program, &env, spec.terminal, me, &mask) {
+        Ok(pid) => pid,
+        Err(e) => {
+            let errno = e.raw_os_error().unwrap_or(-1);
+            let _ = write_frame(&mut report, FAILED, &errno.to_le_bytes());
+            exit_now();
+        }
+    };
+    if write_frame(&mut report, STARTED, &command_pid.to_le_bytes()).is_err() {
+        tree::kill_all(me, Duration::from_secs(5));
+        exit_now();
+    }
+    release_stdio();
+    let mut exited: Option<i32> = None;
+    let mut first_pass = true;
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: ctrl.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: children.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        if !std::mem::take(&mut first_pass) {
+            // SAFETY: a valid array of two pollfds.
+            if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+                continue;
+            }
+        }
+        if fds[1].revents != 0 || fds[0].revents == 0 {
+            let mut info = [0u8; 128];
+            // Drained, then every exited child reaped: SIGCHLDs coalesce.
+            // SAFETY: reading a signalfd (non-blocking) into a buffer of its
+            // record size.
+            unsafe {
+                libc::read(children.as_raw_fd(), info.as_mut_ptr().cast(), info.len());
+            }
+            let (status, empty) = reap(command_pid);
+            if exited.is_none()
+                && let Some(status) = status
+            {
+                exited = Some(status);
+                // Nothing left (the usual case): one frame says both.
+                let tag = if empty || !spec.contain {
+                    EXITED_EMPTY
+                } else {
+                    EXITED
+                };
+                let _ = write_frame(&mut report, tag, &status.to_le_bytes());
+                if tag == EXITED_EMPTY {
+                    exit_now();
+                }
+            }
+            if empty && exited.is_some() {
+                let _ = write_frame(&mut report, EMPTY, &[]);
+                exit_now();
+            }
+        }
+        if fds[0].revents != 0 {
+            // Nothing more comes on the control pipe: end of file means
+            // redlock-run is finished or was killed.
+            let mut buf = [0u8; 64];
+            if matches!(ctrl.read(&mut buf), Ok(0) | Err(_)) {
+                if spec.contain {
+                    tree::kill_all(me, Duration::from_secs(10));
+                }
+                exit_now();
+            }
+        }
+    }
+}
+
+/// A signalfd for SIGCHLD, which is blocked so that only the fd sees it;
+/// and the signal mask as it was before.
+fn sigchld_fd() -> Option<(OwnedFd, libc::sigset_t)> {
+    // SAFETY: sigset manipulation on local values; signalfd returns a fresh fd.
+    unsafe {
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut old);
+        let set = block_sigchld();
+        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        (fd >= 0).then(|| (OwnedFd::from_raw_fd(fd), old))
+    }
+}
+
+fn block_sigchld() -> libc::sigset_t {
+    // SAFETY: sigset manipulation on a local value.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Reaps every child that has exited; the command's wait status if it was
+/// one of them, and whether no child at all is left.
+fn reap(command_pid: libc::pid_t) -> (Option<i32>, bool) {
+    let mut command = None;
+    loop {
+        let mut status = 0;
+        // SAFETY: a valid out-pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid == command_pid {
+            command = Some(status);
+        } else if pid == 0 {
+            return (command, false);
+        } else if pid < 0 {
+            if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            // ECHILD: every descendant is gone and reaped.
+            return (command, true);
+        }
+    }
+}
+
+/// The guard holds no terminal or pipe of the caller's once the command has
+/// its own copies: a `$(redlock-run ...)` must not wait for the guard.
+fn release_stdio() {
+    // SAFETY: open/dup2/close on fds 0-2 of this process.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            libc::close(null);
+        }
+    }
+}
+
+fn decode_env(mut payload: &[u8]) -> Vec<(String, String)> {
+    let mut next = || {
+        let len = u32::from_le_bytes(payload.get(..4)?.try_into().ok()?) as usize;
+        let part = payload.get(4..4 + len)?;
+        payload = &payload[4 + len..];
+        Some(String::from_utf8_lossy(part).into_owned())
+    };
+    let mut out = Vec::new();
+    while let (Some(k), Some(v)) = (next(), next()) {
+        out.push((k, v));
+    }
+    out
+}
+
+fn exit_now() -> ! {
+    // SAFETY: _exit skips atexit handlers and stdio flushing, which belong to
+    // redlock-run (buffers copied by the fork would be written twice).
+    unsafe { libc::_exit(0) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_frames_round_trip() {
+        let mut payload = Vec::new();
+        for part in ["REDLOCK_KEY", "a\nb=c", "REDLOCK_TOKEN", ""] {
+            payload.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            payload.extend_from_slice(part.as_bytes());
+        }
+        assert_eq!(
+            decode_env(&payload),
+            [
+                ("REDLOCK_KEY".to_string(), "a\nb=c".to_string()),
+                ("REDLOCK_TOKEN".to_string(), String::new())
+            ]
+        );
+        assert!(
+            decode_env(&payload[..7]).is_empty(),
+            "a cut frame is ignored"
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! `redlock-run` processes whose stderr lines are timestamped as they
+//! arrive, and what those lines say about the lock's validity deadline.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::cmd::BIN;
+use super::{send_signal, wait_until};
+
+/// A `redlock-run` whose stderr lines are timestamped as they arrive.
+pub struct Proc {
+    pub child: Child,
+    lines: Arc<Mutex<Vec<(Instant, String)>>>,
+    pub spawned: Instant,
+}
+
+impl Proc {
+    pub fn spawn(dir: &Path, args: &[String]) -> Proc {
+        Proc::spawn_with(dir, args, &[])
+    }
+
+    pub fn spawn_with(dir: &Path, args: &[String], env: &[(String, String)]) -> Proc {
+        let mut command = Command::new(BIN);
+        command
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("REDLOCK_") {
+                command.env_remove(&key);
+            }
+        }
+        command.envs(env.iter().map(|(k, v)| (k, v)));
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+                let mut empty: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut empty);
+                libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+                // Own group: nothing it signals can reach the harness. Dies
+                // with the spawning thread if the harness dies.
+                libc::setpgid(0, 0);
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
+                Ok(())
+            });
+        }
+        let spawned = Instant::now();
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (out, sink) = (child.stderr.take().expect("piped"), Arc::clone(&lines));
+        thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                let now = Instant::now();
+                sink.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((now, line));
+            }
+        });
+        Proc {
+            child,
+            lines,
+            spawned,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn stderr(&self) -> Vec<(Instant, String)> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn stderr_text(&self) -> String {
+        self.stderr()
+            .into_iter()
+            .map(|(t, l)| format!("+{:?} {l}\n", t.duration_since(self.spawned)))
+            .collect()
+    }
+
+    /// Reaped exit code (128+N for a signal), or None while running.
+    pub fn try_code(&mut self) -> Option<i32> {
+        let status = self.child.try_wait().expect("try_wait")?;
+        Some(
+            status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+        )
+    }
+
+    pub fn wait_code(&mut self, limit: Duration) -> Option<i32> {
+        let mut code = None;
+        wait_until(limit, || {
+            code = self.try_code();
+            code.is_some()
+        });
+        code
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            send_signal(self.pid(), libc::SIGCONT);
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Parses Rust's `{:?}` rendering of a Duration ("3.2ms", "850.0µs", "2s").
+pub fn parse_debug_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (num, unit) = ["ns", "µs", "ms", "s"]
+        .iter()
+        .find_map(|u| s.strip_suffix(u).map(|n| (n, *u)))?;
+    let v: f64 = num.parse().ok()?;
+    let secs = match unit {
+        "ns" => v / 1e9,
+        "µs" => v / 1e6,
+        "ms" => v / 1e3,
+        _ => v,
+    };
+    Some(Duration::from_secs_f64(secs))
+}
+
+pub fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// From `-vv` output: how long the acquire round took, and the latest
+/// validity deadline (round start + TTL - drift, for the acquire and each
+/// extension). A round's start is the line's arrival minus the elapsed time
+/// it reports; the line is written right after the round, so this errs late
+/// by the logging latency (well under a millisecond on an idle machine).
+pub fn lock_timeline(
+    lines: &[(Instant, String)],
+    ttl: Duration,
+) -> (Option<Duration>, Option<Instant>) {
+    let mut acquire = None;
+    let mut deadline: Option<Instant> = None;
+    for (t, line) in lines {
+        let took = if let Some(rest) = line.strip_prefix("redlock-run: acquired on ") {
+            let d = rest
+                .split_once(" in ")
+                .and_then(|(_, r)| r.split_once(';'))
+                .and_then(|(d, _)| parse_debug_duration(d));
+            acquire = acquire.or(d);
+            d
+        } else {
+            line.strip_prefix("redlock-run: extended in ")
+                .and_then(parse_debug_duration)
+        };
+        if let Some(took) = took
+            && let Some(start) = t.checked_sub(took)
+        {
+            let d = start + ttl - drift(ttl);
+            deadline = Some(deadline.map_or(d, |x| x.max(d)));
+        }
+    }
+    (acquire, deadline)
+}
