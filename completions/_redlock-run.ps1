@@ -47,6 +47,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Run STRING with /bin/sh -c instead of a command given after --')
             [CompletionResult]::new('--command', '--command', [CompletionResultType]::ParameterName, 'Run STRING with /bin/sh -c instead of a command given after --')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log lines on stderr as text, or as one JSON object per line')
+            [CompletionResult]::new('--record-command', '--record-command', [CompletionResultType]::ParameterName, 'What the holder record (shown by status on every host) keeps of the command line: masked (credentials in URLs and password=/--password values masked, cut to 200 characters) or name (the program''s name only)')
             [CompletionResult]::new('--report', '--report', [CompletionResultType]::ParameterName, 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)')
             [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'Do not check rediss:// certificates or host names (warns on every run)')
             [CompletionResult]::new('--fence', '--fence', [CompletionResultType]::ParameterName, 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder''s')

@@ -44,6 +44,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand -c 'Run STRING with /bin/sh -c instead of a command given after --'
             cand --command 'Run STRING with /bin/sh -c instead of a command given after --'
             cand --log-format 'Log lines on stderr as text, or as one JSON object per line'
+            cand --record-command 'What the holder record (shown by status on every host) keeps of the command line: masked (credentials in URLs and password=/--password values masked, cut to 200 characters) or name (the program''s name only)'
             cand --report 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)'
             cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
             cand --fence 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder''s'

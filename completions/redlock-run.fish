@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= prefix= r/redis= node-timeout= password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= hold= once-per= timeout= leftovers= jitter= fence limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= report= h/help V/version
+    string join \n k/key= prefix= r/redis= node-timeout= password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= hold= once-per= timeout= leftovers= jitter= fence limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -46,6 +46,8 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l busy-exit-
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l command -d 'Run STRING with /bin/sh -c instead of a command given after --' -r -f -a "(__fish_complete_command)"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d 'Log lines on stderr as text, or as one JSON object per line' -r -f -a "text\t''
 json\t''"
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l record-command -d 'What the holder record (shown by status on every host) keeps of the command line: masked (credentials in URLs and password=/--password values masked, cut to 200 characters) or name (the program\'s name only)' -r -f -a "masked\t'The command line, credentials masked, cut to 200 characters'
+name\t'The program\'s name only'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l report -d 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fence -d 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder\'s'

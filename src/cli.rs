@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand, ValueHint};
 
 use crate::exit;
+use crate::lock::keys::Keys;
 use crate::lock::node;
 use crate::lock::redlock;
 use crate::log::Format;
@@ -67,7 +68,7 @@ pub struct Target {
     pub redis: Vec<String>,
 
     /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_short)]
     pub node_timeout: Option<Duration>,
 
     /// Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD;
@@ -92,11 +93,11 @@ pub struct Target {
     pub tls_insecure: bool,
 }
 
-/// A `Target` checked: the lock's name, its Redis key, the node URLs.
+/// A `Target` checked: the lock's name, its Redis keys, the node URLs.
 #[derive(Clone, Debug)]
 pub struct Resolved {
     pub name: String,
-    pub key: Vec<u8>,
+    pub keys: Keys,
     pub urls: Vec<String>,
     /// Credentials and TLS material, loaded; the timeout is set by the caller.
     pub options: node::Options,
@@ -105,9 +106,7 @@ pub struct Resolved {
 impl Target {
     pub fn resolve(&self) -> Result<Resolved, String> {
         let name = self.key.clone().unwrap_or_default();
-        if name.is_empty() {
-            return Err("--key must not be empty".into());
-        }
+        let keys = Keys::new(self.prefix.as_bytes(), name.as_bytes())?;
         let urls: Vec<String> = self
             .redis
             .iter()
@@ -117,7 +116,6 @@ impl Target {
         if urls.is_empty() {
             return Err("--redis names no node".into());
         }
-        let key = [self.prefix.as_bytes(), name.as_bytes()].concat();
         let read = |flag: &str, path: &std::path::Path| {
             std::fs::read(path).map_err(|e| format!("cannot read {flag} {}: {e}", path.display()))
         };
@@ -145,17 +143,72 @@ impl Target {
                 .map(|p| read("--tls-ca", p))
                 .transpose()?,
             tls_client: match (&self.tls_cert, &self.tls_key) {
-                (Some(c), Some(k)) => Some((read("--tls-cert", c)?, read("--tls-key", k)?)),
+                (Some(c), Some(k)) => {
+                    let cert = read("--tls-cert", c)?;
+                    check_client_certificate(c, &cert)?;
+                    Some((cert, read("--tls-key", k)?))
+                }
                 _ => None,
             },
             tls_insecure: self.tls_insecure,
         };
         Ok(Resolved {
             name,
-            key,
+            keys,
             urls,
             options,
         })
+    }
+}
+
+/// rustls presents only X.509 v3 certificates (webpki refuses v1 with
+/// "UnsupportedCertVersion"), and `openssl x509 -req` without extensions
+/// makes v1 ones: say so before any node is tried, with the fix.
+fn check_client_certificate(path: &std::path::Path, pem: &[u8]) -> Result<(), String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let der = CertificateDer::from_pem_slice(pem).map_err(|e| {
+        format!(
+            "--tls-cert {}: no PEM certificate in it ({e})",
+            path.display()
+        )
+    })?;
+    if x509_version(&der) == Some(1) {
+        return Err(format!(
+            "--tls-cert {} is an X.509 v1 certificate, which the TLS library cannot present; \
+             issue a v3 one, for example: openssl x509 -req ... -extfile <(printf \
+             'basicConstraints=CA:FALSE\\nextendedKeyUsage=clientAuth\\n')",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The version of a DER certificate: 1 when TBSCertificate has no explicit
+/// version field, else the field's value + 1. None if it does not parse.
+fn x509_version(der: &[u8]) -> Option<u8> {
+    /// The contents of the DER element at the start of `b` with tag `tag`.
+    fn inside(b: &[u8], tag: u8) -> Option<&[u8]> {
+        if *b.first()? != tag {
+            return None;
+        }
+        let first = usize::from(*b.get(1)?);
+        let (len, start) = if first < 0x80 {
+            (first, 2)
+        } else {
+            let n = first & 0x7f;
+            let len = b
+                .get(2..2 + n)?
+                .iter()
+                .fold(0usize, |acc, x| (acc << 8) | usize::from(*x));
+            (len, 2 + n)
+        };
+        b.get(start..start + len)
+    }
+    let tbs = inside(inside(der, 0x30)?, 0x30)?;
+    match inside(tbs, 0xa0) {
+        None => Some(1),
+        Some(v) => inside(v, 0x02)?.last().map(|x| x + 1),
     }
 }
 
@@ -230,11 +283,11 @@ pub struct Cli {
     pub target: Target,
 
     /// Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)
-    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = parse_short)]
     pub ttl: Duration,
 
     /// Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_short)]
     pub kill_after: Option<Duration>,
 
     /// Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once
@@ -242,15 +295,15 @@ pub struct Cli {
     pub wait: Wait,
 
     /// Keep the lock at least this long after taking it, even if the command ends sooner
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_long)]
     pub hold: Option<Duration>,
 
     /// Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_long)]
     pub once_per: Option<Duration>,
 
     /// Stop the command after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_long)]
     pub timeout: Option<Duration>,
 
     /// When the command exits but processes it started still run: keep the lock until the
@@ -260,7 +313,7 @@ pub struct Cli {
     pub leftovers: Leftovers,
 
     /// Sleep a random time in [0, DURATION) before the first attempt
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_short)]
     pub jitter: Option<Duration>,
 
     /// Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder's
@@ -291,6 +344,12 @@ pub struct Cli {
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
     pub log_format: Format,
 
+    /// What the holder record (shown by status on every host) keeps of the command line:
+    /// masked (credentials in URLs and password=/--password values masked, cut to 200
+    /// characters) or name (the program's name only)
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = RecordCommand::Masked)]
+    pub record_command: RecordCommand,
+
     /// Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub report: Option<std::path::PathBuf>,
@@ -313,6 +372,15 @@ pub fn command() -> clap::Command {
     Cli::command().after_help(format!("{EXAMPLES}\n\n{}", exit::TABLE))
 }
 
+/// What the holder record keeps of the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecordCommand {
+    /// The command line, credentials masked, cut to 200 characters.
+    Masked,
+    /// The program's name only.
+    Name,
+}
+
 /// What to do with processes the command leaves behind when it exits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Leftovers {
@@ -331,27 +399,59 @@ pub enum Wait {
     Forever,
 }
 
+/// The longest TTL, kill-after, node timeout or jitter: longer makes no sense
+/// for a lock whose heartbeat renews it every TTL/3.
+pub const MAX_SHORT: Duration = Duration::from_secs(24 * 3600);
+/// The longest wait, hold, window or run time.
+pub const MAX_LONG: Duration = Duration::from_secs(366 * 24 * 3600);
+
 fn parse_wait(s: &str) -> Result<Wait, String> {
     match s.trim() {
         "forever" | "inf" | "infinity" => Ok(Wait::Forever),
-        "0" => Ok(Wait::Once),
-        other => humantime::parse_duration(other)
-            .map(|d| {
-                if d.is_zero() {
-                    Wait::Once
-                } else {
-                    Wait::For(d)
-                }
+        other => {
+            let d = duration(other, MAX_LONG, true)?;
+            Ok(if d.is_zero() {
+                Wait::Once
+            } else {
+                Wait::For(d)
             })
-            .map_err(|e| format!("'{s}' is not a duration or 'forever' ({e})")),
+        }
     }
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s.trim())
-        .map_err(|e| format!("'{s}' is not a duration ({e}); try 500ms, 30s or 2m"))?;
-    if d.is_zero() {
+fn parse_short(s: &str) -> Result<Duration, String> {
+    duration(s, MAX_SHORT, false)
+}
+
+fn parse_long(s: &str) -> Result<Duration, String> {
+    duration(s, MAX_LONG, false)
+}
+
+/// A duration as humantime writes it (500ms, 30s, 2m, 1h 30m), or a bare
+/// number of seconds as flock(1) and timeout(1) take it (5, 0.5). Zero only
+/// where `zero` allows it; never longer than `max`.
+fn duration(s: &str, max: Duration, zero: bool) -> Result<Duration, String> {
+    let t = s.trim();
+    let d = if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let secs: f64 = t
+            .parse()
+            .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+        Duration::try_from_secs_f64(secs).map_err(|_| format!("'{s}' is too long"))?
+    } else {
+        humantime::parse_duration(t)
+            .map_err(|e| format!("'{s}' is not a duration ({e}); try 500ms, 30s, 2m or 5"))?
+    };
+    if d.is_zero() && !zero {
         return Err(format!("'{s}' must be longer than zero"));
+    }
+    if d > max {
+        let days = max.as_secs() / 86_400;
+        let limit = if days < 2 {
+            format!("{}h", max.as_secs() / 3600)
+        } else {
+            format!("{days}d")
+        };
+        return Err(format!("'{s}' is too long: at most {limit}"));
     }
     Ok(d)
 }
@@ -378,7 +478,7 @@ impl Program {
 pub struct Config {
     pub name: String,
     pub options: node::Options,
-    pub key: Vec<u8>,
+    pub keys: Keys,
     pub urls: Vec<String>,
     pub ttl: Duration,
     pub node_timeout: Duration,
@@ -398,6 +498,7 @@ pub struct Config {
     pub verbosity: i8,
     pub log_format: Format,
     pub report: Option<std::path::PathBuf>,
+    pub record_command: RecordCommand,
 }
 
 impl Cli {
@@ -405,7 +506,7 @@ impl Cli {
     pub fn into_config(self) -> Result<Config, String> {
         let Resolved {
             name,
-            key,
+            keys,
             urls,
             mut options,
         } = self.target.resolve()?;
@@ -441,6 +542,7 @@ impl Cli {
                 humantime::format_duration(self.ttl),
             ));
         }
+        redlock::schedule_fits(self.ttl, node_timeout, kill_after)?;
         let once_per = match self.once_per {
             None => None,
             Some(w) if w.subsec_nanos() == 0 => Some(w.as_secs()),
@@ -455,7 +557,7 @@ impl Cli {
         Ok(Config {
             name,
             options,
-            key,
+            keys,
             urls,
             ttl: self.ttl,
             node_timeout,
@@ -472,6 +574,7 @@ impl Cli {
             program,
             log_format: self.log_format,
             report: self.report,
+            record_command: self.record_command,
             verbosity: if self.quiet {
                 -1
             } else {
@@ -503,7 +606,7 @@ mod tests {
     #[test]
     fn defaults() {
         let c = parse(&["-k", "job", "--", "true"]).expect("valid");
-        assert_eq!(c.key, b"lock:job");
+        assert_eq!(c.keys.lock(), b"lock:job");
         assert_eq!(c.ttl, Duration::from_secs(30));
         assert_eq!(c.node_timeout, Duration::from_secs(1));
         assert_eq!(c.kill_after, Duration::from_secs(10));
@@ -568,6 +671,50 @@ mod tests {
         assert_eq!(c.wait, Wait::Once, "default is a single try");
         let c = parse(&["-k", "j", "--once-per", "1h", "true"]).expect("valid");
         assert_eq!(c.once_per, Some(3600));
+    }
+
+    #[test]
+    fn bare_numbers_are_seconds_and_limits_hold() {
+        assert_eq!(duration("5", MAX_LONG, false), Ok(Duration::from_secs(5)));
+        assert_eq!(
+            duration(" 0.25 ", MAX_LONG, false),
+            Ok(Duration::from_millis(250))
+        );
+        assert_eq!(duration("0", MAX_LONG, true), Ok(Duration::ZERO));
+        assert!(duration("0", MAX_LONG, false).is_err());
+        assert!(duration("1.2.3", MAX_LONG, false).is_err());
+        assert!(duration("-5", MAX_LONG, false).is_err());
+        assert!(duration("1e400", MAX_LONG, false).is_err());
+        assert!(duration("500000000000years", MAX_LONG, false).is_err());
+        assert!(duration("99999999999999999999999", MAX_LONG, false).is_err());
+        assert_eq!(
+            duration("25h", MAX_SHORT, false),
+            Err("'25h' is too long: at most 24h".into())
+        );
+        assert_eq!(
+            duration("367d", MAX_LONG, false),
+            Err("'367d' is too long: at most 366d".into())
+        );
+        assert!(duration("24h", MAX_SHORT, false).is_ok());
+        let w = |a: &str| parse(&["-k", "j", "-w", a, "true"]).map(|c| c.wait);
+        assert_eq!(w("5"), Ok(Wait::For(Duration::from_secs(5))));
+    }
+
+    #[test]
+    fn x509_versions() {
+        // TBSCertificate with and without the explicit [0] version field.
+        let v3 = [
+            0x30, 0x0a, 0x30, 0x08, 0xa0, 0x03, 0x02, 0x01, 0x02, 0x02, 0x01, 0x01,
+        ];
+        let v1 = [0x30, 0x05, 0x30, 0x03, 0x02, 0x01, 0x01];
+        assert_eq!(x509_version(&v3), Some(3));
+        assert_eq!(x509_version(&v1), Some(1));
+        assert_eq!(x509_version(&[0x04, 0x00]), None);
+        assert_eq!(
+            x509_version(&[0x30, 0x82, 0xff]),
+            None,
+            "length past the end"
+        );
     }
 
     #[test]

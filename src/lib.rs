@@ -5,6 +5,7 @@ pub mod admin;
 pub mod cli;
 pub mod clock;
 pub mod exit;
+pub mod files;
 pub mod lock;
 pub mod log;
 pub mod process;

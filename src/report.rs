@@ -48,7 +48,7 @@ pub fn write(
         ("key", log::json_str(&config.name)),
         (
             "redis_key",
-            log::json_str(&String::from_utf8_lossy(&config.key)),
+            log::json_str(&crate::lock::keys::show(config.keys.lock())),
         ),
         (
             "started_at",
@@ -65,8 +65,5 @@ pub fn write(
         ("exit_code", exit.code().to_string()),
         ("duration_ms", duration.as_millis().to_string()),
     ]);
-    // Written beside the target and renamed, so a monitor never reads half a report.
-    let tmp = path.with_extension("tmp~");
-    std::fs::write(&tmp, format!("{body}\n"))?;
-    std::fs::rename(&tmp, path)
+    crate::files::write_atomically(path, format!("{body}\n").as_bytes())
 }

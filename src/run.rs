@@ -12,11 +12,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::FromArgMatches;
 
 use crate::cli::{self, Cli, Config, Wait};
-use crate::clock::{self, Stamp};
+use crate::clock;
 use crate::exit::Exit;
 use crate::lock::node::{self, Node};
 use crate::lock::redlock::{self, Verdict};
-use crate::lock::{Acquired, Lock};
+use crate::lock::{Acquired, Held, Lock, record};
 use crate::log::{self, Log, ev};
 use crate::process::guard::{Guard, Spec};
 use crate::process::heartbeat::start_heartbeat;
@@ -27,6 +27,10 @@ use crate::process::tree;
 use crate::report::{self, Stats};
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
+    // First of all: a signal that arrives from here on is passed on (or
+    // acted on) rather than killing us with a lock held. The signal thread
+    // that takes them starts later; they wait, pending, until then.
+    let blocked = signals::block();
     let parsed = cli::command()
         .try_get_matches_from(args)
         .and_then(|m| Cli::from_arg_matches(&m));
@@ -35,6 +39,8 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
         Err(e) => return clap_exit(e),
     };
     if let Some(admin) = cli.admin {
+        // status and unlock hold nothing: signals act on them as usual.
+        blocked.unblock();
         return crate::admin::run(admin);
     }
     let config = match cli.into_config() {
@@ -44,7 +50,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
             return Exit::Usage;
         }
     };
-    run(&config)
+    run(&config, blocked)
 }
 
 /// Help and version go to stdout with status 0; every other clap error becomes
@@ -71,11 +77,11 @@ fn one_line(msg: &str) -> String {
         .to_string()
 }
 
-fn run(config: &Config) -> Exit {
+fn run(config: &Config, blocked: signals::Blocked) -> Exit {
     let started = clock::now();
     let started_at = SystemTime::now();
     let stats = Arc::new(Stats::default());
-    let exit = run_locked(config, &stats);
+    let exit = run_locked(config, &stats, blocked);
     if let Some(path) = &config.report
         && let Err(e) = report::write(path, config, &stats, exit, started_at, started.elapsed())
     {
@@ -88,7 +94,7 @@ fn run(config: &Config) -> Exit {
     exit
 }
 
-fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
+fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) -> Exit {
     let log = Log::new(config.verbosity, config.log_format, &config.name);
     let nodes = match config
         .urls
@@ -104,10 +110,10 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
     };
     let lock = match Lock::new(
         nodes,
-        config.key.clone(),
+        config.keys.clone(),
         config.ttl,
         config.node_timeout,
-        holder_record(config),
+        record::holder(config),
         config.fence,
         config.limit,
     ) {
@@ -134,6 +140,7 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
         remove: &remove,
         terminal,
         contain,
+        mask: blocked.original(),
     }) {
         Ok(g) => g,
         Err(e) => {
@@ -153,7 +160,7 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
     let (tx, rx) = mpsc::channel();
     // Before acquiring: a TERM that arrives mid-acquire must still lead to a
     // release rather than kill us with the lock set.
-    if let Err(e) = signals::listen(tx.clone(), Event::Signal) {
+    if let Err(e) = signals::listen(blocked, tx.clone(), Event::Signal) {
         log.error(format!("cannot watch signals: {e}"));
         return Exit::Unavailable;
     }
@@ -179,18 +186,52 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
         Err(exit) => return exit,
     };
     stats.acquired.store(true, Relaxed);
-    if let Some(exit) = check_once_per(&lock, config, &log) {
-        stats.already_ran.store(exit != Exit::Unavailable, Relaxed);
+    let window = match check_once_per(&lock, config, &log) {
+        Ok(w) => w,
+        Err(exit) => {
+            stats.already_ran.store(exit != Exit::Unavailable, Relaxed);
+            lock.release(&log);
+            return exit;
+        }
+    };
+    // The command does not start after all: its window is not used up.
+    let give_back = |exit: Exit| {
+        if let Some(start) = window {
+            lock.unmark_once(start, &log);
+        }
         lock.release(&log);
-        return exit;
-    }
+        exit
+    };
     if let Some(sig) = rx.try_iter().find_map(|e| match e {
         Event::Signal(s) => Some(s),
         _ => None,
     }) {
         log.info(|| format!("signal {sig} before the command started; releasing"));
-        lock.release(&log);
-        return Exit::Signal(sig);
+        return give_back(Exit::Signal(sig));
+    }
+    // The fence commit and the marker took time off the validity: the
+    // command may start only if a stop could still come in time.
+    let stop_window = redlock::kill_guard(config.ttl) + config.kill_after;
+    let left = deadline.saturating_duration_since(clock::now());
+    if left <= stop_window {
+        log.error(
+            ev(
+                "unavailable",
+                format!(
+                    "lock '{}' has only {left:.0?} of its validity left after {:.0?} of \
+                     acquiring, less than the {stop_window:.0?} a stop of the command needs \
+                     (--kill-after {} and a {} guard); the nodes answer too slowly for --ttl {}: \
+                     raise --ttl",
+                    config.name,
+                    since.elapsed(),
+                    humantime::format_duration(config.kill_after),
+                    humantime::format_duration(redlock::kill_guard(config.ttl)),
+                    humantime::format_duration(config.ttl),
+                ),
+            )
+            .outcome("unavailable"),
+        );
+        return give_back(Exit::Unavailable);
     }
 
     let fence = fence.map(|t| t.to_string());
@@ -214,8 +255,7 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
                 config.program.describe(),
                 os_message(&e)
             ));
-            lock.release(&log);
-            return child::exit_of_spawn_error(&e);
+            return give_back(child::exit_of_spawn_error(&e));
         }
     };
     log.info(|| format!("running {} as pid {pid}", config.program.describe()));
@@ -234,7 +274,19 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
         terminal,
     };
     let (stop_tx, stop_rx) = mpsc::channel();
-    start_heartbeat(&lock, config, deadline, tx, stop_rx, log, Arc::clone(stats));
+    let heartbeat = start_heartbeat(
+        &lock,
+        config,
+        &Held {
+            since,
+            deadline,
+            fence: None,
+        },
+        tx,
+        stop_rx,
+        log,
+        Arc::clone(stats),
+    );
     let exit = supervise(&tree, config, started, deadline, &rx, &log);
     if terminal {
         // Normally done when the command exits; here too for the paths that
@@ -242,6 +294,10 @@ fn run_locked(config: &Config, stats: &Arc<Stats>) -> Exit {
         child::take_terminal_back();
     }
     drop(stop_tx);
+    if let Some(h) = heartbeat {
+        // At most the round in flight: a round limit.
+        let _ = h.join();
+    }
     drop(guard);
     match config.hold.and_then(|h| h.checked_sub(since.elapsed())) {
         Some(left) if exit != Exit::Lost && !left.is_zero() => lock.hold_for(left, &log),
@@ -259,13 +315,6 @@ fn containment() -> bool {
         return false;
     }
     true
-}
-
-/// The lock, once taken.
-struct Held {
-    since: Stamp,
-    deadline: Stamp,
-    fence: Option<u64>,
 }
 
 /// Takes the lock, waiting per --jitter and --wait. Returns when it was taken
@@ -292,21 +341,13 @@ fn acquire(
     let mut attempt = 0u32;
     loop {
         let failure = match lock.acquire(log) {
-            Acquired::Yes {
-                since,
-                deadline,
-                fence,
-            } => {
+            Acquired::Yes(held) => {
                 if config.wait != Wait::Once {
                     log.info(|| {
                         format!("waited {:.0?} for lock '{}'", start.elapsed(), config.name)
                     });
                 }
-                return Ok(Held {
-                    since,
-                    deadline,
-                    fence,
-                });
+                return Ok(held);
             }
             Acquired::Busy => None,
             Acquired::Unavailable(why) => Some(why),
@@ -393,82 +434,36 @@ fn pause_for(pause: Duration, rx: &Receiver<Event>) -> Result<bool, Exit> {
 }
 
 /// With --once-per: the first lock holder in a window sets its marker and
-/// runs; later ones skip. `Some(exit)` means do not run.
-fn check_once_per(lock: &Lock, config: &Config, log: &Log) -> Option<Exit> {
-    let window = config.once_per?;
+/// runs; later ones skip. `Ok(Some(start))`: marked the window starting at
+/// `start`; `Err(exit)`: do not run.
+fn check_once_per(lock: &Lock, config: &Config, log: &Log) -> Result<Option<u64>, Exit> {
+    let Some(window) = config.once_per else {
+        return Ok(None);
+    };
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let start = now / window * window;
-    let marker = [config.key.as_slice(), format!(":once:{start}").as_bytes()].concat();
     // The marker outlives its window by a window, so hosts whose clocks lag
     // still find it.
     let ttl = Duration::from_secs(window.saturating_mul(2));
-    match lock.mark_once(marker, ttl, log) {
-        Verdict::Quorum => None,
+    match lock.mark_once(start, ttl, log) {
+        Verdict::Quorum => Ok(Some(start)),
         Verdict::Refused => {
             log.notice(format!(
                 "lock '{}' already ran in this window (started at unix time {start})",
                 config.name
             ));
-            Some(Exit::Busy(config.busy_exit_code))
+            Err(Exit::Busy(config.busy_exit_code))
         }
         Verdict::Unavailable => {
             log.error(format!(
                 "cannot record the --once-per window for '{}': fewer than a quorum of nodes answered",
                 config.name
             ));
-            Some(Exit::Unavailable)
+            Err(Exit::Unavailable)
         }
     }
-}
-
-/// Who holds the lock, stored beside it for `status`. Information only: the
-/// lock itself is the plain token, so other clients stay compatible.
-fn holder_record(config: &Config) -> Vec<(&'static str, String)> {
-    let mut command = match &config.program {
-        cli::Program::Shell(s) => format!("/bin/sh -c {s}"),
-        cli::Program::Argv(argv) => argv
-            .iter()
-            .map(|a| a.to_string_lossy())
-            .collect::<Vec<_>>()
-            .join(" "),
-    };
-    // At most 200 characters, the ellipsis included.
-    if command.chars().count() > 200
-        && let Some((cut, _)) = command.char_indices().nth(199)
-    {
-        command.truncate(cut);
-        command.push('…');
-    }
-    vec![
-        ("host", hostname()),
-        ("pid", std::process::id().to_string()),
-        ("user", user_name()),
-        ("command", command),
-        ("ttl_ms", config.ttl.as_millis().to_string()),
-        ("version", env!("CARGO_PKG_VERSION").to_string()),
-    ]
-}
-
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
-    // when the name fits, and we stop at the first NUL either way.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    if ok {
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        "?".into()
-    }
-}
-
-fn user_name() -> String {
-    std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        // SAFETY: getuid cannot fail.
-        .unwrap_or_else(|_| format!("uid {}", unsafe { libc::getuid() }))
 }
 
 /// Environment variables that may carry a password: the command never sees them.

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::cli::{Admin, Resolved, StatusArgs, Target, UnlockArgs};
 use crate::exit::Exit;
-use crate::lock::node::{Inspection, Node, Released};
+use crate::lock::keys::show;
+use crate::lock::node::{Books, Inspection, Node, Released};
 use crate::lock::quorum::{self, Reply};
 use crate::lock::redlock;
 use crate::log::{json_object, json_str};
@@ -55,9 +56,9 @@ fn limit(nodes: &[Arc<Node>]) -> Duration {
     nodes.first().map_or(DEFAULT_NODE_TIMEOUT, |n| n.timeout()) * 3
 }
 
-fn inspect_all(nodes: &[Arc<Node>], key: &[u8]) -> Vec<Option<Result<Inspection, String>>> {
+fn inspect_all(nodes: &[Arc<Node>], books: &Books) -> Vec<Option<Result<Inspection, String>>> {
     let all: Vec<usize> = (0..nodes.len()).collect();
-    let k: Arc<[u8]> = key.into();
+    let k = Arc::new(books.clone());
     let replies = quorum::on_each(nodes, &all, move |n| n.inspect(&k), limit(nodes));
     by_node(nodes.len(), replies)
 }
@@ -127,7 +128,7 @@ fn record_of(found: &[Option<Result<Inspection, String>>], token: &[u8]) -> Vec<
 /// array (JSON). Exit 0 while any slot is free, 1 when all are held.
 fn status(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     let Some(n) = args.limit else {
-        let (exit, json) = status_of(args.json, lock, nodes);
+        let (exit, json) = status_of(args.json, lock, None, nodes);
         if args.json {
             println!("{json}");
         }
@@ -136,12 +137,7 @@ fn status(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     let mut exits = Vec::new();
     let mut objects = Vec::new();
     for i in 0..n {
-        let slot = Resolved {
-            name: format!("{} slot {i}", lock.name),
-            key: [lock.key.as_slice(), format!(":slot:{i}").as_bytes()].concat(),
-            ..lock.clone()
-        };
-        let (exit, json) = status_of(args.json, &slot, nodes);
+        let (exit, json) = status_of(args.json, lock, Some(i), nodes);
         exits.push(exit);
         objects.push(json);
     }
@@ -158,8 +154,14 @@ fn status(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
 }
 
 /// One lock: prints the text form, or returns the JSON object unprinted.
-fn status_of(json: bool, lock: &Resolved, nodes: &[Arc<Node>]) -> (Exit, String) {
-    let found = inspect_all(nodes, &lock.key);
+fn status_of(
+    json: bool,
+    lock: &Resolved,
+    slot: Option<u32>,
+    nodes: &[Arc<Node>],
+) -> (Exit, String) {
+    let books = crate::lock::books(&lock.keys, slot);
+    let found = inspect_all(nodes, &books);
     let verdict = verdict(nodes.len(), &found);
     let (record, ttl_left) = match &verdict {
         Verdict::Held(token, _) => (
@@ -181,6 +183,8 @@ fn status_of(json: bool, lock: &Resolved, nodes: &[Arc<Node>]) -> (Exit, String)
     };
     let status = Status {
         lock,
+        slot,
+        books: &books,
         nodes,
         found,
         verdict,
@@ -198,6 +202,9 @@ fn status_of(json: bool, lock: &Resolved, nodes: &[Arc<Node>]) -> (Exit, String)
 /// What `status` found about one lock, ready to show.
 struct Status<'a> {
     lock: &'a Resolved,
+    /// With --limit: which slot.
+    slot: Option<u32>,
+    books: &'a Books,
     nodes: &'a [Arc<Node>],
     found: Vec<Option<Result<Inspection, String>>>,
     verdict: Verdict,
@@ -224,6 +231,8 @@ impl Status<'_> {
     fn print_text(&self) {
         let Status {
             lock,
+            slot,
+            books,
             nodes,
             found,
             verdict,
@@ -232,9 +241,10 @@ impl Status<'_> {
         } = self;
         let ttl_left = *ttl_left;
         println!(
-            "lock '{}' (key {}) on {} node(s), quorum {}",
+            "lock '{}'{} (key {}) on {} node(s), quorum {}",
             lock.name,
-            String::from_utf8_lossy(&lock.key),
+            slot.map_or(String::new(), |i| format!(" slot {i}")),
+            show(&books.lock),
             nodes.len(),
             redlock::quorum(nodes.len())
         );
@@ -298,6 +308,8 @@ impl Status<'_> {
     fn json(&self) -> String {
         let Status {
             lock,
+            slot,
+            books,
             nodes,
             found,
             verdict,
@@ -339,9 +351,13 @@ impl Status<'_> {
                 json_object(&fields)
             })
             .collect();
+        let name = match slot {
+            Some(i) => format!("{} slot {i}", lock.name),
+            None => lock.name.clone(),
+        };
         let mut fields = vec![
-            ("name", json_str(&lock.name)),
-            ("key", json_str(&String::from_utf8_lossy(&lock.key))),
+            ("name", json_str(&name)),
+            ("key", json_str(&show(&books.lock))),
             ("quorum", redlock::quorum(nodes.len()).to_string()),
             ("nodes", format!("[{}]", per_node.join(","))),
         ];
@@ -369,7 +385,7 @@ impl Status<'_> {
 
 fn unlock(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     let all: Vec<usize> = (0..nodes.len()).collect();
-    let key: Arc<[u8]> = lock.key.as_slice().into();
+    let key = Arc::new(crate::lock::books(&lock.keys, None));
     let lines: Vec<Option<Result<String, String>>> = match &args.token {
         Some(token) => {
             let token: Arc<str> = token.as_str().into();
@@ -394,7 +410,7 @@ fn unlock(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
                 .collect()
         }
         None => {
-            let found = inspect_all(nodes, &lock.key);
+            let found = inspect_all(nodes, &key);
             if let Verdict::Held(token, _) = verdict(nodes.len(), &found) {
                 let record = record_of(&found, &token);
                 println!(

@@ -1,8 +1,10 @@
 //! The lock across all nodes: acquire, extend and release rounds, with the
 //! Redlock rules from `redlock` applied to what the nodes answered.
 
+pub mod keys;
 pub mod node;
 pub mod quorum;
+pub mod record;
 pub mod redlock;
 
 use std::sync::Arc;
@@ -17,15 +19,17 @@ use rand::rngs::SysRng;
 use rand::seq::SliceRandom;
 
 use crate::log::{Log, ev};
-use node::{Granted, Node, Released};
+use keys::Keys;
+use node::{Books, Extension, Granted, Node, Released};
 use quorum::{Reply, Round, Vote};
 use redlock::{Answer, Verdict};
 
 pub struct Lock {
     nodes: Arc<[Arc<Node>]>,
-    /// The lock's key, or with --limit N the N slots' keys
-    /// (`<key>:slot:<i>`), each a lock of its own.
-    slots: Vec<Arc<[u8]>>,
+    keys: Keys,
+    /// The keys each request touches: the lock's, or with --limit N those of
+    /// each of the N slots, each a lock of its own.
+    slots: Vec<Arc<Books>>,
     /// The slot taken by the last successful acquire.
     held: AtomicUsize,
     /// Fields of the holder record written beside the lock (`<key>:holder`).
@@ -40,15 +44,19 @@ pub struct Lock {
     node_timeout: Duration,
 }
 
+/// The lock, once taken.
+pub struct Held {
+    /// When the acquire round started: the heartbeat's schedule starts here.
+    pub since: Stamp,
+    /// The validity deadline, unless extended.
+    pub deadline: Stamp,
+    /// With --fence: greater than every earlier holder's.
+    pub fence: Option<u64>,
+}
+
 /// How an acquire round ended.
 pub enum Acquired {
-    /// Held since `since` (the round's start) until `deadline` unless extended.
-    Yes {
-        since: Stamp,
-        deadline: Stamp,
-        /// With --fence: greater than every earlier holder's.
-        fence: Option<u64>,
-    },
+    Yes(Held),
     Busy,
     /// Why the quorum could not be reached, one clause per failed node.
     Unavailable(String),
@@ -68,7 +76,7 @@ pub enum Extended {
 impl Lock {
     pub fn new(
         nodes: Vec<Node>,
-        key: Vec<u8>,
+        keys: Keys,
         ttl: Duration,
         node_timeout: Duration,
         record: Vec<(&'static str, String)>,
@@ -78,15 +86,10 @@ impl Lock {
         Ok(Lock {
             nodes: nodes.into_iter().map(Arc::new).collect(),
             slots: match limit {
-                None => vec![key.into()],
-                Some(n) => (0..n)
-                    .map(|i| {
-                        [key.as_slice(), format!(":slot:{i}").as_bytes()]
-                            .concat()
-                            .into()
-                    })
-                    .collect(),
+                None => vec![Arc::new(books(&keys, None))],
+                Some(n) => (0..n).map(|i| Arc::new(books(&keys, Some(i)))).collect(),
             },
+            keys,
             held: AtomicUsize::new(0),
             record: record.into(),
             fence,
@@ -97,8 +100,8 @@ impl Lock {
         })
     }
 
-    /// The key of the lock (or slot) held.
-    fn key(&self) -> Arc<[u8]> {
+    /// The keys of the lock (or slot) held.
+    fn books(&self) -> Arc<Books> {
         Arc::clone(&self.slots[self.held.load(Relaxed)])
     }
 
@@ -116,11 +119,8 @@ impl Lock {
         self.last_round.lock().map_or((0, 0), |l| *l)
     }
 
-    /// Longest we listen to one round: connect, write and read, each bounded by
-    /// the node timeout, plus scheduling slack. Well inside the TTL by the
-    /// node-timeout check.
     fn round_limit(&self) -> Duration {
-        self.node_timeout * 3 + Duration::from_millis(20)
+        redlock::round_limit(self.node_timeout)
     }
 
     /// Tries the slots in random order (there is one without --limit) until
@@ -140,7 +140,7 @@ impl Lock {
 
     fn acquire_slot(&self, log: &Log) -> Acquired {
         let t0 = clock::now();
-        let (key, token, ttl) = (self.key(), Arc::clone(&self.token), self.ttl);
+        let (books, token, ttl) = (self.books(), Arc::clone(&self.token), self.ttl);
         // When it was taken, for `status`: stamped per attempt, since --wait
         // may try for a long time.
         let mut rec = self.record.to_vec();
@@ -148,7 +148,7 @@ impl Lock {
         let fence = self.fence;
         let round = quorum::decide(
             &self.nodes,
-            move |n| n.acquire(&key, &token, ttl, &rec, fence),
+            move |n| n.acquire(&books, &token, ttl, &rec, fence),
             self.round_limit(),
         );
         self.log_round("acquire", &round, log);
@@ -175,19 +175,19 @@ impl Lock {
                     });
                     let deadline = t0 + self.ttl - redlock::drift(self.ttl);
                     if !self.fence {
-                        return Acquired::Yes {
+                        return Acquired::Yes(Held {
                             since: t0,
                             deadline,
                             fence: None,
-                        };
+                        });
                     }
                     match self.commit_fence(&round, deadline, log) {
                         Ok(t) => {
-                            return Acquired::Yes {
+                            return Acquired::Yes(Held {
                                 since: t0,
                                 deadline,
                                 fence: Some(t),
-                            };
+                            });
                         }
                         Err(why) => {
                             // Held, but without a token to show for it: give
@@ -247,11 +247,11 @@ impl Lock {
             .checked_add(1)
             .ok_or("the fence counter is at its maximum")?;
         let which: Vec<usize> = granted.iter().map(|(i, _)| *i).collect();
-        let (key, token) = (self.key(), Arc::clone(&self.token));
+        let (books, token) = (self.books(), Arc::clone(&self.token));
         let replies = quorum::on_each(
             &self.nodes,
             &which,
-            move |n| n.commit_fence(&key, &token, t),
+            move |n| n.commit_fence(&books, &token, t),
             self.round_limit(),
         );
         let committed = replies
@@ -284,17 +284,30 @@ impl Lock {
         Ok(t)
     }
 
+    /// One heartbeat: compare-and-PEXPIRE on every node. Once a quorum has
+    /// extended, nodes that lost the key (restarted empty, expired early) get
+    /// it back with SET NX, within the validity just won: a forced unlock,
+    /// which deletes the key everywhere, leaves no quorum to re-take from.
     pub fn extend(&self, log: &Log) -> Extended {
         let t0 = clock::now();
-        let (key, token, ttl) = (self.key(), Arc::clone(&self.token), self.ttl);
+        let (books, token, ttl) = (self.books(), Arc::clone(&self.token), self.ttl);
         let round = quorum::decide(
             &self.nodes,
-            move |n| n.extend(&key, &token, ttl),
+            move |n| n.extend(&books, &token, ttl),
             self.round_limit(),
         );
         self.log_round("extend", &round, log);
         if round.verdict == Verdict::Quorum && redlock::validity(self.ttl, round.elapsed).is_some()
         {
+            let lost: Vec<usize> = round
+                .replies
+                .iter()
+                .filter(|r| matches!(r.result, Ok(Extension::Absent)))
+                .map(|r| r.node)
+                .collect();
+            if !lost.is_empty() {
+                self.retake(&lost, log);
+            }
             return Extended::Yes {
                 deadline: t0 + self.ttl - redlock::drift(self.ttl),
             };
@@ -311,6 +324,39 @@ impl Lock {
         ))
     }
 
+    fn retake(&self, which: &[usize], log: &Log) {
+        let (books, token, ttl) = (self.books(), Arc::clone(&self.token), self.ttl);
+        let replies = quorum::on_each(
+            &self.nodes,
+            which,
+            move |n| n.retake(&books, &token, ttl),
+            self.round_limit(),
+        );
+        for r in &replies {
+            let name = self.nodes[r.node].name();
+            let outcome = match &r.result {
+                Ok(true) => "retaken",
+                Ok(false) => "taken-by-another",
+                Err(_) => "error",
+            };
+            log.info(|| {
+                ev(
+                    "retake",
+                    format!(
+                        "{name} had lost the key: {}",
+                        match &r.result {
+                            Ok(true) => "taken back".to_string(),
+                            Ok(false) => "another token holds it now".to_string(),
+                            Err(e) => format!("not taken back: {e}"),
+                        }
+                    ),
+                )
+                .node(name)
+                .outcome(outcome)
+            });
+        }
+    }
+
     /// Compare-and-delete on every node: any of them may hold our token.
     pub fn release(&self, log: &Log) {
         let all: Vec<usize> = (0..self.nodes.len()).collect();
@@ -322,17 +368,17 @@ impl Lock {
     /// their backoff poll finds the lock free once it expires.
     pub fn hold_for(&self, left: Duration, log: &Log) {
         let all: Vec<usize> = (0..self.nodes.len()).collect();
-        let (key, token) = (self.key(), Arc::clone(&self.token));
+        let (books, token) = (self.books(), Arc::clone(&self.token));
         let replies = quorum::on_each(
             &self.nodes,
             &all,
-            move |n| n.extend(&key, &token, left),
+            move |n| n.extend(&books, &token, left),
             self.round_limit(),
         );
         for r in &replies {
             let name = self.nodes[r.node].name();
             match &r.result {
-                Ok(Answer::Granted) => log.debug(|| {
+                Ok(Extension::Extended) => log.debug(|| {
                     ev("hold", format!("{name}: held for {left:.0?} more"))
                         .node(name)
                         .outcome("held")
@@ -345,18 +391,49 @@ impl Lock {
         }
     }
 
-    /// Sets the once-per-window marker (NX, expiring after `ttl`) on all
-    /// nodes. `Quorum`: this run is the window's first; `Refused`: the window
-    /// already had its run.
-    pub fn mark_once(&self, marker: Vec<u8>, ttl: Duration, log: &Log) -> Verdict {
-        let token = Arc::clone(&self.token);
+    /// Sets the marker of the --once-per window starting at `start` (NX,
+    /// expiring after `ttl`) on all nodes. `Quorum`: this run is the window's
+    /// first; `Refused`: the window already had its run. Unless `Quorum`, our
+    /// markers are taken back at once (see `unmark_once`).
+    pub fn mark_once(&self, start: u64, ttl: Duration, log: &Log) -> Verdict {
+        let (marker, token) = (self.keys.once(start), Arc::clone(&self.token));
         let round = quorum::decide(
             &self.nodes,
-            move |n| n.acquire(&marker, &token, ttl, &[], false),
+            move |n| n.mark(&marker, &token, ttl),
             self.round_limit(),
         );
         self.log_round("once-per marker", &round, log);
+        if round.verdict != Verdict::Quorum {
+            self.unmark_on(start, &round.maybe_ours(self.nodes.len()), log);
+        }
         round.verdict
+    }
+
+    /// Takes our --once-per marker back on every node, so that the window is
+    /// not used up (the command could not be started).
+    pub fn unmark_once(&self, start: u64, log: &Log) {
+        let all: Vec<usize> = (0..self.nodes.len()).collect();
+        self.unmark_on(start, &all, log);
+    }
+
+    fn unmark_on(&self, start: u64, which: &[usize], log: &Log) {
+        let (marker, token) = (self.keys.once(start), Arc::clone(&self.token));
+        let replies = quorum::on_each(
+            &self.nodes,
+            which,
+            move |n| n.drop_ours(&marker, &token),
+            self.round_limit(),
+        );
+        for r in &replies {
+            let name = self.nodes[r.node].name();
+            match &r.result {
+                Ok(true) => log.debug(|| format!("{name}: once-per marker taken back")),
+                Ok(false) => {}
+                Err(e) => log.info(|| {
+                    format!("cannot take the once-per marker back, it expires by itself: {e}")
+                }),
+            }
+        }
     }
 
     /// Subscribes to this lock's release announcements on every node, calling
@@ -366,11 +443,7 @@ impl Lock {
     pub fn watch_releases(&self, wake: impl Fn() -> bool + Clone + Send + 'static, log: &Log) {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         for node in self.nodes.iter() {
-            let channels: Vec<Vec<u8>> = self
-                .slots
-                .iter()
-                .map(|k| node::release_channel(k))
-                .collect();
+            let channels = vec![self.keys.released()];
             let (node, wake) = (Arc::clone(node), wake.clone());
             let ready_tx = ready_tx.clone();
             let spawned = std::thread::Builder::new()
@@ -397,11 +470,11 @@ impl Lock {
         if which.is_empty() {
             return;
         }
-        let (key, token) = (self.key(), Arc::clone(&self.token));
+        let (books, token) = (self.books(), Arc::clone(&self.token));
         let replies = quorum::on_each(
             &self.nodes,
             which,
-            move |n| n.release(&key, &token, announce),
+            move |n| n.release(&books, &token, announce),
             self.round_limit(),
         );
         for r in &replies {
@@ -485,6 +558,16 @@ impl Lock {
         } else {
             parts.join("; ")
         }
+    }
+}
+
+/// The keys a holder of `slot` (or of the lock itself) touches.
+pub fn books(keys: &Keys, slot: Option<u32>) -> Books {
+    Books {
+        lock: keys.taken(slot),
+        holder: keys.holder(slot),
+        fence: keys.fence(),
+        released: keys.released(),
     }
 }
 

@@ -14,31 +14,47 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
 
-use redis::{Client, Connection, ConnectionAddr, ConnectionLike, IntoConnectionInfo, Value};
+use redis::{Client, Connection, ConnectionAddr, IntoConnectionInfo, Value};
 
 use crate::lock::redlock::Answer;
 
-// Every script takes KEYS[1] = the lock, KEYS[2] = its holder record
-// (`<lock>:holder`, information only), and touches the record only while the
-// lock holds our token. Calls that only inform (the record, the PUBLISH that
-// wakes waiters) go through pcall: an ACL that denies them must not cost a
-// lock or a release.
+// Every script touches the lock's books only while the lock holds our token.
+// Calls that only inform (the holder record, the PUBLISH that wakes waiters)
+// go through pcall: an ACL that denies them must not cost a lock or a
+// release. Keys are passed as KEYS (one hash slot, see `keys`), never spliced
+// into the Lua text.
 
-/// Writes the holder record next to a lock we just took.
-const RECORD: &str = "\
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.pcall('DEL', KEYS[2])
-  redis.pcall('HSET', KEYS[2], unpack(ARGV, 3))
-  redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
-  return 1
+/// Takes the lock: SET NX PX, or, when it already holds our token (a retry
+/// after a lost reply), renews it. Writes the holder record (KEYS[2]) when
+/// fields are given from ARGV[4], and reads the --fence counter (KEYS[3])
+/// when ARGV[3] is '1', in the same atomic step.
+const ACQUIRE: &str = "\
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return {0}
+  end
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-return 0";
-
-/// Extends only our own lock; never re-creates an expired one.
-const EXTEND: &str = "\
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if #ARGV > 3 then
+  redis.pcall('DEL', KEYS[2])
+  redis.pcall('HSET', KEYS[2], unpack(ARGV, 4))
   redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if ARGV[3] == '1' then
+  return {1, redis.call('GET', KEYS[3])}
+end
+return {1}";
+
+/// Extends only our own lock; never re-creates one (see `retake`).
+/// 1 extended, -1 no key here, 0 another token.
+const EXTEND: &str = "\
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+elseif v == false then
+  return -1
 end
 return 0";
 
@@ -56,6 +72,13 @@ if v == ARGV[1] then
   return 1
 elseif v == false then
   return -1
+end
+return 0";
+
+/// Deletes a key only while it holds our token (undoing a --once-per marker).
+const DROP: &str = "\
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
 end
 return 0";
 
@@ -80,18 +103,13 @@ if n == 1 then
 end
 return n";
 
-/// The record's key and the release channel, derived from the lock's key.
-pub fn holder_key(key: &[u8]) -> Vec<u8> {
-    [key, b":holder"].concat()
-}
-
-pub fn release_channel(key: &[u8]) -> Vec<u8> {
-    [key, b":released"].concat()
-}
-
-/// The --fence counter: no TTL, only ever raised.
-pub fn fence_key(key: &[u8]) -> Vec<u8> {
-    [key, b":fence"].concat()
+/// The keys one acquire, extension or release touches.
+#[derive(Clone, Debug)]
+pub struct Books {
+    pub lock: Vec<u8>,
+    pub holder: Vec<u8>,
+    pub fence: Vec<u8>,
+    pub released: Vec<u8>,
 }
 
 /// An acquire's answer, with the fence counter found beside the lock when asked.
@@ -114,6 +132,25 @@ pub struct Inspection {
     /// Milliseconds left; negative as Redis reports (-2 no key, -1 no expiry).
     pub pttl: i64,
     pub holder: Vec<(String, String)>,
+}
+
+/// What an extension found on the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extension {
+    Extended,
+    /// The key is gone here (expired, or the node restarted empty).
+    Absent,
+    /// Another token holds it.
+    NotOurs,
+}
+
+impl crate::lock::quorum::Vote for Extension {
+    fn answer(&self) -> Answer {
+        match self {
+            Extension::Extended => Answer::Granted,
+            Extension::Absent | Extension::NotOurs => Answer::Refused,
+        }
+    }
 }
 
 /// What a release found on the node.
@@ -294,7 +331,7 @@ impl Node {
         };
         let mut conn = match session.connect() {
             Ok(c) => c,
-            Err(e) => return ready(Err(e)),
+            Err(Failure::Interrupted(e) | Failure::Other(e)) => return ready(Err(e)),
         };
         let mut pubsub = conn.as_pubsub();
         if let Err(e) = pubsub.subscribe(channels) {
@@ -311,100 +348,111 @@ impl Node {
 }
 
 impl Session {
-    /// `SET key token NX PX ttl`; with a non-empty `record`, the holder record
-    /// goes out in the same write (one round trip).
+    /// Takes `books.lock` for `token` (see ACQUIRE); with a non-empty
+    /// `record`, the holder record goes out in the same script, and with
+    /// `fence` the counter is read in it.
     pub fn acquire(
         &mut self,
-        key: &[u8],
+        books: &Books,
         token: &str,
         ttl: Duration,
         record: &[(&str, String)],
         fence: bool,
     ) -> Result<Granted, NodeError> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("SET")
-            .arg(key)
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(ACQUIRE)
+            .arg(3)
+            .arg(&books.lock)
+            .arg(&books.holder)
+            .arg(&books.fence);
+        cmd.arg(token)
+            .arg(millis(ttl))
+            .arg(if fence { "1" } else { "0" });
+        for (k, v) in record {
+            cmd.arg(*k).arg(v);
+        }
+        self.take(&cmd, fence)
+    }
+
+    /// Sets a --once-per marker (idempotent for the same token).
+    pub fn mark(
+        &mut self,
+        marker: &[u8],
+        token: &str,
+        ttl: Duration,
+    ) -> Result<Granted, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(ACQUIRE)
+            .arg(1)
+            .arg(marker)
             .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(millis(ttl));
-        if !record.is_empty() {
-            let eval = pipe
-                .cmd("EVAL")
-                .arg(RECORD)
-                .arg(2)
-                .arg(key)
-                .arg(holder_key(key));
-            eval.arg(token).arg(millis(ttl));
-            for (k, v) in record {
-                eval.arg(*k).arg(v);
-            }
-        }
-        if fence {
-            // Read after our SET on the same connection: if the SET won, no
-            // later holder can have raised it yet.
-            pipe.cmd("GET").arg(fence_key(key));
-        }
-        let count = 1 + usize::from(!record.is_empty()) + usize::from(fence);
-        // Reply by reply: the crate's `query` would fail the whole pipeline
-        // for an error in the (information only) record, costing the lock.
-        let replies =
-            self.query(|c| c.req_packed_commands(&pipe.get_packed_pipeline(), 0, count))?;
-        let answer = match replies.first() {
-            Some(Value::Okay) => Answer::Granted,
-            Some(Value::Nil) => Answer::Refused,
-            Some(Value::ServerError(e)) => return Err(self.server_error(e)),
-            other => return Err(self.unexpected("SET", &format!("{other:?}"))),
+            .arg(millis(ttl))
+            .arg("0");
+        self.take(&cmd, false)
+    }
+
+    fn take(&mut self, cmd: &redis::Cmd, fence: bool) -> Result<Granted, NodeError> {
+        let reply = self.eval(cmd)?;
+        let parts = match &reply {
+            Value::Array(parts) => parts.as_slice(),
+            other => return Err(self.unexpected("acquire script", &format!("{other:?}"))),
         };
-        if answer == Answer::Granted
-            && let Some(Value::ServerError(e)) = replies.get(1).filter(|_| !record.is_empty())
-            && e.code() == "NOPERM"
-        {
-            // EVAL itself is denied, so no release will ever work: undo the
-            // SET now rather than leave the key for a whole TTL.
-            self.undo_without_scripts(key, token);
-            return Err(self.server_error(e));
-        }
-        let fence = match (fence, replies.last()) {
-            (false, _) => None,
-            (true, Some(Value::Nil)) => Some(0),
-            (true, Some(Value::BulkString(b))) => Some(
+        let answer = match parts.first() {
+            Some(Value::Int(1)) => Answer::Granted,
+            Some(Value::Int(0)) => Answer::Refused,
+            other => return Err(self.unexpected("acquire script", &format!("{other:?}"))),
+        };
+        let fence = match (fence, answer, parts.get(1)) {
+            (false, _, _) | (_, Answer::Refused, _) => None,
+            (true, _, None | Some(Value::Nil)) => Some(0),
+            (true, _, Some(Value::BulkString(b))) => Some(
                 std::str::from_utf8(b)
                     .ok()
                     .and_then(|t| t.parse().ok())
                     .ok_or_else(|| self.unexpected("GET fence counter", &format!("{b:?}")))?,
             ),
-            (true, Some(Value::ServerError(e))) => return Err(self.server_error(e)),
-            (true, other) => {
+            (true, _, Some(other)) => {
                 return Err(self.unexpected("GET fence counter", &format!("{other:?}")));
             }
         };
         Ok(Granted { answer, fence })
     }
 
-    /// Compare-and-delete without Lua, for a user the ACL denies EVAL: GET,
-    /// then DEL if it is still our token. Not atomic, but the SET happened a
-    /// round trip ago with a TTL of at least ten node timeouts, so the key
-    /// cannot have expired and been taken by another holder in between.
-    fn undo_without_scripts(&mut self, key: &[u8], token: &str) {
-        let ours = self
-            .query(|c| redis::cmd("GET").arg(key).query::<Option<Vec<u8>>>(c))
-            .is_ok_and(|v| v.as_deref() == Some(token.as_bytes()));
-        if ours {
-            let _ = self.query(|c| redis::cmd("DEL").arg(key).query::<i64>(c));
+    /// Compare-and-PEXPIRE (the record too): `Refused` when the key no
+    /// longer holds our token, `Failed`-free `Absent` when it is gone.
+    pub fn extend(
+        &mut self,
+        books: &Books,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<Extension, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(EXTEND).arg(2).arg(&books.lock).arg(&books.holder);
+        cmd.arg(token).arg(millis(ttl));
+        match self.eval(&cmd)? {
+            Value::Int(1) => Ok(Extension::Extended),
+            Value::Int(-1) => Ok(Extension::Absent),
+            Value::Int(0) => Ok(Extension::NotOurs),
+            other => Err(self.unexpected("extend script", &format!("{other:?}"))),
         }
     }
 
-    /// Compare-and-PEXPIRE (the record too): `Refused` when the key no
-    /// longer holds our token.
-    pub fn extend(&mut self, key: &[u8], token: &str, ttl: Duration) -> Result<Answer, NodeError> {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(EXTEND).arg(2).arg(key).arg(holder_key(key));
-        cmd.arg(token).arg(millis(ttl));
-        match self.eval(&cmd)? {
-            Value::Int(1) => Ok(Answer::Granted),
-            Value::Int(0) => Ok(Answer::Refused),
-            other => Err(self.unexpected("extend script", &format!("{other:?}"))),
+    /// `SET NX PX` of our token on a node that lost the key (restarted empty,
+    /// or expired early by its clock) while a quorum still holds it for us:
+    /// so that losses spread over a long run do not add up. Only ever sent
+    /// within the validity the extension round just won.
+    pub fn retake(&mut self, books: &Books, token: &str, ttl: Duration) -> Result<bool, NodeError> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&books.lock)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(ttl));
+        match self.query(|c| cmd.query::<Value>(c))? {
+            Value::Okay => Ok(true),
+            Value::Nil => Ok(false),
+            Value::ServerError(e) => Err(self.server_error(&e)),
+            other => Err(self.unexpected("SET NX", &format!("{other:?}"))),
         }
     }
 
@@ -414,18 +462,18 @@ impl Session {
     /// would wake them all again).
     pub fn release(
         &mut self,
-        key: &[u8],
+        books: &Books,
         token: &str,
         announce: bool,
     ) -> Result<Released, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(RELEASE)
             .arg(2)
-            .arg(key)
-            .arg(holder_key(key))
+            .arg(&books.lock)
+            .arg(&books.holder)
             .arg(token);
         if announce {
-            cmd.arg(release_channel(key));
+            cmd.arg(&books.released);
         } else {
             cmd.arg("");
         }
@@ -437,13 +485,28 @@ impl Session {
         }
     }
 
+    /// Deletes `key` only while it holds our token.
+    pub fn drop_ours(&mut self, key: &[u8], token: &str) -> Result<bool, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(DROP).arg(1).arg(key).arg(token);
+        match self.eval(&cmd)? {
+            Value::Int(n) => Ok(n == 1),
+            other => Err(self.unexpected("drop script", &format!("{other:?}"))),
+        }
+    }
+
     /// Raises the fence counter to `t` while the lock holds our token here.
-    pub fn commit_fence(&mut self, key: &[u8], token: &str, t: u64) -> Result<Answer, NodeError> {
+    pub fn commit_fence(
+        &mut self,
+        books: &Books,
+        token: &str,
+        t: u64,
+    ) -> Result<Answer, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(FENCE)
             .arg(2)
-            .arg(key)
-            .arg(fence_key(key))
+            .arg(&books.lock)
+            .arg(&books.fence)
             .arg(token)
             .arg(t);
         match self.eval(&cmd)? {
@@ -454,13 +517,13 @@ impl Session {
     }
 
     /// Deletes the lock whoever holds it: true if there was one.
-    pub fn force_delete(&mut self, key: &[u8]) -> Result<bool, NodeError> {
+    pub fn force_delete(&mut self, books: &Books) -> Result<bool, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(FORCE)
             .arg(2)
-            .arg(key)
-            .arg(holder_key(key))
-            .arg(release_channel(key));
+            .arg(&books.lock)
+            .arg(&books.holder)
+            .arg(&books.released);
         match self.eval(&cmd)? {
             Value::Int(n) => Ok(n == 1),
             other => Err(self.unexpected("delete script", &format!("{other:?}"))),
@@ -468,14 +531,14 @@ impl Session {
     }
 
     /// The lock's value, its PTTL and its holder record, in one round trip.
-    pub fn inspect(&mut self, key: &[u8]) -> Result<Inspection, NodeError> {
+    pub fn inspect(&mut self, books: &Books) -> Result<Inspection, NodeError> {
         let mut pipe = redis::pipe();
         pipe.cmd("GET")
-            .arg(key)
+            .arg(&books.lock)
             .cmd("PTTL")
-            .arg(key)
+            .arg(&books.lock)
             .cmd("HGETALL")
-            .arg(holder_key(key));
+            .arg(&books.holder);
         let (value, pttl, holder): (Option<Vec<u8>>, i64, Vec<(String, String)>) =
             self.query(|c| pipe.query(c))?;
         Ok(Inspection {
@@ -495,26 +558,43 @@ impl Session {
     }
 
     /// Runs `f` on this node's connection, connecting first if needed.
+    ///
+    /// A read or connect interrupted by the process being stopped and
+    /// continued (SIGSTOP/SIGCONT, Ctrl-Z and `fg`, a cgroup freezer) fails
+    /// with EINTR even without signal handlers; it is retried on a fresh
+    /// connection for as long as the node timeout allows. Every request
+    /// redlock-run sends gives the same answer when repeated (an acquire for
+    /// our own token, a compare-and-delete that finds the key gone), so a
+    /// retry cannot change what happened.
     fn query<T>(
         &mut self,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+        f: impl Fn(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T, NodeError> {
-        let mut conn = match self.conn.take() {
-            Some(c) => c,
-            None => self.connect()?,
-        };
-        match f(&mut conn) {
-            Ok(v) => {
-                self.conn = Some(conn);
-                Ok(v)
+        let until = std::time::Instant::now() + self.timeout;
+        let retry = || std::time::Instant::now() < until;
+        loop {
+            let mut conn = match self.conn.take() {
+                Some(c) => c,
+                None => match self.connect() {
+                    Ok(c) => c,
+                    Err(Failure::Interrupted(_)) if retry() => continue,
+                    Err(Failure::Interrupted(e) | Failure::Other(e)) => return Err(e),
+                },
+            };
+            match f(&mut conn) {
+                Ok(v) => {
+                    self.conn = Some(conn);
+                    return Ok(v);
+                }
+                // After a timeout a late reply would be read as the answer to
+                // the next request: a connection that saw an error is dropped.
+                Err(e) if interrupted(&e) && retry() => {}
+                Err(e) => return Err(self.error(&e)),
             }
-            // After a timeout a late reply would be read as the answer to the
-            // next request: a connection that saw an error is dropped here.
-            Err(e) => Err(self.error(&e)),
         }
     }
 
-    fn connect(&self) -> Result<Connection, NodeError> {
+    fn connect(&self) -> Result<Connection, Failure> {
         let conn = match self.client.get_connection_info().addr() {
             // The crate's connect timeout does not cover name resolution: a
             // hung DNS server would hold this node (and its queue) far longer
@@ -524,7 +604,7 @@ impl Session {
                 // Every address in turn, as a resolver-backed connect would:
                 // "localhost" is often ::1 first and 127.0.0.1 second.
                 let mut last = None;
-                for ip in self.resolve(host, *port)? {
+                for ip in self.resolve(host, *port).map_err(Failure::Other)? {
                     let info = self.client.get_connection_info().clone();
                     match Client::open(info.set_addr(ConnectionAddr::Tcp(ip.to_string(), *port)))
                         .and_then(|c| c.get_connection_with_timeout(self.timeout))
@@ -538,7 +618,12 @@ impl Session {
                 }
                 match last {
                     Some(result) => result,
-                    None => return Err(NodeError(format!("{}: {host} has no address", self.name))),
+                    None => {
+                        return Err(Failure::Other(NodeError(format!(
+                            "{}: {host} has no address",
+                            self.name
+                        ))));
+                    }
                 }
             }
             // TLS checks the certificate against the name, so the crate must
@@ -546,17 +631,17 @@ impl Session {
             // (the crate's own lookup then finds the answer in the resolver's cache
             // where there is one).
             ConnectionAddr::TcpTls { host, port, .. } if host.parse::<IpAddr>().is_err() => {
-                self.resolve(host, *port)?;
+                self.resolve(host, *port).map_err(Failure::Other)?;
                 self.client.get_connection_with_timeout(self.timeout)
             }
             _ => self.client.get_connection_with_timeout(self.timeout),
         }
-        .map_err(|e| self.error(&e))?;
+        .map_err(|e| self.failure(&e))?;
         // The crate bounds only the connect; reads and writes would block forever
         // on a node that is stopped but still completes TCP handshakes.
         conn.set_read_timeout(Some(self.timeout))
             .and_then(|()| conn.set_write_timeout(Some(self.timeout)))
-            .map_err(|e| self.error(&e))?;
+            .map_err(|e| self.failure(&e))?;
         Ok(conn)
     }
 
@@ -605,6 +690,14 @@ impl Session {
         NodeError(format!("{}: {what}", self.name))
     }
 
+    fn failure(&self, e: &redis::RedisError) -> Failure {
+        if interrupted(e) {
+            Failure::Interrupted(self.error(e))
+        } else {
+            Failure::Other(self.error(e))
+        }
+    }
+
     fn error(&self, e: &redis::RedisError) -> NodeError {
         let what = if e.is_timeout() {
             format!(
@@ -642,6 +735,24 @@ impl Session {
             self.name
         ))
     }
+}
+
+/// A failed connect: worth one more try when it was only interrupted.
+enum Failure {
+    Interrupted(NodeError),
+    Other(NodeError),
+}
+
+/// Whether `e` is EINTR from a read, write or connect.
+fn interrupted(e: &redis::RedisError) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::Interrupted;
+        }
+        source = s.source();
+    }
+    e.to_string().contains("(os error 4)")
 }
 
 /// How to reach the nodes, beyond what their URLs say.
@@ -719,6 +830,27 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
+/// Appends a URL's authority (`user:password@host:port`) with the password
+/// replaced by `***`; a lone user-info (`redis://secret@host`,
+/// `https://TOKEN@host`) is taken for a password.
+pub fn push_masked_authority(out: &mut String, authority: &str) {
+    match authority.rfind('@') {
+        Some(at) => {
+            let userinfo = &authority[..at];
+            match userinfo.find(':') {
+                Some(colon) => {
+                    out.push_str(&userinfo[..colon]);
+                    out.push_str(":***");
+                }
+                None if userinfo.is_empty() => {}
+                None => out.push_str("***"),
+            }
+            out.push_str(&authority[at..]);
+        }
+        None => out.push_str(authority),
+    }
+}
+
 /// The URL with any password replaced by `***`, for logs and errors.
 /// Works on text that does not parse, since that is when it gets printed.
 pub fn redact(url: &str) -> String {
@@ -728,22 +860,8 @@ pub fn redact(url: &str) -> String {
     let rest = &url[scheme_end + 3..];
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let mut out = url[..scheme_end + 3].to_string();
-    match rest[..authority_end].rfind('@') {
-        Some(at) => {
-            let userinfo = &rest[..at];
-            match userinfo.find(':') {
-                Some(colon) => {
-                    out.push_str(&userinfo[..colon]);
-                    out.push_str(":***");
-                }
-                None if userinfo.is_empty() => {}
-                // redis://secret@host: a lone userinfo is the password.
-                None => out.push_str("***"),
-            }
-            out.push_str(&rest[at..]);
-        }
-        None => out.push_str(rest),
-    }
+    push_masked_authority(&mut out, &rest[..authority_end]);
+    out.push_str(&rest[authority_end..]);
     // unix:///path?pass=secret
     if let Some(q) = out.find('?') {
         let (base, query) = out.split_at(q + 1);

@@ -37,6 +37,12 @@ pub fn node_timeout_fits(ttl: Duration, node_timeout: Duration) -> bool {
     !node_timeout.is_zero() && node_timeout * MAX_NODE_TIMEOUT_FRACTION <= ttl
 }
 
+/// Longest one node's answer is awaited: a connect, then the reply, each
+/// bounded by the node timeout, plus scheduling slack.
+pub fn round_limit(node_timeout: Duration) -> Duration {
+    node_timeout * 2 + Duration::from_millis(20)
+}
+
 /// Grace between SIGTERM and SIGKILL: a third of the TTL, at most 10 s.
 pub fn default_kill_after(ttl: Duration) -> Duration {
     (ttl / 3).min(Duration::from_secs(10))
@@ -49,6 +55,44 @@ pub fn default_kill_after(ttl: Duration) -> Duration {
 /// that at short TTLs. A tenth of the TTL, within 50 ms..2 s.
 pub fn kill_guard(ttl: Duration) -> Duration {
     (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(2))
+}
+
+/// Checks that a lock's own schedule can work: the first heartbeat (at
+/// TTL/3, taking up to a node timeout) must be able to finish before SIGTERM
+/// is due (validity - kill guard - kill-after). Otherwise every run would
+/// lose its lock at the first heartbeat. The error says why, in one line.
+pub fn schedule_fits(
+    ttl: Duration,
+    node_timeout: Duration,
+    kill_after: Duration,
+) -> Result<(), String> {
+    let term_at = ttl
+        .checked_sub(drift(ttl))
+        .and_then(|d| d.checked_sub(kill_guard(ttl)))
+        .and_then(|d| d.checked_sub(kill_after));
+    // On the connection the acquire opened, a round is one reply.
+    let first = heartbeat_interval(ttl) + node_timeout + Duration::from_millis(20);
+    match term_at {
+        Some(t) if first <= t => Ok(()),
+        _ => Err(format!(
+            "--ttl {} is too short for its own schedule: SIGTERM would be due {} after the \
+             lock is taken (TTL - {} drift - {} kill guard - --kill-after {}), but the first \
+             heartbeat, due at {}, may take until {} to answer (--node-timeout {}); raise \
+             --ttl, or lower --kill-after or --node-timeout",
+            fmt(ttl),
+            term_at.map_or("at once".into(), fmt),
+            fmt(drift(ttl)),
+            fmt(kill_guard(ttl)),
+            fmt(kill_after),
+            fmt(heartbeat_interval(ttl)),
+            fmt(first),
+            fmt(node_timeout),
+        )),
+    }
+}
+
+fn fmt(d: Duration) -> String {
+    humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
 }
 
 /// Heartbeat period: three chances to extend before the TTL runs out.
@@ -231,6 +275,29 @@ mod tests {
         }
         assert!(!node_timeout_fits(ms(1_000), ms(101)));
         assert!(!node_timeout_fits(ms(1_000), ms(0)));
+    }
+
+    #[test]
+    fn schedules_too_short_for_their_first_heartbeat_are_refused() {
+        // -t 100ms --node-timeout 10ms: TERM due 14 ms in, first heartbeat at 33 ms.
+        let err = schedule_fits(ms(100), ms(10), default_kill_after(ms(100))).unwrap_err();
+        assert!(err.contains("--ttl 100ms is too short"), "{err}");
+        assert!(err.contains("13ms after"), "{err}");
+        assert!(err.contains("until 63ms"), "{err}");
+        // The defaults fit wherever the default node timeout does (500 ms up).
+        for ttl in [500, 1_000, 2_000, 30_000, 600_000, 86_400_000] {
+            let ttl = ms(ttl);
+            assert!(
+                schedule_fits(ttl, default_node_timeout(ttl), default_kill_after(ttl)).is_ok(),
+                "{ttl:?}"
+            );
+        }
+        assert!(schedule_fits(ms(2_000), ms(100), ms(1_000)).is_err());
+        assert!(schedule_fits(ms(2_000), ms(100), ms(800)).is_ok());
+        assert!(
+            schedule_fits(ms(10), ms(1), ms(1)).is_err(),
+            "TERM before the lock exists"
+        );
     }
 
     #[test]

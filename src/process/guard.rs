@@ -65,6 +65,8 @@ pub struct Spec<'a> {
     /// Track and reap the whole tree (off only in test builds, to show that
     /// the safety checks see what containment prevents).
     pub contain: bool,
+    /// The signal mask redlock-run was started with, for the command.
+    pub mask: libc::sigset_t,
 }
 
 // Frame tags, both directions: [tag][u32 length, little endian][payload].
@@ -225,9 +227,10 @@ fn guard_main(mut ctrl: File, mut report: File, spec: &Spec) -> ! {
     };
     // Children's exits arrive on a descriptor, so one thread can wait for
     // them and for the control pipe at once.
-    let Some((children, mask)) = sigchld_fd() else {
+    let Some(children) = sigchld_fd() else {
         exit_now();
     };
+    let mask = spec.mask;
     let set = match read_frame(&mut ctrl) {
         Ok((SPAWN, payload)) => decode_env(&payload),
         // redlock-run is done without running anything (busy, unavailable).
@@ -318,16 +321,13 @@ fn guard_main(mut ctrl: File, mut report: File, spec: &Spec) -> ! {
     }
 }
 
-/// A signalfd for SIGCHLD, which is blocked so that only the fd sees it;
-/// and the signal mask as it was before.
-fn sigchld_fd() -> Option<(OwnedFd, libc::sigset_t)> {
-    // SAFETY: sigset manipulation on local values; signalfd returns a fresh fd.
+/// A signalfd for SIGCHLD, which is blocked so that only the fd sees it.
+fn sigchld_fd() -> Option<OwnedFd> {
+    let set = block_sigchld();
+    // SAFETY: signalfd returns a fresh fd or -1.
     unsafe {
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut old);
-        let set = block_sigchld();
         let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-        (fd >= 0).then(|| (OwnedFd::from_raw_fd(fd), old))
+        (fd >= 0).then(|| OwnedFd::from_raw_fd(fd))
     }
 }
 

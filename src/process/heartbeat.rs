@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::thread;
+use std::thread::{self, JoinHandle};
 
 use crate::cli::Config;
-use crate::clock::{self, Stamp};
+use crate::clock;
 use crate::lock::redlock;
-use crate::lock::{Extended, Lock};
+use crate::lock::{Extended, Held, Lock};
 use crate::log::{Log, ev};
 use crate::process::supervise::Event;
 use crate::report::Stats;
@@ -17,19 +17,25 @@ use crate::report::Stats;
 /// Extends the lock every TTL/3 (sooner after a failure) until told to stop
 /// or the lock is gone. Never starts a round once the deadline has passed:
 /// that could resurrect a lock someone else now holds.
+///
+/// Rounds are timed from `held.since`, when the acquire round started, not from
+/// the command's start: the fence commit and the once-per marker that come
+/// in between take time off the same validity. Join the handle before
+/// touching the lock again (--hold), so no late extension undoes it.
 pub fn start_heartbeat(
     lock: &Arc<Lock>,
     config: &Config,
-    mut deadline: Stamp,
+    held: &Held,
     tx: Sender<Event>,
     stop: Receiver<()>,
     log: Log,
     stats: Arc<Stats>,
-) {
+) -> Option<JoinHandle<()>> {
     let lock = Arc::clone(lock);
     let interval = redlock::heartbeat_interval(config.ttl);
     let retry = redlock::heartbeat_retry(config.ttl, config.node_timeout);
-    let mut next = clock::now() + interval;
+    let mut next = held.since + interval;
+    let mut deadline = held.deadline;
     let spawned = thread::Builder::new()
         .name("heartbeat".into())
         .spawn(move || {
@@ -77,10 +83,14 @@ pub fn start_heartbeat(
                 }
             }
         });
-    if let Err(e) = spawned {
-        // Without a heartbeat the supervisor still stops the command before
-        // the first deadline: safe, only shorter.
-        log.error(format!("cannot start the heartbeat: {e}"));
+    match spawned {
+        Ok(h) => Some(h),
+        Err(e) => {
+            // Without a heartbeat the supervisor still stops the command
+            // before the first deadline: safe, only shorter.
+            log.error(format!("cannot start the heartbeat: {e}"));
+            None
+        }
     }
 }
 

@@ -1,12 +1,16 @@
 //! Which signal arrived, so the command gets that same signal.
+//!
+//! The forwarded signals are blocked in every thread and taken by one thread
+//! with sigwait(2). No handler ever runs, so no blocking call anywhere
+//! (a socket read with a timeout, which the kernel never restarts) fails with
+//! EINTR because a signal arrived: a storm of signals cannot cost a node's
+//! answer or a heartbeat.
 
 use std::io;
 use std::sync::mpsc::Sender;
 use std::thread;
 
-use signal_hook::iterator::Signals;
-
-/// Signals passed on to the command's process group.
+/// Signals passed on to the command's process tree.
 pub const FORWARDED: [i32; 6] = [
     libc::SIGINT,
     libc::SIGTERM,
@@ -16,22 +20,66 @@ pub const FORWARDED: [i32; 6] = [
     libc::SIGUSR2,
 ];
 
-/// Starts a thread that sends every forwarded signal to `tx` as `wrap(sig)`.
+/// The forwarded signals this process takes, blocked in the calling thread,
+/// and the mask as it was before.
+pub struct Blocked {
+    set: libc::sigset_t,
+    original: libc::sigset_t,
+}
+
+impl Blocked {
+    /// The signal mask redlock-run was started with: the command's.
+    pub fn original(&self) -> libc::sigset_t {
+        self.original
+    }
+
+    /// Back to the original mask (for subcommands that hold nothing).
+    pub fn unblock(self) {
+        // SAFETY: restoring a mask saved from this thread.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.original, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Blocks the forwarded signals in the calling thread. Call it before any
+/// other thread starts: threads inherit the mask, and a signal sent to the
+/// process goes to a thread that does not block it.
 ///
-/// A signal that was ignored when redlock-run started (nohup, a background job
-/// of a non-interactive shell) is left ignored: the command inherits the
-/// ignore across exec, as it would without redlock-run in between.
-pub fn listen<E, W>(tx: Sender<E>, wrap: W) -> io::Result<()>
+/// A signal that was ignored when redlock-run started (nohup, a background
+/// job of a non-interactive shell) is left out and stays ignored: the command
+/// inherits the ignore across exec, as it would without redlock-run.
+pub fn block() -> Blocked {
+    // SAFETY: sigset manipulation on a local value; pthread_sigmask affects
+    // this thread only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in FORWARDED.into_iter().filter(|s| !is_ignored(*s)) {
+            libc::sigaddset(&mut set, sig);
+        }
+        let mut original: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut original);
+        Blocked { set, original }
+    }
+}
+
+/// Starts a thread that sends every blocked signal to `tx` as `wrap(sig)`.
+pub fn listen<E, W>(blocked: Blocked, tx: Sender<E>, wrap: W) -> io::Result<()>
 where
     E: Send + 'static,
     W: Fn(i32) -> E + Send + 'static,
 {
-    let wanted: Vec<i32> = FORWARDED.into_iter().filter(|s| !is_ignored(*s)).collect();
-    let mut signals = Signals::new(&wanted)?;
+    let set = blocked.set;
     thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            for sig in signals.forever() {
+            loop {
+                let mut sig = 0;
+                // SAFETY: a valid set and out-pointer.
+                if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                    continue;
+                }
                 if tx.send(wrap(sig)).is_err() {
                     break;
                 }
@@ -40,7 +88,20 @@ where
     Ok(())
 }
 
-fn is_ignored(sig: i32) -> bool {
+/// Blocks every signal in the calling thread, for threads started before
+/// `block` (the log thread may be): a signal must never land on them.
+pub fn block_all_here() {
+    // SAFETY: sigset manipulation on a local value, this thread only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Whether `sig` is ignored in this process (glibc's own signals answer
+/// EINVAL, so they count as not ignored).
+pub fn is_ignored(sig: i32) -> bool {
     // SAFETY: querying a disposition with a null new action changes nothing.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();

@@ -9,6 +9,7 @@ use std::process::{Command, ExitStatus};
 
 use crate::cli::Program;
 use crate::exit::Exit;
+use crate::process::signals;
 
 /// Environment changes for the command.
 pub struct Env<'a> {
@@ -126,7 +127,7 @@ fn posix_spawn(program: &Program, env: &Env, mask: &libc::sigset_t) -> io::Resul
         let mut defaults: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut defaults);
         for sig in 1..=libc::SIGRTMAX() {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP && !ignored(sig) {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP && !signals::is_ignored(sig) {
                 libc::sigaddset(&mut defaults, sig);
             }
         }
@@ -158,16 +159,6 @@ fn posix_spawn(program: &Program, env: &Env, mask: &libc::sigset_t) -> io::Resul
             return Err(io::Error::from_raw_os_error(rc));
         }
         Ok(pid)
-    }
-}
-
-/// Whether `sig` is ignored in this process (glibc's own signals answer
-/// EINVAL, so they count as not ignored and get their default).
-fn ignored(sig: i32) -> bool {
-    // SAFETY: querying a disposition with a null new action changes nothing.
-    unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
     }
 }
 

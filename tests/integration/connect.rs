@@ -211,12 +211,18 @@ impl Certs {
         certs.leaf(
             "server",
             "ca",
-            "serverAuth",
+            Some("serverAuth"),
             Some("DNS:localhost,IP:127.0.0.1"),
         );
-        certs.leaf("wrong-name", "ca", "serverAuth", Some("DNS:other.example"));
-        certs.leaf("client", "ca", "clientAuth", None);
-        certs.leaf("stranger", "other-ca", "clientAuth", None);
+        certs.leaf(
+            "wrong-name",
+            "ca",
+            Some("serverAuth"),
+            Some("DNS:other.example"),
+        );
+        certs.leaf("client", "ca", Some("clientAuth"), None);
+        certs.leaf("stranger", "other-ca", Some("clientAuth"), None);
+        certs.leaf("client-v1", "ca", None, None);
         certs
     }
 
@@ -248,15 +254,26 @@ impl Certs {
         );
     }
 
-    fn leaf(&self, name: &str, ca: &str, usage: &str, san: Option<&str>) {
-        let mut ext = format!(
-            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
-             extendedKeyUsage={usage}\n"
-        );
+    /// A leaf certificate for `usage` (serverAuth, clientAuth), signed by
+    /// `ca`. Without a usage it has no extensions at all, which makes it an
+    /// X.509 v1 certificate, as `openssl x509 -req` makes by default.
+    fn leaf(&self, name: &str, ca: &str, usage: Option<&str>, san: Option<&str>) {
+        let mut ext = match usage {
+            Some(usage) => format!(
+                "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
+                 extendedKeyUsage={usage}\n"
+            ),
+            None => String::new(),
+        };
         if let Some(san) = san {
             ext.push_str(&format!("subjectAltName={san}\n"));
         }
-        fs::write(self.dir.join(format!("{name}.ext")), ext).expect("write extension file");
+        let ext_file = format!("{name}.ext");
+        fs::write(self.dir.join(&ext_file), ext).expect("write extension file");
+        let extfile: &[&str] = match usage {
+            Some(_) => &["-extfile", &ext_file],
+            None => &[],
+        };
         openssl(
             self.dir.path(),
             &[
@@ -289,11 +306,12 @@ impl Certs {
                 "-CAcreateserial",
                 "-days",
                 "2",
-                "-extfile",
-                &format!("{name}.ext"),
                 "-out",
                 &format!("{name}.pem"),
-            ],
+            ]
+            .into_iter()
+            .chain(extfile.iter().copied())
+            .collect::<Vec<_>>(),
         );
     }
 
@@ -534,6 +552,27 @@ fn mutual_tls_needs_a_client_certificate_from_the_ca() {
     }
 }
 
+/// rustls cannot present an X.509 v1 client certificate (redis-cli can):
+/// say so, with the fix, before trying any node.
+#[test]
+fn an_x509_v1_client_certificate_is_named_with_the_fix() {
+    let certs = Certs::make();
+    let node = certs.node("server", true);
+    let dir = tempdir();
+    let url = format!("rediss://localhost:{}", node.port());
+    let out = base(&url, "mtls-v1", &dir)
+        .args(["--tls-ca", &certs.pem("ca")])
+        .args(["--tls-cert", &certs.pem("client-v1")])
+        .args(["--tls-key", &certs.key("client-v1")])
+        .args(["-c", "touch ran"])
+        .run();
+    out.assert_code(64).assert_one_error_line();
+    assert!(out.stderr.contains("X.509 v1 certificate"), "{out}");
+    assert!(out.stderr.contains("extendedKeyUsage=clientAuth"), "{out}");
+    assert!(!dir.has("ran"));
+    assert!(node.keys().is_empty());
+}
+
 #[test]
 fn tls_options_with_unreadable_or_bad_files_are_usage_errors() {
     let node = RedisNode::start();
@@ -618,7 +657,8 @@ fn acl_user_with_the_minimal_commands_can_run_wait_and_ask_status() {
         .args(["-t", "900ms", "-c", &format!("touch ran; {WAIT_FOR_GO}")])
         .spawn();
     await_marker(&dir, "ran", &holder);
-    let record: Vec<(String, String)> = node.cmd(redis::cmd("HGETALL").arg(b"lock:acl:holder"));
+    let record: Vec<(String, String)> =
+        node.cmd(redis::cmd("HGETALL").arg(crate::support::keys("acl").holder(None)));
     assert!(!record.is_empty(), "no holder record written");
 
     // status, as the same user.
@@ -667,7 +707,7 @@ fn acl_user_with_the_minimal_commands_can_run_wait_and_ask_status() {
     assert!(status.stdout.contains("free"), "status\n{status}");
     let left: Vec<String> = string_keys(&node)
         .into_iter()
-        .filter(|k| !k.starts_with("lock:acl:once:"))
+        .filter(|k| !k.starts_with("lock:acl\0once:"))
         .collect();
     assert!(left.is_empty(), "keys left: {left:?}");
 }

@@ -64,9 +64,7 @@ fn line_count(dir: &TempDir, name: &str) -> usize {
 
 /// The channel a release of lock `name` is announced on.
 fn release_channel(name: &str) -> Vec<u8> {
-    let mut channel = lock_key(name);
-    channel.extend_from_slice(b":released");
-    channel
+    crate::support::keys(name).released()
 }
 
 /// PUBSUB NUMSUB for one channel.
@@ -382,9 +380,7 @@ fn align_to_window(window: u64, after: u64, from: Duration, to: Duration) -> u64
 }
 
 fn once_marker(name: &str, window_start: u64) -> Vec<u8> {
-    let mut marker = lock_key(name);
-    marker.extend_from_slice(format!(":once:{window_start}").as_bytes());
-    marker
+    crate::support::keys(name).once(window_start)
 }
 
 /// The marker exists on a quorum, expires within two windows, and the lock

@@ -52,9 +52,7 @@ const FAST_FENCE: [&str; 8] = [
 
 /// The fence counter's key for lock `name` (default prefix).
 fn fence_key(name: &str) -> Vec<u8> {
-    let mut key = lock_key(name);
-    key.extend_from_slice(b":fence");
-    key
+    crate::support::keys(name).fence()
 }
 
 /// The fence counter on one node (0 when absent).

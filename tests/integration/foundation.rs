@@ -915,7 +915,7 @@ fn hostile_key_names_are_plain_data() {
         let mut expected = vec![
             b"decoy".to_vec(),
             lock_key(name),
-            [lock_key(name), b":holder".to_vec()].concat(),
+            crate::support::keys(name).holder(None),
         ];
         expected.sort();
         assert_eq!(node.keys(), expected, "keys while holding {name:?}");

@@ -7,6 +7,7 @@
 
 mod support;
 
+mod bookkeeping;
 mod connect;
 mod containment;
 mod cron;

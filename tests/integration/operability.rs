@@ -55,9 +55,7 @@ fn unlock(urls: &str, name: &str, extra: &[&str]) -> RunOutput {
 
 /// The holder record's key for lock `name` with the default prefix.
 fn holder_key(name: &str) -> Vec<u8> {
-    let mut key = lock_key(name);
-    key.extend_from_slice(b":holder");
-    key
+    crate::support::keys(name).holder(None)
 }
 
 /// HGETALL of `key` (fails the test on non-UTF-8 content).

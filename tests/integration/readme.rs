@@ -158,7 +158,7 @@ fn readme_examples_run() {
     assert!(
         node.keys()
             .iter()
-            .any(|k| k.starts_with(b"lock:digest:once:")),
+            .any(|k| k.starts_with(b"lock:digest\0once:")),
         "--once-per leaves its window marker"
     );
 }

@@ -76,6 +76,13 @@ pub fn proxied_urls(proxies: &[FaultProxy]) -> String {
         .join(",")
 }
 
+/// The keys redlock-run keeps for lock `name` under the default prefix, as
+/// the program computes them (`src/lock/keys.rs`; its layout is checked on
+/// its own by unit tests and against a real cluster's CLUSTER KEYSLOT).
+pub fn keys(name: &str) -> redlock_run::lock::keys::Keys {
+    redlock_run::lock::keys::Keys::new(PREFIX.as_bytes(), name.as_bytes()).expect("valid name")
+}
+
 /// Polls `cond` every 10 ms until it returns true or `timeout` elapses.
 /// Returns whether the condition became true (it is checked one last time
 /// after the deadline).

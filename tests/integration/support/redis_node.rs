@@ -29,23 +29,33 @@ pub struct RedisNode {
     port: u16,
     dir: TempDir,
     child: Option<Child>,
+    /// Extra server arguments, kept for `restart`.
+    extra: Vec<String>,
 }
 
 impl RedisNode {
     /// Starts a server on a free port. Panics (never skips) if
     /// `redis-server` is missing or does not come up.
     pub fn start() -> RedisNode {
+        RedisNode::start_with(&[])
+    }
+
+    /// Starts a server with `extra` arguments after the defaults (for
+    /// example `--cluster-enabled yes`).
+    pub fn start_with(extra: &[&str]) -> RedisNode {
         let binary = redis_server_binary();
         let dir = tempdir();
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let mut last_error = String::new();
         for _attempt in 0..5 {
             let port = free_port();
-            match spawn_server(&binary, port, &dir) {
+            match spawn_server(&binary, port, &dir, &extra) {
                 Ok(child) => {
                     return RedisNode {
                         port,
                         dir,
                         child: Some(child),
+                        extra,
                     };
                 }
                 Err(e) => last_error = e,
@@ -111,7 +121,7 @@ impl RedisNode {
         // The port may linger briefly; retry for a little while.
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            match spawn_server(&binary, self.port, &self.dir) {
+            match spawn_server(&binary, self.port, &self.dir, &self.extra) {
                 Ok(child) => {
                     self.child = Some(child);
                     return;
@@ -320,14 +330,20 @@ pub fn server_command(binary: &Path, dir: &Path, loglevel: &str) -> Command {
 
 /// Spawns a server on `port` and waits until it answers PING. On failure the
 /// child is killed and an explanation (including the server log) returned.
-fn spawn_server(binary: &Path, port: u16, dir: &TempDir) -> Result<Child, String> {
+fn spawn_server(
+    binary: &Path,
+    port: u16,
+    dir: &TempDir,
+    extra: &[String],
+) -> Result<Child, String> {
     assert_ne!(port, 6379, "never use the default Redis port");
     let log_path = dir.join("redis.log");
     let mut command = server_command(binary, dir.path(), "warning");
     command
         .arg("--port")
         .arg(port.to_string())
-        .args(["--bind", "127.0.0.1"]);
+        .args(["--bind", "127.0.0.1"])
+        .args(extra);
     let mut child = command
         .spawn()
         .map_err(|e| format!("spawn {}: {e}", binary.display()))?;

@@ -1,0 +1,715 @@
+//! The lock's bookkeeping: a key layout no lock name can reach, heartbeats
+//! timed from the acquisition, once-per markers that are undone, signals
+//! that cannot interrupt a node request, durations that cannot overflow,
+//! re-taking a node that lost the key, a clock that counts a suspend, what
+//! the holder record stores, and files written without following symlinks.
+//! Each test here failed before its fix.
+
+use std::fs;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::support::{
+    Cluster, FaultProxy, Mode, RedisNode, START, Test, WAIT_FOR_GO, await_marker, base, keys,
+    lock_key, proxied_urls, send_signal, tempdir, touch, wait_until,
+};
+
+// ---------------------------------------------------------------------------
+// 1. Key layout
+// ---------------------------------------------------------------------------
+
+/// Names whose keys collided in the old layout (`lock:x:holder` was both the
+/// record of `x` and the lock `x:holder`).
+#[test]
+fn helper_keys_never_belong_to_another_lock() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let url = node.url();
+    // Q holds the lock named `x:holder`.
+    let q = base(&url, "x:holder", &dir)
+        .args(["-c", &format!("touch q; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "q", &q);
+    let q_token = node.get(lock_key("x:holder")).expect("Q's key");
+    // P takes and releases `x`, with every helper it can have.
+    base(&url, "x", &dir)
+        .args(["--fence", "--once-per", "1h", "-c", "true"])
+        .expect_code(0);
+    assert_eq!(
+        node.get(lock_key("x:holder")).as_deref(),
+        Some(q_token.as_slice()),
+        "P's books touched Q's lock"
+    );
+    // R still finds `x:holder` busy.
+    base(&url, "x:holder", &dir)
+        .args(["-c", "touch r"])
+        .expect_code(75);
+    assert!(!dir.has("r"));
+    // A held `x:fence` lock survives --fence on `x`; `x:slot:0` is not a
+    // slot of `x`.
+    let f = base(&url, "x:fence", &dir)
+        .args(["-c", &format!("touch f; {WAIT_FOR_GO}")])
+        .spawn();
+    let s = base(&url, "x:slot:0", &dir)
+        .args(["-c", &format!("touch s; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "f", &f);
+    await_marker(&dir, "s", &s);
+    let f_token = node.get(lock_key("x:fence")).expect("F's key");
+    let s_token = node.get(lock_key("x:slot:0")).expect("S's key");
+    base(&url, "x", &dir)
+        .args(["--fence", "-c", "true"])
+        .expect_code(0);
+    base(&url, "x", &dir)
+        .args(["--limit", "1", "-c", "touch slot"])
+        .expect_code(0);
+    assert!(
+        dir.has("slot"),
+        "--limit 1 on x ran beside the lock x:slot:0"
+    );
+    assert_eq!(node.get(lock_key("x:fence")), Some(f_token));
+    assert_eq!(node.get(lock_key("x:slot:0")), Some(s_token));
+    touch(&dir, "go");
+    for running in [q, f, s] {
+        running.wait().assert_code(0);
+    }
+}
+
+/// Every key a lock creates is in its main key's hash slot, as a real
+/// cluster-enabled server computes it (CLUSTER KEYSLOT), for names with and
+/// without hash tags, braces that open and never close, and the like.
+#[test]
+fn every_key_of_a_lock_is_in_its_hash_slot() {
+    let node = RedisNode::start();
+    let slots = RedisNode::start_with(&["--cluster-enabled", "yes"]);
+    let dir = tempdir();
+    for name in [
+        "report", "x:holder", "{tag}x", "a{b", "}c{", "{}d", "a}b{c}", "é{}{x}",
+    ] {
+        for f in ["held", "go"] {
+            let _ = fs::remove_file(dir.join(f));
+        }
+        let a = base(&node.url(), name, &dir)
+            .args(["--fence", "--once-per", "1h"])
+            .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
+            .spawn();
+        let b = base(&node.url(), name, &dir)
+            .args(["--limit", "2", "-c", WAIT_FOR_GO])
+            .spawn();
+        await_marker(&dir, "held", &a);
+        assert!(
+            wait_until(START, || node.keys().len() >= 6),
+            "{:?}",
+            node.keys()
+        );
+        let slot_of = |k: &[u8]| -> i64 { slots.cmd(redis::cmd("CLUSTER").arg("KEYSLOT").arg(k)) };
+        let main = slot_of(&lock_key(name));
+        let all = node.keys();
+        for key in &all {
+            assert_eq!(
+                slot_of(key),
+                main,
+                "{} is not in the slot of {name:?}",
+                key.escape_ascii()
+            );
+        }
+        touch(&dir, "go");
+        a.wait().assert_code(0);
+        b.wait().assert_code(0);
+        // Nothing but the fence counter and the window marker remains.
+        let left: Vec<Vec<u8>> = node.keys();
+        let k = keys(name);
+        let mut want = vec![k.fence(), k.once(now_window(3600))];
+        want.sort();
+        assert_eq!(left, want, "{name:?}");
+        let _: () = node.cmd(&redis::cmd("FLUSHALL"));
+    }
+}
+
+fn now_window(window: u64) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    now / window * window
+}
+
+// ---------------------------------------------------------------------------
+// 2. Heartbeats timed from the acquisition
+// ---------------------------------------------------------------------------
+
+/// A healthy node 22 ms away: acquire, fence commit and marker take about
+/// 130 ms of a 500 ms TTL. Timed from the command's start, the first
+/// heartbeat came after SIGTERM was due, and every run exited 76.
+#[test]
+fn a_slow_healthy_node_keeps_a_short_ttl_with_fence_and_once_per() {
+    let node = RedisNode::start();
+    let proxy = FaultProxy::new(node.port());
+    proxy.set_mode(Mode::Delay(Duration::from_millis(22)));
+    let dir = tempdir();
+    for (i, extra) in [&["--fence"][..], &["--once-per", "1h"]].iter().enumerate() {
+        let out = base(&proxy.url(), &format!("slow-{i}"), &dir)
+            .args(["--ttl", "500ms", "--node-timeout", "50ms", "-v"])
+            .args(*extra)
+            .args(["-c", "sleep 1.2"])
+            .run();
+        out.assert_code(0);
+        assert!(
+            out.stderr.matches("extended in").count() >= 3,
+            "heartbeats should have kept it\n{out}"
+        );
+    }
+}
+
+#[test]
+fn a_ttl_too_short_for_its_own_schedule_is_a_usage_error() {
+    let out = Test::new()
+        .args([
+            "-k",
+            "x",
+            "-t",
+            "100ms",
+            "--node-timeout",
+            "10ms",
+            "-c",
+            "touch ran",
+        ])
+        .expect_code(64);
+    out.assert_one_error_line();
+    assert!(
+        out.stderr.contains("too short for its own schedule"),
+        "{out}"
+    );
+    let out = Test::new()
+        .args(["-k", "x", "-t", "2s", "--kill-after", "1s", "-c", "true"])
+        .expect_code(64);
+    out.assert_one_error_line();
+}
+
+/// The host suspended right after redlock-run took the lock (simulated in a
+/// test build: `REDLOCK_TEST_SUSPEND_FILE` moves CLOCK_BOOTTIME on, see
+/// `src/clock.rs`): when it goes on, what is left of the validity cannot
+/// cover a stop. It must not start the command (it used to start it and
+/// stop it at once, exit 76).
+#[test]
+fn too_little_validity_left_to_stop_in_time_refuses_to_start() {
+    let cluster = Cluster::new(3);
+    let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
+    for p in &proxies {
+        p.set_mode(Mode::Delay(Duration::from_millis(40)));
+    }
+    let dir = tempdir();
+    let suspend = dir.join("suspend");
+    fs::write(&suspend, "0").expect("suspend file");
+    let k = keys("late");
+    let running = base(&proxied_urls(&proxies), "late", &dir)
+        .env("REDLOCK_TEST_SUSPEND_FILE", &suspend)
+        .args([
+            "-t",
+            "2s",
+            "--node-timeout",
+            "100ms",
+            "--fence",
+            "--once-per",
+            "1h",
+        ])
+        .args(["-c", "touch ran"])
+        .spawn();
+    // The SET lands about 40 ms after it is sent; the rest of the acquire,
+    // the fence commit and the marker take 200 ms more: a 1.4 s suspend in
+    // there leaves ~400 ms of a 2 s lock, less than a stop needs (--kill-after
+    // 666 ms + a 200 ms guard).
+    assert!(wait_until(START, || !cluster.holders(k.lock()).is_empty()));
+    fs::write(&suspend, "1400").expect("suspend");
+    let out = running.wait();
+    out.assert_code(69);
+    assert!(!dir.has("ran"), "the command ran\n{out}");
+    assert!(out.stderr.contains("of its validity left"), "{out}");
+    assert!(cluster.holders(k.lock()).is_empty(), "lock left\n{out}");
+    let marker = k.once(now_window(3600));
+    assert!(cluster.holders(&marker).is_empty(), "window used up\n{out}");
+}
+
+// ---------------------------------------------------------------------------
+// 3. --once-per markers undone
+// ---------------------------------------------------------------------------
+
+/// A user who may take and release the lock `name` on a node (its key, its
+/// holder record, its fence counter) but not write its --once-per markers.
+fn acl_user_without_markers(node: &RedisNode, name: &str) -> String {
+    let k = keys(name);
+    // ACL patterns cannot hold a NUL byte: `?` stands for it.
+    let pattern = |key: Vec<u8>| {
+        // The helper key up to its kind, then anything (the slot bytes).
+        let end = key.iter().rposition(|b| *b == 0).unwrap_or(key.len());
+        let mut p = b"~".to_vec();
+        p.extend(key[..end].iter().map(|b| if *b == 0 { b'?' } else { *b }));
+        p.push(b'*');
+        p
+    };
+    let reply: String = node.cmd(
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("narrow")
+            .arg("reset")
+            .arg("on")
+            .arg(">narrow-pw")
+            .arg([b"~".as_slice(), k.lock()].concat())
+            .arg(pattern(k.holder(None)))
+            .arg(pattern(k.fence()))
+            .arg("&lock:*")
+            .arg("+@all"),
+    );
+    assert_eq!(reply, "OK");
+    format!("redis://narrow:narrow-pw@127.0.0.1:{}", node.port())
+}
+
+#[test]
+fn a_marker_round_that_fails_leaves_no_marker_behind() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let name = "once-undo";
+    let k = keys(name);
+    // Nodes 1 and 2 let this user take the lock but not write markers: the
+    // lock is won, the marker round ends "unavailable".
+    let urls = format!(
+        "{},{},{}",
+        cluster[0].url(),
+        acl_user_without_markers(&cluster[1], name),
+        acl_user_without_markers(&cluster[2], name)
+    );
+    let out = base(&urls, name, &dir)
+        .args(["--once-per", "1h", "-c", "touch first"])
+        .run();
+    out.assert_code(69);
+    assert!(!dir.has("first"));
+    assert!(out.stderr.contains("--once-per window"), "{out}");
+    let marker = k.once(now_window(3600));
+    assert!(
+        cluster.holders(&marker).is_empty(),
+        "the failed round left its marker on {:?}",
+        cluster.holders(&marker)
+    );
+    // One node down: node 0's marker would have read as "already ran", and
+    // under -q -E 0 the job would have been skipped in silence.
+    cluster[2].stop();
+    let out = base(&cluster.urls(), name, &dir)
+        .args(["-q", "-E", "0", "--once-per", "1h", "-c", "touch second"])
+        .run();
+    cluster[2].cont();
+    out.assert_code(0);
+    assert!(
+        dir.has("second"),
+        "the window's only run was skipped\n{out}"
+    );
+}
+
+#[test]
+fn a_command_that_cannot_start_does_not_use_up_the_window() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    base(&node.url(), "once-127", &dir)
+        .args(["--once-per", "1h", "--", "/nonexistent/job"])
+        .expect_code(127);
+    base(&node.url(), "once-127", &dir)
+        .args(["--once-per", "1h", "-c", "touch ran"])
+        .expect_code(0);
+    assert!(dir.has("ran"));
+    base(&node.url(), "once-127", &dir)
+        .args(["--once-per", "1h", "-c", "touch again"])
+        .expect_code(75);
+}
+
+// ---------------------------------------------------------------------------
+// 4. Signal storms
+// ---------------------------------------------------------------------------
+
+/// Sends `sig` to `pid` every `every` until dropped; counts what it sent.
+struct Storm {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Storm {
+    fn start(pid: i32, sigs: &'static [i32], every: Duration) -> Storm {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            let mut sent = 0;
+            while !flag.load(Ordering::SeqCst) {
+                for &s in sigs {
+                    if !send_signal(pid, s) {
+                        return sent;
+                    }
+                    sent += 1;
+                }
+                std::thread::sleep(every);
+            }
+            sent
+        });
+        Storm {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    fn end(mut self) -> u64 {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle.take().map_or(0, |h| h.join().unwrap_or(0))
+    }
+}
+
+/// USR1 every 2 ms to redlock-run (its command ignores it) through its
+/// heartbeats, `--hold` and the release, one node 22 ms away. A handler on a
+/// thread blocked in a socket read made that read fail with EINTR: "cannot
+/// shorten the hold ... Interrupted system call", and the key expired at the
+/// TTL instead of the hold. (A forwarded signal that arrives before the
+/// command exists ends the run, 128+N, by design: see the signals tests.)
+#[test]
+fn a_signal_storm_interrupts_no_node_request() {
+    let node = RedisNode::start();
+    let proxy = FaultProxy::new(node.port());
+    proxy.set_mode(Mode::Delay(Duration::from_millis(11)));
+    let dir = tempdir();
+    let k = keys("storm");
+    let running = base(&proxy.url(), "storm", &dir)
+        .args(["-t", "1s", "--hold", "4s", "--fence", "-vv"])
+        .args(["-c", "trap '' USR1; touch started; sleep 2"])
+        .spawn();
+    await_marker(&dir, "started", &running);
+    let storm = Storm::start(running.pid(), &[libc::SIGUSR1], Duration::from_millis(2));
+    let out = running.wait();
+    let sent = storm.end();
+    out.assert_code(0);
+    assert!(!out.stderr.contains("nterrupted"), "{out}");
+    assert!(!out.stderr.contains("error"), "{out}");
+    // Held to 4 s from the start: well past the 1 s TTL after a 2 s command.
+    let pttl = node.pttl(k.lock());
+    let beats = out.stderr.matches("extended in").count();
+    eprintln!(
+        "signal storm: {sent} USR1 sent to redlock-run; key PTTL after exit {pttl} ms \
+         (hold 4 s, TTL 1 s); {beats} heartbeats, none failed"
+    );
+    assert!(pttl > 1200, "the hold was cut short: PTTL {pttl}\n{out}");
+    assert!(beats >= 4, "{out}");
+    assert!(
+        !out.stderr.contains("extend-failed") && !out.stderr.contains("retrying"),
+        "{out}"
+    );
+    // And a release under the storm.
+    let running = base(&proxy.url(), "storm2", &dir)
+        .args(["-t", "1s", "-c", "trap '' USR1; touch started2; sleep 0.5"])
+        .spawn();
+    await_marker(&dir, "started2", &running);
+    let storm = Storm::start(running.pid(), &[libc::SIGUSR1], Duration::from_millis(2));
+    let out = running.wait();
+    storm.end();
+    out.assert_code(0);
+    assert!(
+        node.get(keys("storm2").lock()).is_none(),
+        "not released\n{out}"
+    );
+}
+
+/// Stop-and-continue (Ctrl-Z and `fg`, a cgroup freezer, a debugger) fails
+/// a socket read that has a timeout with EINTR, handlers or not: every
+/// request is retried on a fresh connection within the node timeout, so a
+/// fenced acquire, its heartbeats and the release go through a storm of them
+/// (one every 25 ms, each request needing 22 ms; a storm faster than the
+/// round trip leaves no reply a chance, handlers or not).
+#[test]
+fn stop_and_continue_storms_cost_no_request() {
+    let node = RedisNode::start();
+    let proxy = FaultProxy::new(node.port());
+    proxy.set_mode(Mode::Delay(Duration::from_millis(11)));
+    let dir = tempdir();
+    for i in 0..5 {
+        let name = format!("stopcont-{i}");
+        let running = base(&proxy.url(), &name, &dir)
+            .args(["-t", "2s", "--node-timeout", "200ms", "--fence", "-v"])
+            .args(["-c", "sleep 1.5"])
+            .spawn();
+        let storm = Storm::start(
+            running.pid(),
+            &[libc::SIGSTOP, libc::SIGCONT],
+            Duration::from_millis(25),
+        );
+        let out = running.wait();
+        let sent = storm.end();
+        out.assert_code(0);
+        assert!(sent > 20, "storm too small: {sent}");
+        assert!(
+            node.get(keys(&name).lock()).is_none(),
+            "not released\n{out}"
+        );
+    }
+}
+
+/// `status` has no handlers, but stop-and-continue (Ctrl-Z, `fg`) still
+/// interrupts a socket read with a timeout: it retries on a fresh connection.
+#[test]
+fn status_survives_being_stopped_and_continued() {
+    let node = RedisNode::start();
+    let proxy = FaultProxy::new(node.port());
+    let dir = tempdir();
+    let holder = base(&node.url(), "storm-status", &dir)
+        .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "held", &holder);
+    proxy.set_mode(Mode::Delay(Duration::from_millis(11)));
+    for _ in 0..5 {
+        let status = Test::new()
+            .args(["status", "-r", &proxy.url(), "-k", "storm-status"])
+            .spawn();
+        let storm = Storm::start(
+            status.pid(),
+            &[libc::SIGSTOP, libc::SIGCONT],
+            Duration::from_millis(25),
+        );
+        let out = status.wait();
+        storm.end();
+        out.assert_code(1);
+        assert!(out.stdout.contains("held by"), "{out}");
+    }
+    touch(&dir, "go");
+    holder.wait().assert_code(0);
+}
+
+// ---------------------------------------------------------------------------
+// 5. Durations
+// ---------------------------------------------------------------------------
+
+#[test]
+fn durations_too_long_for_their_option_are_usage_errors() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    for args in [
+        &["--timeout", "500000000000years"][..],
+        &["--wait", "500000000000years"],
+        &["--jitter", "500000000000years"],
+        &["--jitter", "2days"],
+        &["--ttl", "2days"],
+        &["--hold", "400days"],
+        &["--once-per", "400days"],
+        &["--kill-after", "99999999999999999999s"],
+        &["--node-timeout", "1e400"],
+    ] {
+        let out = base(&node.url(), "long", &dir)
+            .args(args)
+            .args(["-c", "touch ran"])
+            .expect_code(64);
+        out.assert_one_error_line();
+        assert!(!dir.has("ran"), "{args:?}");
+    }
+    assert!(node.keys().is_empty(), "a lock was left: {:?}", node.keys());
+}
+
+#[test]
+fn bare_numbers_are_seconds() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let out = base(&node.url(), "bare", &dir)
+        .args(["--timeout", "1", "--kill-after", "0.5", "--", "sleep", "30"])
+        .expect_code(124);
+    assert!(
+        out.elapsed >= Duration::from_millis(900) && out.elapsed < Duration::from_secs(5),
+        "{out}"
+    );
+    base(&node.url(), "bare", &dir)
+        .args(["--wait", "5", "-t", "30", "-c", "true"])
+        .expect_code(0);
+}
+
+// ---------------------------------------------------------------------------
+// 6. Re-taking a node that lost the key; a clock that counts a suspend
+// ---------------------------------------------------------------------------
+
+/// Nodes 0 and then 1 restart empty while the lock is held: each loss alone
+/// leaves a quorum, together they left one node and the command was stopped.
+/// The heartbeat now puts the key back on a node that lost it.
+#[test]
+fn losses_spread_over_a_run_do_not_add_up() {
+    let mut cluster = Cluster::new(3);
+    let dir = tempdir();
+    let k = keys("retake");
+    let running = base(&cluster.urls(), "retake", &dir)
+        .args(["-t", "1s", "-v", "-c", "touch started; sleep 3"])
+        .spawn();
+    await_marker(&dir, "started", &running);
+    let token = cluster[2].get(k.lock()).expect("held");
+    cluster.node_mut(0).restart();
+    assert!(
+        wait_until(Duration::from_secs(2), || cluster[0].get(k.lock()).as_ref()
+            == Some(&token)),
+        "node 0 never got the key back"
+    );
+    cluster.node_mut(1).restart();
+    assert!(
+        wait_until(Duration::from_secs(2), || cluster[1].get(k.lock()).as_ref()
+            == Some(&token)),
+        "node 1 never got the key back"
+    );
+    let out = running.wait();
+    out.assert_code(0);
+    assert!(out.stderr.contains("had lost the key: taken back"), "{out}");
+}
+
+/// A forced unlock deletes the key everywhere: nothing may re-take it, the
+/// holder stops (exit 76).
+#[test]
+fn a_forced_unlock_is_not_taken_back() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let running = base(&cluster.urls(), "forced", &dir)
+        .args(["-t", "1s", "-c", &format!("touch started; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "started", &running);
+    Test::new()
+        .args(["unlock", "-r", &cluster.urls(), "-k", "forced", "--force"])
+        .expect_code(0);
+    let out = running.wait();
+    out.assert_code(76);
+    assert!(cluster.holders(keys("forced").lock()).is_empty(), "{out}");
+}
+
+/// A host suspended for 10 s: CLOCK_MONOTONIC stands still, CLOCK_BOOTTIME
+/// does not. Test builds read the jump from `REDLOCK_TEST_SUSPEND_FILE`
+/// (see `src/clock.rs`). The supervisor must stop the command at once, not
+/// a heartbeat later.
+#[test]
+fn a_resumed_host_stops_the_command_at_once() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let suspend = dir.join("suspend");
+    fs::write(&suspend, "0").expect("suspend file");
+    let running = base(&node.url(), "suspend", &dir)
+        .env("REDLOCK_TEST_SUSPEND_FILE", &suspend)
+        .args(["-t", "6s", "-c", "touch started; sleep 30"])
+        .spawn();
+    await_marker(&dir, "started", &running);
+    let resumed = Instant::now();
+    fs::write(&suspend, "10000").expect("suspend");
+    let mut running = running;
+    let out = running.wait_timeout(Duration::from_secs(1));
+    let Some(out) = out else {
+        panic!(
+            "still running 1 s after a 10 s suspend of a 6 s lock\n{}",
+            running.stderr_so_far()
+        );
+    };
+    out.assert_code(76);
+    eprintln!(
+        "resumed after a simulated 10 s suspend: stopped {:?} later",
+        resumed.elapsed()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 7. The holder record
+// ---------------------------------------------------------------------------
+
+/// The `command` field of lock `name`'s holder record.
+fn recorded_command(node: &RedisNode, name: &str) -> String {
+    let record: Vec<(String, String)> =
+        node.cmd(redis::cmd("HGETALL").arg(keys(name).holder(None)));
+    record
+        .into_iter()
+        .find(|(f, _)| f == "command")
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("no command in the holder record of {name}"))
+}
+
+#[test]
+fn the_holder_record_masks_credentials() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let running = base(&node.url(), "record", &dir)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            &format!("touch held; {WAIT_FOR_GO}"),
+            "sh",
+            "postgres://u:hunter2@db/app",
+            "--password",
+            "hunter3",
+            "PGPASSWORD=hunter4",
+        ])
+        .spawn();
+    await_marker(&dir, "held", &running);
+    let command = recorded_command(&node, "record");
+    let status = Test::new()
+        .args(["status", "-r", &node.url(), "-k", "record"])
+        .run();
+    touch(&dir, "go");
+    running.wait().assert_code(0);
+    for secret in ["hunter2", "hunter3", "hunter4"] {
+        assert!(!command.contains(secret), "{secret} stored: {command}");
+        assert!(!status.stdout.contains(secret), "{secret} shown: {status}");
+    }
+    assert!(command.contains("postgres://u:***@db/app"), "{command}");
+    // Only the program's name.
+    let _ = fs::remove_file(dir.join("held"));
+    let _ = fs::remove_file(dir.join("go"));
+    let running = base(&node.url(), "record", &dir)
+        .args(["--record-command", "name", "--", "sh", "-c"])
+        .arg(format!("touch held; {WAIT_FOR_GO}"))
+        .spawn();
+    await_marker(&dir, "held", &running);
+    let command = recorded_command(&node, "record");
+    touch(&dir, "go");
+    running.wait().assert_code(0);
+    assert_eq!(command, "sh");
+}
+
+// ---------------------------------------------------------------------------
+// 8. Files written by redlock-run
+// ---------------------------------------------------------------------------
+
+/// `--report /tmp/job.json` in a root crontab: anyone could plant a symlink
+/// at `/tmp/job.tmp~` (the old temporary name) pointing at a file root owns.
+#[test]
+fn the_report_never_follows_a_planted_symlink() {
+    let node = RedisNode::start();
+    let shared = tempdir();
+    let victim = shared.join("shadow");
+    fs::write(&victim, "root:secret\n").expect("victim");
+    for planted in ["job.tmp~", ".job.json.tmp", "job.json.tmp"] {
+        std::os::unix::fs::symlink(&victim, shared.join(planted)).expect("symlink");
+    }
+    let report = shared.join("job.json");
+    Test::new()
+        .args(["-r", &node.url(), "-k", "report-safe", "--report"])
+        .arg(&report)
+        .args(["-c", "true"])
+        .expect_code(0);
+    assert_eq!(
+        fs::read_to_string(&victim).expect("victim"),
+        "root:secret\n"
+    );
+    let meta = fs::symlink_metadata(&report).expect("report");
+    assert!(meta.file_type().is_file(), "report is not a plain file");
+    assert!(
+        fs::read_to_string(&report)
+            .expect("report")
+            .contains("\"outcome\":\"ok\"")
+    );
+    // A symlink at the report's own path is replaced, not followed.
+    fs::remove_file(&report).expect("rm");
+    std::os::unix::fs::symlink(&victim, &report).expect("symlink");
+    Test::new()
+        .args(["-r", &node.url(), "-k", "report-safe", "--report"])
+        .arg(&report)
+        .args(["-c", "true"])
+        .expect_code(0);
+    assert_eq!(
+        fs::read_to_string(&victim).expect("victim"),
+        "root:secret\n"
+    );
+    assert!(
+        fs::symlink_metadata(&report)
+            .expect("report")
+            .file_type()
+            .is_file()
+    );
+}
