@@ -41,7 +41,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-k -r -t -w -E -c -q -v -h -V --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --ttl --kill-after --wait --hold --once-per --timeout --leftovers --jitter --fence --limit --busy-exit-code --command --quiet --verbose --log-format --record-command --report --help --version status unlock help"
+            opts="-k -r -t -w -E -c -q -v -h -V --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --ttl --kill-after --wait --hold --once-per --max-runtime --timeout --leftovers --jitter --fence --limit --busy-exit-code --command --quiet --verbose --log-format --record-command --report --help --version status unlock help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -156,6 +156,10 @@ _redlock__run() {
                     return 0
                     ;;
                 --once-per)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-runtime)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

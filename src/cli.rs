@@ -30,6 +30,9 @@ Examples:
   redlock-run -q -E 0 -k rotate --hold 30s -- ./rotate-logs
   redlock-run -q -E 0 -k digest --once-per 1h -- ./send-digest";
 
+/// The node used when neither --redis nor REDLOCK_REDIS names one.
+pub const DEFAULT_NODE: &str = "redis://127.0.0.1:6379";
+
 /// Which lock, on which nodes: shared by running a command, `status` and `unlock`.
 #[derive(Debug, Args)]
 pub struct Target {
@@ -55,6 +58,7 @@ pub struct Target {
     pub prefix: String,
 
     /// Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes
+    /// [default: redis://127.0.0.1:6379]
     #[arg(
         short,
         long = "redis",
@@ -62,7 +66,6 @@ pub struct Target {
         env = "REDLOCK_REDIS",
         hide_env_values = true,
         value_delimiter = ',',
-        default_value = "redis://127.0.0.1:6379",
         value_hint = ValueHint::Url
     )]
     pub redis: Vec<String>,
@@ -99,6 +102,8 @@ pub struct Resolved {
     pub name: String,
     pub keys: Keys,
     pub urls: Vec<String>,
+    /// No --redis and no REDLOCK_REDIS: the node is `DEFAULT_NODE`.
+    pub defaulted: bool,
     /// Credentials and TLS material, loaded; the timeout is set by the caller.
     pub options: node::Options,
 }
@@ -107,12 +112,18 @@ impl Target {
     pub fn resolve(&self) -> Result<Resolved, String> {
         let name = self.key.clone().unwrap_or_default();
         let keys = Keys::new(self.prefix.as_bytes(), name.as_bytes())?;
-        let urls: Vec<String> = self
-            .redis
-            .iter()
-            .map(|u| u.trim().to_string())
-            .filter(|u| !u.is_empty())
-            .collect();
+        // Not a clap default: an error about this node must be able to say
+        // that nobody chose it.
+        let defaulted = self.redis.is_empty();
+        let urls: Vec<String> = if defaulted {
+            vec![DEFAULT_NODE.to_string()]
+        } else {
+            self.redis
+                .iter()
+                .map(|u| u.trim().to_string())
+                .filter(|u| !u.is_empty())
+                .collect()
+        };
         if urls.is_empty() {
             return Err("--redis names no node".into());
         }
@@ -156,6 +167,7 @@ impl Target {
             name,
             keys,
             urls,
+            defaulted,
             options,
         })
     }
@@ -218,11 +230,13 @@ pub enum Admin {
     /// Show the lock on every node (holder, token prefix, TTL left) and a verdict;
     /// exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)
     Status(StatusArgs),
-    /// Delete the lock on every node: only where it holds --token, or whatever holds it with --force
+    /// Delete the lock on every node: only where it holds --token, or whatever holds it with
+    /// --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown
     Unlock(UnlockArgs),
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = exit::STATUS_TABLE)]
 pub struct StatusArgs {
     #[command(flatten)]
     pub target: Target,
@@ -231,23 +245,21 @@ pub struct StatusArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Show the N slots of a lock taken with --limit N; exit 0 while a slot is free
+    /// Show the N slots of a lock taken with --limit N (found by itself when a holder recorded
+    /// N); exit 0 while a slot is free
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub limit: Option<u32>,
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["token", "force"])), after_help = exit::UNLOCK_TABLE)]
 pub struct UnlockArgs {
     #[command(flatten)]
     pub target: Target,
 
-    /// Delete only where the lock holds this token (the REDLOCK_TOKEN of a holder that is gone)
-    #[arg(
-        long,
-        value_name = "TOKEN",
-        required_unless_present = "force",
-        conflicts_with = "force"
-    )]
+    /// Delete only where the lock holds this token (the REDLOCK_TOKEN of a holder that is
+    /// gone), or a token starting with it (at least the 8 characters status shows)
+    #[arg(long, value_name = "TOKEN", conflicts_with = "force")]
     pub token: Option<String>,
 
     /// Delete whatever holds the lock, after printing who held it
@@ -302,9 +314,15 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_long)]
     pub once_per: Option<Duration>,
 
-    /// Stop the command after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124
+    /// Stop the command (its whole tree) after it ran this long: SIGTERM, then SIGKILL after
+    /// --kill-after; exit 124 (what timeout(1) does; systemd's RuntimeMaxSec)
     #[arg(long, value_name = "DURATION", value_parser = parse_long)]
-    pub timeout: Option<Duration>,
+    pub max_runtime: Option<Duration>,
+
+    /// Not an option: in flock(1) and consul lock a timeout waits for the lock, in timeout(1)
+    /// it stops the command; say which with --wait or --max-runtime
+    #[arg(long, value_name = "DURATION", hide = true)]
+    pub timeout: Option<String>,
 
     /// When the command exits but processes it started still run: keep the lock until the
     /// last one has exited (wait), or stop them all (kill: SIGTERM, then SIGKILL after
@@ -480,6 +498,8 @@ pub struct Config {
     pub options: node::Options,
     pub keys: Keys,
     pub urls: Vec<String>,
+    /// The node is the default one: nobody configured any.
+    pub defaulted: bool,
     pub ttl: Duration,
     pub node_timeout: Duration,
     pub kill_after: Duration,
@@ -490,7 +510,7 @@ pub struct Config {
     pub hold: Option<Duration>,
     /// Window length in whole seconds.
     pub once_per: Option<u64>,
-    pub timeout: Option<Duration>,
+    pub max_runtime: Option<Duration>,
     pub leftovers: Leftovers,
     pub jitter: Option<Duration>,
     pub program: Program,
@@ -508,19 +528,53 @@ impl Cli {
             name,
             keys,
             urls,
+            defaulted,
             mut options,
         } = self.target.resolve()?;
+        if let Some(t) = &self.timeout {
+            return Err(format!(
+                "--timeout {t} is ambiguous: --wait {t} waits up to {t} for a busy lock (flock -w, \
+                 consul lock -timeout); --max-runtime {t} stops the command after it ran {t} \
+                 (timeout(1))"
+            ));
+        }
         let node_timeout = self
             .target
             .node_timeout
             .unwrap_or_else(|| redlock::default_node_timeout(self.ttl));
         if !redlock::node_timeout_fits(self.ttl, node_timeout) {
-            return Err(format!(
-                "--node-timeout {} must be at most 1/{} of --ttl {}: lower it or raise --ttl",
-                humantime::format_duration(node_timeout),
-                redlock::MAX_NODE_TIMEOUT_FRACTION,
-                humantime::format_duration(self.ttl),
-            ));
+            let fits = self.ttl / redlock::MAX_NODE_TIMEOUT_FRACTION;
+            return Err(if self.target.node_timeout.is_some() {
+                format!(
+                    "--node-timeout {} must be at most 1/{} of --ttl {}: lower it or raise --ttl",
+                    humantime::format_duration(node_timeout),
+                    redlock::MAX_NODE_TIMEOUT_FRACTION,
+                    humantime::format_duration(self.ttl),
+                )
+            } else {
+                let kill_after = self
+                    .kill_after
+                    .unwrap_or_else(|| redlock::default_kill_after(self.ttl));
+                let fits = Duration::from_millis(fits.as_millis() as u64);
+                // Suggest a smaller node timeout only where the lock's own
+                // schedule would then work.
+                let or_lower = if redlock::schedule_fits(self.ttl, fits, kill_after).is_ok() {
+                    format!(
+                        "give --node-timeout {} or less, or ",
+                        humantime::format_duration(fits)
+                    )
+                } else {
+                    String::new()
+                };
+                format!(
+                    "--ttl {} is too short for the default --node-timeout {} (TTL/20, at least \
+                     50ms), which must be at most TTL/{}: {or_lower}raise --ttl to {} or more",
+                    humantime::format_duration(self.ttl),
+                    humantime::format_duration(node_timeout),
+                    redlock::MAX_NODE_TIMEOUT_FRACTION,
+                    humantime::format_duration(node_timeout * redlock::MAX_NODE_TIMEOUT_FRACTION),
+                )
+            });
         }
         let program = match (self.command, self.args) {
             (Some(s), a) if a.is_empty() => Program::Shell(s),
@@ -559,6 +613,7 @@ impl Cli {
             options,
             keys,
             urls,
+            defaulted,
             ttl: self.ttl,
             node_timeout,
             kill_after,
@@ -568,7 +623,7 @@ impl Cli {
             wait: self.wait,
             hold: self.hold,
             once_per,
-            timeout: self.timeout,
+            max_runtime: self.max_runtime,
             leftovers: self.leftovers,
             jitter: self.jitter,
             program,

@@ -17,13 +17,18 @@ pub enum Exit {
     Busy(u8),
     /// The lock was lost while the command ran; the command was stopped.
     Lost,
-    /// The command ran past `--timeout` and was stopped (as timeout(1)).
+    /// The command ran past `--max-runtime` and was stopped (as timeout(1)).
     Timeout,
     /// The command was found but could not be executed (as env(1)).
     CannotExecute,
     /// The command was not found (as env(1)).
     NotFound,
 }
+
+/// `unlock`: nothing removed, another token holds the lock.
+pub const UNLOCK_OTHER_TOKEN: u8 = 1;
+/// `unlock`: nothing removed, there is no such lock.
+pub const UNLOCK_NO_LOCK: u8 = 3;
 
 pub const USAGE: u8 = 64;
 pub const UNAVAILABLE: u8 = 69;
@@ -59,9 +64,26 @@ Exit status:
   69     Redis unavailable: fewer than a quorum of nodes answered
   75     lock busy: held elsewhere (change with -E/--busy-exit-code)
   76     lock lost while the command ran; the command was stopped
-  124    the command ran past --timeout and was stopped
+  124    the command ran past --max-runtime and was stopped
   126    the command was found but could not be executed
   127    the command was not found";
+
+/// `unlock`'s exit statuses, for its help and the man page.
+pub const UNLOCK_TABLE: &str = "\
+Exit status:
+  0      the lock was removed (on every node that answered and had it)
+  1      nothing removed: the lock holds another token (--token)
+  3      nothing removed: there is no such lock
+  64     usage error
+  69     fewer than a quorum of nodes answered; the lock may still be held";
+
+/// `status`'s exit statuses.
+pub const STATUS_TABLE: &str = "\
+Exit status:
+  0      free (with --limit: a slot is free)
+  1      held (with --limit: every slot is held)
+  64     usage error
+  69     unknown: fewer than a quorum of nodes answered";
 
 #[cfg(test)]
 mod tests {

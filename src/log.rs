@@ -29,6 +29,8 @@ pub struct Entry {
     node: Option<String>,
     ms: Option<f64>,
     outcome: Option<&'static str>,
+    /// More fields for the JSON form, values already encoded.
+    extra: Vec<(&'static str, String)>,
 }
 
 /// An entry for `event`, saying `msg` in text form.
@@ -54,6 +56,12 @@ impl Entry {
 
     pub fn outcome(mut self, o: &'static str) -> Self {
         self.outcome = Some(o);
+        self
+    }
+
+    /// One more field for the JSON form; `value` is JSON already.
+    pub fn field(mut self, name: &'static str, value: String) -> Self {
+        self.extra.push((name, value));
         self
     }
 }
@@ -99,6 +107,19 @@ impl Log {
         }
     }
 
+    /// How the run ended: for log shippers (JSON) a line they can always
+    /// count on, unless -q; in text, only with -v (cron mails any output).
+    pub fn end<E: Into<Entry>>(&self, e: impl FnOnce() -> E) {
+        match self.format {
+            Format::Json => {
+                if self.verbosity >= 0 {
+                    self.write("notice", e().into());
+                }
+            }
+            Format::Text => self.info(e),
+        }
+    }
+
     /// -vv: everything else (releases node by node, backoff).
     pub fn debug<E: Into<Entry>>(&self, e: impl FnOnce() -> E) {
         if self.verbosity >= 2 {
@@ -128,6 +149,7 @@ impl Log {
                 if let Some(o) = e.outcome {
                     fields.push(("outcome", json_str(o)));
                 }
+                fields.extend(e.extra);
                 fields.push(("msg", json_str(&e.msg)));
                 format!("{}\n", json_object(&fields))
             }

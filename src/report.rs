@@ -3,24 +3,44 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, SystemTime};
 
 use crate::cli::Config;
 use crate::exit::Exit;
-use crate::log;
+use crate::lock::{NodeOutcome, NodeVote};
+use crate::log::{self, json_object, json_str};
 
 /// What --report tells a monitor about the run.
 #[derive(Default)]
 pub struct Stats {
     pub acquired: AtomicBool,
+    /// Time spent waiting for a busy lock (--wait): from the first attempt
+    /// to the last one's start.
     pub waited_ms: AtomicU64,
-    pub nodes_ok: AtomicU64,
-    pub nodes_failed: AtomicU64,
     pub extensions_done: AtomicU64,
     pub extensions_failed: AtomicU64,
     pub already_ran: AtomicBool,
+    /// Every node's answer to the acquire, filled in when the run ends.
+    pub nodes: Mutex<Vec<NodeOutcome>>,
+}
+
+/// The report's word for how the run ended.
+pub fn outcome(exit: Exit, already_ran: bool) -> &'static str {
+    match exit {
+        Exit::Command(0) => "ok",
+        Exit::Command(_) => "failed",
+        Exit::Signal(_) => "signal",
+        Exit::Busy(_) if already_ran => "already-ran",
+        Exit::Busy(_) => "busy",
+        Exit::Unavailable => "unavailable",
+        Exit::Lost => "lost",
+        Exit::Timeout => "timeout",
+        Exit::CannotExecute | Exit::NotFound => "not-run",
+        Exit::Usage => "usage",
+    }
 }
 
 pub fn write(
@@ -31,39 +51,68 @@ pub fn write(
     started_at: SystemTime,
     duration: Duration,
 ) -> io::Result<()> {
-    let outcome = match exit {
-        Exit::Command(0) => "ok",
-        Exit::Command(_) => "failed",
-        Exit::Signal(_) => "signal",
-        Exit::Busy(_) if stats.already_ran.load(Relaxed) => "already-ran",
-        Exit::Busy(_) => "busy",
-        Exit::Unavailable => "unavailable",
-        Exit::Lost => "lost",
-        Exit::Timeout => "timeout",
-        Exit::CannotExecute | Exit::NotFound => "not-run",
-        Exit::Usage => "usage",
-    };
     let n = |a: &AtomicU64| a.load(Relaxed).to_string();
-    let body = log::json_object(&[
-        ("key", log::json_str(&config.name)),
+    let nodes = stats.nodes.lock().unwrap_or_else(|p| p.into_inner());
+    let count = |f: fn(&NodeVote) -> bool| nodes.iter().filter(|o| f(&o.acquire)).count();
+    let per_node: Vec<String> = nodes
+        .iter()
+        .map(|o| {
+            let (vote, error) = match &o.acquire {
+                NodeVote::Granted => ("granted", None),
+                NodeVote::Refused => ("refused", None),
+                NodeVote::Error(e) => ("error", Some(e.as_str())),
+                NodeVote::NoAnswer => ("no-answer", None),
+            };
+            let mut fields = vec![("node", json_str(&o.name)), ("acquire", json_str(vote))];
+            if let Some(e) = error {
+                fields.push(("error", json_str(e)));
+            }
+            json_object(&fields)
+        })
+        .collect();
+    let signal = match exit {
+        Exit::Signal(s) => s.to_string(),
+        _ => "null".into(),
+    };
+    let body = json_object(&[
+        ("key", json_str(&config.name)),
         (
             "redis_key",
-            log::json_str(&crate::lock::keys::show(config.keys.lock())),
+            json_str(&crate::lock::keys::show(config.keys.lock())),
         ),
+        ("host", json_str(&crate::lock::record::hostname())),
+        ("pid", std::process::id().to_string()),
         (
             "started_at",
-            log::json_str(&humantime::format_rfc3339_millis(started_at).to_string()),
+            json_str(&humantime::format_rfc3339_millis(started_at).to_string()),
+        ),
+        (
+            "ended_at",
+            json_str(&humantime::format_rfc3339_millis(started_at + duration).to_string()),
         ),
         ("acquired", stats.acquired.load(Relaxed).to_string()),
         ("waited_ms", n(&stats.waited_ms)),
-        ("nodes", config.urls.len().to_string()),
-        ("nodes_ok", n(&stats.nodes_ok)),
-        ("nodes_failed", n(&stats.nodes_failed)),
+        ("nodes", nodes.len().to_string()),
+        ("nodes_ok", count(|v| *v == NodeVote::Granted).to_string()),
+        (
+            "nodes_refused",
+            count(|v| *v == NodeVote::Refused).to_string(),
+        ),
+        (
+            "nodes_failed",
+            count(|v| matches!(v, NodeVote::Error(_) | NodeVote::NoAnswer)).to_string(),
+        ),
+        ("node_outcomes", format!("[{}]", per_node.join(","))),
         ("extensions_done", n(&stats.extensions_done)),
         ("extensions_failed", n(&stats.extensions_failed)),
-        ("outcome", log::json_str(outcome)),
+        (
+            "outcome",
+            json_str(outcome(exit, stats.already_ran.load(Relaxed))),
+        ),
         ("exit_code", exit.code().to_string()),
+        ("signal", signal),
         ("duration_ms", duration.as_millis().to_string()),
+        ("log_lines_dropped", log::dropped().to_string()),
     ]);
     crate::files::write_atomically(path, format!("{body}\n").as_bytes())
 }

@@ -12,11 +12,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::FromArgMatches;
 
 use crate::cli::{self, Cli, Config, Wait};
-use crate::clock;
+use crate::clock::{self, Stamp};
 use crate::exit::Exit;
+use crate::lock::node::Fared;
 use crate::lock::node::{self, Node};
 use crate::lock::redlock::{self, Verdict};
-use crate::lock::{Acquired, Held, Lock, record};
+use crate::lock::{Acquired, Held, Lock, NodeOutcome, NodeVote, record};
 use crate::log::{self, Log, ev};
 use crate::process::guard::{Guard, Spec};
 use crate::process::heartbeat::start_heartbeat;
@@ -31,12 +32,14 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     // acted on) rather than killing us with a lock held. The signal thread
     // that takes them starts later; they wait, pending, until then.
     let blocked = signals::block();
+    let args: Vec<OsString> = args.into_iter().collect();
+    let format = log_format_in(&args);
     let parsed = cli::command()
-        .try_get_matches_from(args)
+        .try_get_matches_from(&args)
         .and_then(|m| Cli::from_arg_matches(&m));
     let cli = match parsed {
         Ok(cli) => cli,
-        Err(e) => return clap_exit(e),
+        Err(e) => return clap_exit(e, format),
     };
     if let Some(admin) = cli.admin {
         // status and unlock hold nothing: signals act on them as usual.
@@ -46,7 +49,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     let config = match cli.into_config() {
         Ok(c) => c,
         Err(msg) => {
-            Log::new(0, log::Format::Text, "").error(msg);
+            Log::new(0, format, "").error(ev("usage", msg).outcome("usage"));
             return Exit::Usage;
         }
     };
@@ -55,14 +58,36 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
 
 /// Help and version go to stdout with status 0; every other clap error becomes
 /// one line on stderr and status 64.
-fn clap_exit(e: clap::Error) -> Exit {
+fn clap_exit(e: clap::Error, format: log::Format) -> Exit {
     use clap::error::ErrorKind;
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = e.print();
         return Exit::Command(0);
     }
-    Log::new(0, log::Format::Text, "").error(format!("{} (try --help)", one_line(&e.to_string())));
+    Log::new(0, format, "").error(
+        ev(
+            "usage",
+            format!("{} (try --help)", one_line(&e.to_string())),
+        )
+        .outcome("usage"),
+    );
     Exit::Usage
+}
+
+/// `--log-format json` as given on the command line, read before it is
+/// parsed, so that a usage error is a JSON line too for whoever asked.
+fn log_format_in(args: &[OsString]) -> log::Format {
+    let words: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
+    let end = words.iter().position(|w| *w == "--").unwrap_or(words.len());
+    let json = words[..end]
+        .windows(2)
+        .any(|w| w[0] == "--log-format" && w[1] == "json")
+        || words[..end].contains(&"--log-format=json");
+    if json {
+        log::Format::Json
+    } else {
+        log::Format::Text
+    }
 }
 
 /// Folds clap's multi-line message into one line, dropping usage and tips.
@@ -78,10 +103,44 @@ fn one_line(msg: &str) -> String {
 }
 
 fn run(config: &Config, blocked: signals::Blocked) -> Exit {
+    // A report that cannot be written is a bad argument: say so before the
+    // job runs, not after.
+    if let Some(path) = &config.report
+        && let Err(e) = crate::files::check_writable(path)
+    {
+        Log::new(0, config.log_format, &config.name).error(
+            ev(
+                "usage",
+                format!(
+                    "cannot write --report {}: {}",
+                    path.display(),
+                    os_message(&e)
+                ),
+            )
+            .outcome("usage"),
+        );
+        return Exit::Usage;
+    }
     let started = clock::now();
     let started_at = SystemTime::now();
     let stats = Arc::new(Stats::default());
     let exit = run_locked(config, &stats, blocked);
+    let log = Log::new(config.verbosity, config.log_format, &config.name);
+    log.end(|| {
+        let outcome = report::outcome(exit, stats.already_ran.load(Relaxed));
+        ev(
+            "exit",
+            format!(
+                "exit {} ({outcome}) after {:.0?}",
+                exit.code(),
+                started.elapsed()
+            ),
+        )
+        .ms(started.elapsed())
+        .outcome(outcome)
+        .field("exit_code", exit.code().to_string())
+        .field("duration_ms", started.elapsed().as_millis().to_string())
+    });
     if let Some(path) = &config.report
         && let Err(e) = report::write(path, config, &stats, exit, started_at, started.elapsed())
     {
@@ -123,6 +182,51 @@ fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) ->
             return Exit::Unavailable;
         }
     };
+    let exit = take_and_run(&lock, config, stats, blocked, &log);
+    // Every node's part, replies that came after a verdict included, however
+    // the run ended: the report's counts and the closing warning.
+    let outcomes = lock.outcomes(&log);
+    if !matches!(exit, Exit::Unavailable | Exit::Usage) {
+        warn_unreachable(&outcomes, &log);
+    }
+    *stats.nodes.lock().unwrap_or_else(|p| p.into_inner()) = outcomes;
+    exit
+}
+
+/// One line per node that did not answer, or failed, in a run that did not
+/// end as "unavailable" (whose error names the nodes already): the lock was
+/// taken, or found busy, without it, which is what a quorum is for, but
+/// somebody should look at it. Silenced by -q.
+fn warn_unreachable(outcomes: &[NodeOutcome], log: &Log) {
+    for o in outcomes {
+        let why = match (&o.fared, &o.acquire) {
+            (Fared::Failed(e), _) => e.clone(),
+            (Fared::Silent, NodeVote::NoAnswer) => {
+                format!("{}: no answer while the run lasted", o.name)
+            }
+            _ => continue,
+        };
+        log.notice(
+            ev(
+                "unreachable",
+                format!("warning: {why} (the quorum did without it)"),
+            )
+            .node(&o.name)
+            .outcome("unreachable"),
+        );
+    }
+}
+
+/// Everything after the nodes are known: the guard, the acquire, the
+/// command, the release.
+fn take_and_run(
+    lock: &Arc<Lock>,
+    config: &Config,
+    stats: &Arc<Stats>,
+    blocked: signals::Blocked,
+    log: &Log,
+) -> Exit {
+    let log = *log;
     // The guard is forked first, while this process has one thread (see
     // `guard`): every later step may start threads.
     let contain = containment();
@@ -164,19 +268,7 @@ fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) ->
         log.error(format!("cannot watch signals: {e}"));
         return Exit::Unavailable;
     }
-    let wait_start = clock::now();
-    let acquired = acquire(&lock, config, &tx, &rx, &log);
-    let (ok, failed) = lock.last_round();
-    stats.nodes_ok.store(ok as u64, Relaxed);
-    stats.nodes_failed.store(failed as u64, Relaxed);
-    let waited = match &acquired {
-        Ok(held) => held.since.saturating_duration_since(wait_start),
-        Err(_) => wait_start.elapsed(),
-    };
-    stats.waited_ms.store(
-        u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
-        Relaxed,
-    );
+    let acquired = acquire(lock, config, &tx, &rx, &log, stats);
     let Held {
         since,
         deadline,
@@ -186,7 +278,7 @@ fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) ->
         Err(exit) => return exit,
     };
     stats.acquired.store(true, Relaxed);
-    let window = match check_once_per(&lock, config, &log) {
+    let window = match check_once_per(lock, config, &log) {
         Ok(w) => w,
         Err(exit) => {
             stats.already_ran.store(exit != Exit::Unavailable, Relaxed);
@@ -258,7 +350,14 @@ fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) ->
             return give_back(child::exit_of_spawn_error(&e));
         }
     };
-    log.info(|| format!("running {} as pid {pid}", config.program.describe()));
+    log.info(|| {
+        ev(
+            "started",
+            format!("running {} as pid {pid}", config.program.describe()),
+        )
+        .field("pid", pid.to_string())
+        .outcome("started")
+    });
     if let Err(e) = guard.watch(tx.clone(), Event::Guard) {
         // Nobody would notice the command's exit: stop it rather than hold the
         // lock blindly.
@@ -275,7 +374,7 @@ fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) ->
     };
     let (stop_tx, stop_rx) = mpsc::channel();
     let heartbeat = start_heartbeat(
-        &lock,
+        lock,
         config,
         &Held {
             since,
@@ -300,7 +399,9 @@ fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) ->
     }
     drop(guard);
     match config.hold.and_then(|h| h.checked_sub(since.elapsed())) {
-        Some(left) if exit != Exit::Lost && !left.is_zero() => lock.hold_for(left, &log),
+        Some(left) if exit != Exit::Lost && !left.is_zero() => {
+            lock.hold_for(left, exit.code(), &log)
+        }
         _ => lock.release(&log),
     }
     exit
@@ -325,6 +426,7 @@ fn acquire(
     tx: &Sender<Event>,
     rx: &Receiver<Event>,
     log: &Log,
+    stats: &Stats,
 ) -> Result<Held, Exit> {
     if let Some(jitter) = config.jitter {
         let pause = Duration::from_micros(rand::random_range(0..jitter.as_micros().max(1) as u64));
@@ -339,7 +441,14 @@ fn acquire(
     };
     let mut watching = false;
     let mut attempt = 0u32;
+    // When a CI log last said that we are waiting.
+    let mut told: Option<Stamp> = None;
     loop {
+        let tried = clock::now();
+        stats.waited_ms.store(
+            u64::try_from(tried.saturating_duration_since(start).as_millis()).unwrap_or(u64::MAX),
+            Relaxed,
+        );
         let failure = match lock.acquire(log) {
             Acquired::Yes(held) => {
                 if config.wait != Wait::Once {
@@ -377,16 +486,55 @@ fn acquire(
                     Exit::Busy(config.busy_exit_code)
                 }
                 Some(why) => {
-                    log.error(
-                        ev(
-                            "unavailable",
-                            format!("cannot take lock '{}': {why}", config.name),
+                    let failed = lock.failed_nodes();
+                    let names: Vec<String> = failed.iter().map(|n| log::json_str(n)).collect();
+                    let unset = if config.defaulted {
+                        format!(
+                            " (no --redis and no REDLOCK_REDIS given, so the default {} was \
+                             tried)",
+                            cli::DEFAULT_NODE
                         )
-                        .outcome("unavailable"),
-                    );
+                    } else {
+                        String::new()
+                    };
+                    let mut entry = ev(
+                        "unavailable",
+                        format!("cannot take lock '{}': {why}{unset}", config.name),
+                    )
+                    .outcome("unavailable")
+                    .field("failed_nodes", format!("[{}]", names.join(",")));
+                    if let Some(first) = failed.first() {
+                        entry = entry.node(first);
+                    }
+                    log.error(entry);
                     Exit::Unavailable
                 }
             });
+        }
+        if failure.is_none() && told.is_none_or(|t| t.elapsed() >= WAIT_NOTE_EVERY) {
+            let waited = start.elapsed();
+            let by = lock.holder().map_or(String::new(), |h| format!(" by {h}"));
+            let limit = match config.wait {
+                Wait::For(d) => format!("up to {}", humantime::format_duration(d)),
+                _ => "for as long as it takes (--wait forever)".into(),
+            };
+            log.notice(
+                ev(
+                    "waiting",
+                    if told.is_none() {
+                        format!("lock '{}' is held{by}; waiting {limit}", config.name)
+                    } else {
+                        format!(
+                            "still waiting for lock '{}' after {}, held{by}; waiting {limit}",
+                            config.name,
+                            humantime::format_duration(Duration::from_secs(waited.as_secs()))
+                        )
+                    },
+                )
+                .ms(waited)
+                .outcome("waiting"),
+            );
+            told = Some(clock::now());
         }
         if failure.is_none() && !watching {
             // Subscribe, then look again at once: the holder may have released
@@ -410,6 +558,9 @@ fn acquire(
         }
     }
 }
+
+/// How often a waiter says it is still waiting (a CI log must not just stall).
+const WAIT_NOTE_EVERY: Duration = Duration::from_secs(60);
 
 /// Sleeps up to `pause`, returning early (`true`) on a release announcement;
 /// a signal ends the wait with 128+N (nothing is held while waiting).

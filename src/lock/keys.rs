@@ -93,6 +93,11 @@ impl Keys {
         self.helper(&format!("once:{start}"))
     }
 
+    /// With --limit N: N, so that `status` finds the slots without being told.
+    pub fn limit(&self) -> Vec<u8> {
+        self.helper("limit")
+    }
+
     /// The channel a release is announced on (every slot shares it).
     pub fn released(&self) -> Vec<u8> {
         self.helper("released")
@@ -233,6 +238,7 @@ mod tests {
             k.released(),
             k.once(0),
             k.once(3600),
+            k.limit(),
         ];
         for i in 0..3 {
             v.push(k.slot(i));

@@ -8,8 +8,9 @@ pub mod record;
 pub mod redlock;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::time::Duration;
 
 use crate::clock::{self, Stamp};
@@ -36,9 +37,12 @@ pub struct Lock {
     record: Arc<[(&'static str, String)]>,
     /// --fence: hand out a fencing token with the lock.
     fence: bool,
-    /// Nodes that granted / answered with an error in the last acquire
-    /// round, for --report (a node not waited for counts in neither).
-    last_round: std::sync::Mutex<(usize, usize)>,
+    /// The last acquire round, kept so that replies that came after its
+    /// verdict still count in the report and the release.
+    last_round: Mutex<Option<Round<Granted>>>,
+    /// Nodes where our token may be (not refused at the acquire, or taken
+    /// back since): the ones a release goes to.
+    may_hold: Vec<AtomicBool>,
     token: Arc<str>,
     ttl: Duration,
     node_timeout: Duration,
@@ -84,16 +88,19 @@ impl Lock {
         limit: Option<u32>,
     ) -> std::io::Result<Lock> {
         Ok(Lock {
+            may_hold: nodes.iter().map(|_| AtomicBool::new(false)).collect(),
             nodes: nodes.into_iter().map(Arc::new).collect(),
             slots: match limit {
-                None => vec![Arc::new(books(&keys, None))],
-                Some(n) => (0..n).map(|i| Arc::new(books(&keys, Some(i)))).collect(),
+                None => vec![Arc::new(books(&keys, None, None))],
+                Some(n) => (0..n)
+                    .map(|i| Arc::new(books(&keys, Some(i), Some(n))))
+                    .collect(),
             },
             keys,
             held: AtomicUsize::new(0),
             record: record.into(),
             fence,
-            last_round: std::sync::Mutex::new((0, 0)),
+            last_round: Mutex::new(None),
             token: new_token()?.into(),
             ttl,
             node_timeout,
@@ -114,9 +121,56 @@ impl Lock {
         &self.token
     }
 
-    /// Nodes that granted and that failed in the last acquire round.
-    pub fn last_round(&self) -> (usize, usize) {
-        self.last_round.lock().map_or((0, 0), |l| *l)
+    /// Every node's answer to the last acquire round, with the replies that
+    /// came after its verdict, and how each node fared in the run.
+    pub fn outcomes(&self, log: &Log) -> Vec<NodeOutcome> {
+        let mut last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(round) = last.as_mut() {
+            let late = round.settle();
+            for r in late {
+                self.log_reply("acquire", r, log, " (after the verdict)");
+            }
+            self.note_holds(round);
+        }
+        (0..self.nodes.len())
+            .map(|i| {
+                let acquire = match last.as_ref().and_then(|r| r.reply_of(i)) {
+                    None => NodeVote::NoAnswer,
+                    Some(r) => match &r.result {
+                        Ok(g) if g.answer == Answer::Granted => NodeVote::Granted,
+                        Ok(_) => NodeVote::Refused,
+                        Err(e) => NodeVote::Error(e.to_string()),
+                    },
+                };
+                NodeOutcome {
+                    name: self.nodes[i].name().to_string(),
+                    acquire,
+                    fared: self.nodes[i].fared(),
+                }
+            })
+            .collect()
+    }
+
+    /// Nodes that failed, or have not answered, the last acquire round.
+    pub fn failed_nodes(&self) -> Vec<String> {
+        let mut last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(round) = last.as_mut() else {
+            return Vec::new();
+        };
+        round.settle();
+        (0..self.nodes.len())
+            .filter(|&i| {
+                round.skipped.contains(&i) || round.reply_of(i).is_none_or(|r| r.result.is_err())
+            })
+            .map(|i| self.nodes[i].name().to_string())
+            .collect()
+    }
+
+    /// Records where the round may have left our token.
+    fn note_holds(&self, round: &Round<Granted>) {
+        for i in round.maybe_ours(self.nodes.len()) {
+            self.may_hold[i].store(true, Relaxed);
+        }
     }
 
     fn round_limit(&self) -> Duration {
@@ -152,69 +206,86 @@ impl Lock {
             self.round_limit(),
         );
         self.log_round("acquire", &round, log);
-        if let Ok(mut last) = self.last_round.lock() {
-            let errors = round.replies.iter().filter(|r| r.result.is_err()).count();
-            *last = (round.tally.granted(), errors);
+        let outcome = self.judge(&round, t0, log);
+        let verdict = round.verdict;
+        if verdict == Verdict::Quorum {
+            self.note_holds(&round);
         }
-        let outcome = match round.verdict {
+        let maybe_ours = round.maybe_ours(self.nodes.len());
+        *self.last_round.lock().unwrap_or_else(|p| p.into_inner()) = Some(round);
+        match outcome {
+            Judged::Held(held) => {
+                if !self.fence {
+                    return Acquired::Yes(held);
+                }
+                match self.commit_fence(held.deadline, log) {
+                    Ok(t) => Acquired::Yes(Held {
+                        fence: Some(t),
+                        ..held
+                    }),
+                    Err(why) => {
+                        // Held, but without a token to show for it: give it
+                        // back for real (waiters may go ahead).
+                        self.release(log);
+                        Acquired::Unavailable(why)
+                    }
+                }
+            }
+            Judged::Not(outcome) => {
+                // Not ours after all: undo wherever our SET may have landed,
+                // including nodes whose reply we never saw. Quietly: nothing
+                // was released.
+                self.release_on(&maybe_ours, false, log);
+                outcome
+            }
+        }
+    }
+
+    /// What an acquire round's verdict means for us.
+    fn judge(&self, round: &Round<Granted>, t0: Stamp, log: &Log) -> Judged {
+        let n = self.nodes.len();
+        match round.verdict {
             Verdict::Quorum => match redlock::validity(self.ttl, round.elapsed) {
                 Some(v) => {
                     log.info(|| {
+                        let waiting = n - round.replies.len();
                         ev(
                             "acquired",
                             format!(
-                                "acquired on {}/{} nodes in {:.1?}; valid for {:.0?}",
+                                "acquired: {} of {n} nodes granted within {:.1?} (quorum {}{}); \
+                                 valid for {v:.0?}",
                                 round.tally.granted(),
-                                self.nodes.len(),
                                 round.elapsed,
-                                v
+                                redlock::quorum(n),
+                                if waiting > 0 {
+                                    format!(", {waiting} not heard from yet")
+                                } else {
+                                    String::new()
+                                }
                             ),
                         )
                         .ms(round.elapsed)
                         .outcome("acquired")
                     });
-                    let deadline = t0 + self.ttl - redlock::drift(self.ttl);
-                    if !self.fence {
-                        return Acquired::Yes(Held {
-                            since: t0,
-                            deadline,
-                            fence: None,
-                        });
-                    }
-                    match self.commit_fence(&round, deadline, log) {
-                        Ok(t) => {
-                            return Acquired::Yes(Held {
-                                since: t0,
-                                deadline,
-                                fence: Some(t),
-                            });
-                        }
-                        Err(why) => {
-                            // Held, but without a token to show for it: give
-                            // it back for real (waiters may go ahead).
-                            self.release(log);
-                            return Acquired::Unavailable(why);
-                        }
-                    }
+                    Judged::Held(Held {
+                        since: t0,
+                        deadline: t0 + self.ttl - redlock::drift(self.ttl),
+                        fence: None,
+                    })
                 }
-                None => Acquired::Unavailable(format!(
+                None => Judged::Not(Acquired::Unavailable(format!(
                     "a quorum granted the lock only after {:.0?}, too late for --ttl {}",
                     round.elapsed,
                     humantime::format_duration(self.ttl)
-                )),
+                ))),
             },
-            Verdict::Refused => Acquired::Busy,
-            Verdict::Unavailable => Acquired::Unavailable(format!(
-                "fewer than {} of {} nodes answered: {}",
-                redlock::quorum(self.nodes.len()),
-                self.nodes.len(),
-                self.failures(&round)
-            )),
-        };
-        // Not ours after all: undo wherever our SET may have landed, including
-        // nodes whose reply we never saw. Quietly: nothing was released.
-        self.release_on(&round.maybe_ours(self.nodes.len()), false, log);
-        outcome
+            Verdict::Refused => Judged::Not(Acquired::Busy),
+            Verdict::Unavailable => Judged::Not(Acquired::Unavailable(format!(
+                "fewer than {} of {n} nodes answered: {}",
+                redlock::quorum(n),
+                self.failures(round)
+            ))),
+        }
     }
 
     /// The second phase of --fence. The acquire round read the counter on
@@ -222,15 +293,13 @@ impl Lock {
     /// those nodes, each only while it still holds our token, and must land
     /// on a quorum. Any later holder's quorum shares a node with this one,
     /// where it will read at least t.
-    fn commit_fence(
-        &self,
-        round: &Round<Granted>,
-        deadline: Stamp,
-        log: &Log,
-    ) -> Result<u64, String> {
-        let granted: Vec<(usize, u64)> = round
-            .replies
+    fn commit_fence(&self, deadline: Stamp, log: &Log) -> Result<u64, String> {
+        let granted: Vec<(usize, u64)> = self
+            .last_round
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
             .iter()
+            .flat_map(|round| &round.replies)
             .filter_map(|r| match &r.result {
                 Ok(Granted {
                     answer: Answer::Granted,
@@ -333,6 +402,9 @@ impl Lock {
             self.round_limit(),
         );
         for r in &replies {
+            if matches!(r.result, Ok(true)) {
+                self.may_hold[r.node].store(true, Relaxed);
+            }
             let name = self.nodes[r.node].name();
             let outcome = match &r.result {
                 Ok(true) => "retaken",
@@ -357,28 +429,42 @@ impl Lock {
         }
     }
 
-    /// Compare-and-delete on every node: any of them may hold our token.
+    /// Compare-and-delete on every node where our token may be.
     pub fn release(&self, log: &Log) {
-        let all: Vec<usize> = (0..self.nodes.len()).collect();
-        self.release_on(&all, true, log);
+        self.release_on(&self.holding(), true, log);
+    }
+
+    /// Nodes where our token may be, the replies that came in after the
+    /// acquire's verdict included.
+    fn holding(&self) -> Vec<usize> {
+        let mut last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(round) = last.as_mut() {
+            round.settle();
+            self.note_holds(round);
+        }
+        (0..self.nodes.len())
+            .filter(|&i| self.may_hold[i].load(Relaxed))
+            .collect()
     }
 
     /// Leaves the lock to expire by itself after `left` (what remains of
-    /// --hold), by compare-and-PEXPIRE on every node. Waiters are not woken:
-    /// their backoff poll finds the lock free once it expires.
-    pub fn hold_for(&self, left: Duration, log: &Log) {
-        let all: Vec<usize> = (0..self.nodes.len()).collect();
+    /// --hold), by compare-and-PEXPIRE on every node where it may be, and
+    /// says in its record that the command exited with `exit_code`, so that
+    /// `status` can tell why a finished holder still holds it. Waiters are
+    /// not woken: their backoff poll finds the lock free once it expires.
+    pub fn hold_for(&self, left: Duration, exit_code: u8, log: &Log) {
+        let which = self.holding();
         let (books, token) = (self.books(), Arc::clone(&self.token));
         let replies = quorum::on_each(
             &self.nodes,
-            &all,
-            move |n| n.extend(&books, &token, left),
+            &which,
+            move |n| n.hold(&books, &token, left, exit_code),
             self.round_limit(),
         );
         for r in &replies {
             let name = self.nodes[r.node].name();
             match &r.result {
-                Ok(Extension::Extended) => log.debug(|| {
+                Ok(Answer::Granted) => log.debug(|| {
                     ev("hold", format!("{name}: held for {left:.0?} more"))
                         .node(name)
                         .outcome("held")
@@ -436,20 +522,69 @@ impl Lock {
         }
     }
 
+    /// Who holds the lock, as its holder record says (`user@host pid N, for
+    /// 3m12s`), for a waiter to tell; None when nobody answers or nothing is
+    /// recorded. With --limit: that every slot is held.
+    pub fn holder(&self) -> Option<String> {
+        if self.slots.len() > 1 {
+            return Some(format!("in all {} slots", self.slots.len()));
+        }
+        let all: Vec<usize> = (0..self.nodes.len()).collect();
+        let books = self.books();
+        let replies = quorum::on_each(
+            &self.nodes,
+            &all,
+            move |n| n.inspect(&books),
+            self.round_limit(),
+        );
+        let record = replies
+            .iter()
+            .filter_map(|r| r.result.as_ref().ok())
+            .find(|i| i.value.is_some() && !i.holder.is_empty())?;
+        let field = |name: &str| {
+            record
+                .holder
+                .iter()
+                .find(|(k, _)| k == name)
+                .map_or("?", |(_, v)| v.as_str())
+        };
+        let since = field("acquired_ms")
+            .parse::<u64>()
+            .ok()
+            .and_then(|ms| unix_ms().checked_sub(ms))
+            .map_or(String::new(), |ms| {
+                format!(
+                    ", for {}",
+                    humantime::format_duration(Duration::from_secs(ms / 1000))
+                )
+            });
+        Some(format!(
+            "{}@{} pid {}{since}",
+            field("user"),
+            field("host"),
+            field("pid")
+        ))
+    }
+
     /// Subscribes to this lock's release announcements on every node, calling
     /// `wake` for each. Returns once every subscription stands or failed, or
     /// after the round limit, so that a release right after the caller's next
     /// look cannot be missed.
     pub fn watch_releases(&self, wake: impl Fn() -> bool + Clone + Send + 'static, log: &Log) {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        // Only nodes that are answering in this run are waited for: a
+        // stopped one would hold every waiter up for a round limit.
+        let mut waited = 0;
         for node in self.nodes.iter() {
             let channels = vec![self.keys.released()];
+            let sick = quorum::not_answering(node);
+            waited += usize::from(!sick);
             let (node, wake) = (Arc::clone(node), wake.clone());
             let ready_tx = ready_tx.clone();
             let spawned = std::thread::Builder::new()
                 .name("watch".into())
                 .spawn(move || {
-                    node.watch(&channels, |r| drop(ready_tx.send(r)), wake);
+                    node.watch(&channels, |r| drop(ready_tx.send((sick, r))), wake);
                 });
             if let Err(e) = spawned {
                 log.info(|| format!("cannot watch for releases: {e}"));
@@ -457,10 +592,14 @@ impl Lock {
         }
         drop(ready_tx);
         let until = clock::now() + self.round_limit();
-        for _ in 0..self.nodes.len() {
+        while waited > 0 {
             match ready_rx.recv_timeout(until.saturating_duration_since(clock::now())) {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => log.debug(|| format!("not woken by releases from {e}")),
+                Ok((sick, r)) => {
+                    waited -= usize::from(!sick);
+                    if let Err(e) = r {
+                        log.debug(|| format!("not woken by releases from {e}"));
+                    }
+                }
                 Err(_) => break,
             }
         }
@@ -505,11 +644,17 @@ impl Lock {
                 log.debug(entry);
             }
         }
-        if replies.len() < which.len() {
+        let silent: Vec<&str> = which
+            .iter()
+            .filter(|i| !replies.iter().any(|r| r.node == **i))
+            .map(|i| self.nodes[*i].name())
+            .collect();
+        if !silent.is_empty() {
             log.info(|| {
                 format!(
-                    "{} node(s) did not confirm the release in time; the key expires within the TTL",
-                    which.len() - replies.len()
+                    "not waiting for {} to confirm the release (not answering); its copy of \
+                     the key expires within the TTL",
+                    silent.join(", ")
                 )
             });
         }
@@ -517,28 +662,45 @@ impl Lock {
 
     fn log_round<T: Vote>(&self, what: &'static str, round: &Round<T>, log: &Log) {
         for r in &round.replies {
-            let name = self.nodes[r.node].name();
-            log.info(|| match &r.result {
-                Ok(a) => {
-                    let outcome = match a.answer() {
-                        Answer::Granted => "granted",
-                        Answer::Refused => "refused",
-                        Answer::Failed => "failed",
-                    };
-                    ev(
-                        what,
-                        format!("{what} {name}: {outcome} in {:.1?}", r.latency),
-                    )
-                    .node(name)
-                    .ms(r.latency)
-                    .outcome(outcome)
-                }
-                Err(e) => ev(what, format!("{what} {e} (after {:.1?})", r.latency))
-                    .node(name)
-                    .ms(r.latency)
-                    .outcome("error"),
+            self.log_reply(what, r, log, "");
+        }
+        for &i in &round.skipped {
+            let name = self.nodes[i].name();
+            log.info(|| {
+                ev(
+                    what,
+                    format!(
+                        "{what} {name}: counted as failed, an earlier request is still waiting"
+                    ),
+                )
+                .node(name)
+                .outcome("skipped")
             });
         }
+    }
+
+    fn log_reply<T: Vote>(&self, what: &'static str, r: &Reply<T>, log: &Log, note: &str) {
+        let name = self.nodes[r.node].name();
+        log.info(|| match &r.result {
+            Ok(a) => {
+                let outcome = match a.answer() {
+                    Answer::Granted => "granted",
+                    Answer::Refused => "refused",
+                    Answer::Failed => "failed",
+                };
+                ev(
+                    what,
+                    format!("{what} {name}: {outcome} in {:.1?}{note}", r.latency),
+                )
+                .node(name)
+                .ms(r.latency)
+                .outcome(outcome)
+            }
+            Err(e) => ev(what, format!("{what} {e} (after {:.1?}){note}", r.latency))
+                .node(name)
+                .ms(r.latency)
+                .outcome("error"),
+        });
     }
 
     /// The failed nodes' errors, and the nodes that did not answer in time.
@@ -549,8 +711,17 @@ impl Lock {
             .filter_map(|r: &Reply<T>| r.result.as_ref().err().map(|e| e.to_string()))
             .collect();
         for (i, node) in self.nodes.iter().enumerate() {
-            if !round.replies.iter().any(|r| r.node == i) {
-                parts.push(format!("{}: no answer yet", node.name()));
+            if round.skipped.contains(&i) {
+                parts.push(format!(
+                    "{}: no answer to an earlier request yet",
+                    node.name()
+                ));
+            } else if !round.replies.iter().any(|r| r.node == i) {
+                parts.push(format!(
+                    "{}: no answer within {:.0?}",
+                    node.name(),
+                    round.elapsed
+                ));
             }
         }
         if parts.is_empty() {
@@ -561,13 +732,37 @@ impl Lock {
     }
 }
 
-/// The keys a holder of `slot` (or of the lock itself) touches.
-pub fn books(keys: &Keys, slot: Option<u32>) -> Books {
+/// What one acquire round meant.
+enum Judged {
+    Held(Held),
+    Not(Acquired),
+}
+
+/// A node's answer to the acquire.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeVote {
+    Granted,
+    Refused,
+    Error(String),
+    NoAnswer,
+}
+
+/// One node's part in the run, for the report and the closing warning.
+#[derive(Clone, Debug)]
+pub struct NodeOutcome {
+    pub name: String,
+    pub acquire: NodeVote,
+    pub fared: node::Fared,
+}
+
+/// The keys a holder of `slot` of `limit` (or of the lock itself) touches.
+pub fn books(keys: &Keys, slot: Option<u32>, limit: Option<u32>) -> Books {
     Books {
         lock: keys.taken(slot),
         holder: keys.holder(slot),
         fence: keys.fence(),
         released: keys.released(),
+        limit: limit.map(|n| (keys.limit(), n)),
     }
 }
 

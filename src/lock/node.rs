@@ -25,9 +25,10 @@ use crate::lock::redlock::Answer;
 // into the Lua text.
 
 /// Takes the lock: SET NX PX, or, when it already holds our token (a retry
-/// after a lost reply), renews it. Writes the holder record (KEYS[2]) when
-/// fields are given from ARGV[4], and reads the --fence counter (KEYS[3])
-/// when ARGV[3] is '1', in the same atomic step.
+/// after a lost reply), renews it. In the same atomic step: writes the
+/// holder record (KEYS[2]) when fields are given from ARGV[5], reads the
+/// --fence counter (KEYS[3]) when ARGV[3] is '1', and with --limit records
+/// the number of slots (ARGV[4]) in KEYS[4] for `status`.
 const ACQUIRE: &str = "\
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -35,22 +36,27 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-if #ARGV > 3 then
+if #ARGV > 4 then
   redis.pcall('DEL', KEYS[2])
-  redis.pcall('HSET', KEYS[2], unpack(ARGV, 4))
+  redis.pcall('HSET', KEYS[2], unpack(ARGV, 5))
   redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
+end
+if ARGV[4] ~= '' then
+  redis.pcall('SET', KEYS[4], ARGV[4], 'PX', ARGV[2])
 end
 if ARGV[3] == '1' then
   return {1, redis.call('GET', KEYS[3])}
 end
 return {1}";
 
-/// Extends only our own lock; never re-creates one (see `retake`).
-/// 1 extended, -1 no key here, 0 another token.
+/// Extends only our own lock (its record, and with --limit the slot count,
+/// KEYS[3]); never re-creates one (see `retake`). 1 extended, -1 no key
+/// here, 0 another token.
 const EXTEND: &str = "\
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
+  redis.pcall('PEXPIRE', KEYS[3], ARGV[2])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 elseif v == false then
@@ -74,6 +80,33 @@ elseif v == false then
   return -1
 end
 return 0";
+
+/// Leaves our lock to expire after ARGV[2] ms (--hold), saying so in its
+/// record: the command exited (ARGV[3] ms) with status ARGV[4].
+const HOLD: &str = "\
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.pcall('HSET', KEYS[2], 'exited_ms', ARGV[3], 'exit_code', ARGV[4])
+redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1";
+
+/// `unlock --token`: deletes the lock where its token starts with ARGV[1]
+/// (the whole token, or the prefix `status` shows), and wakes waiters.
+/// A plain byte comparison: no Lua patterns.
+const UNLOCK: &str = "\
+local v = redis.call('GET', KEYS[1])
+if v == false then
+  return -1
+end
+if string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+redis.pcall('DEL', KEYS[2])
+redis.pcall('PUBLISH', ARGV[2], '')
+return 1";
 
 /// Deletes a key only while it holds our token (undoing a --once-per marker).
 const DROP: &str = "\
@@ -110,6 +143,8 @@ pub struct Books {
     pub holder: Vec<u8>,
     pub fence: Vec<u8>,
     pub released: Vec<u8>,
+    /// With --limit N: the key that records N, and N.
+    pub limit: Option<(Vec<u8>, u32)>,
 }
 
 /// An acquire's answer, with the fence counter found beside the lock when asked.
@@ -163,12 +198,70 @@ pub enum Released {
 }
 
 #[derive(Debug)]
-pub struct NodeError(String);
+pub struct NodeError {
+    msg: String,
+    /// The node did not answer in time (as opposed to answering an error or
+    /// refusing the connection): not worth waiting for again in this run.
+    timeout: bool,
+    /// Failed before the request could be written (no connection): the
+    /// node cannot have applied it.
+    unsent: bool,
+}
+
+impl NodeError {
+    fn new(msg: String) -> NodeError {
+        NodeError {
+            msg,
+            timeout: false,
+            unsent: false,
+        }
+    }
+
+    pub fn is_timeout(&self) -> bool {
+        self.timeout
+    }
+
+    /// Whether the request can have reached the node.
+    pub fn maybe_applied(&self) -> bool {
+        !self.unsent
+    }
+
+    fn unsent(mut self) -> NodeError {
+        self.unsent = true;
+        self
+    }
+}
 
 impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.msg)
     }
+}
+
+/// How a node has fared in this run, for rounds and reports.
+#[derive(Default)]
+struct Health {
+    /// When each request submitted and not yet answered was submitted,
+    /// oldest first.
+    pending: std::collections::VecDeque<std::time::Instant>,
+    /// A request timed out: rounds that wait for every reply do not wait for
+    /// this node again.
+    timed_out: bool,
+    /// The first error it answered (or its first timeout), for the report.
+    first_error: Option<String>,
+    /// It answered at least one request without an error.
+    answered: bool,
+}
+
+/// What a node's run looked like, for the report and the closing warning.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fared {
+    /// Every request it got an answer to went fine.
+    Answered,
+    /// It failed at least once: the first error.
+    Failed(String),
+    /// Not a single answer yet.
+    Silent,
 }
 
 /// A request for a node, run with its session.
@@ -182,6 +275,7 @@ pub struct Node {
     session: Arc<Mutex<Session>>,
     /// Started on the first `submit`.
     worker: Mutex<Option<Sender<Job>>>,
+    health: Mutex<Health>,
 }
 
 /// One node's connection and what it needs to (re)connect and to word errors.
@@ -266,6 +360,7 @@ impl Node {
             client,
             timeout: opts.timeout,
             worker: Mutex::new(None),
+            health: Mutex::new(Health::default()),
         })
     }
 
@@ -275,6 +370,47 @@ impl Node {
 
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// Counts a request as outstanding; `finish` counts its answer.
+    pub fn begin(&self) {
+        lock(&self.health)
+            .pending
+            .push_back(std::time::Instant::now());
+    }
+
+    pub fn finish<T>(&self, result: &Result<T, NodeError>) {
+        let mut h = lock(&self.health);
+        h.pending.pop_front();
+        match result {
+            Ok(_) => h.answered = true,
+            Err(e) => {
+                h.timed_out |= e.timeout;
+                if h.first_error.is_none() {
+                    h.first_error = Some(e.to_string());
+                }
+            }
+        }
+    }
+
+    /// When the oldest request still outstanding here was submitted.
+    pub fn waiting_since(&self) -> Option<std::time::Instant> {
+        lock(&self.health).pending.front().copied()
+    }
+
+    /// A request timed out earlier in this run.
+    pub fn timed_out(&self) -> bool {
+        lock(&self.health).timed_out
+    }
+
+    /// How this node has fared in the run so far.
+    pub fn fared(&self) -> Fared {
+        let h = lock(&self.health);
+        match (&h.first_error, h.answered) {
+            (Some(e), _) => Fared::Failed(e.clone()),
+            (None, true) => Fared::Answered,
+            (None, false) => Fared::Silent,
+        }
     }
 
     /// Runs `job` on this node's worker thread, after every job submitted
@@ -361,13 +497,21 @@ impl Session {
     ) -> Result<Granted, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(ACQUIRE)
-            .arg(3)
+            .arg(4)
             .arg(&books.lock)
             .arg(&books.holder)
             .arg(&books.fence);
-        cmd.arg(token)
+        // Without --limit KEYS[4] is unused: the fence key stands in, in the
+        // same hash slot.
+        let (limit_key, n) = match &books.limit {
+            Some((key, n)) => (key, n.to_string()),
+            None => (&books.fence, String::new()),
+        };
+        cmd.arg(limit_key)
+            .arg(token)
             .arg(millis(ttl))
-            .arg(if fence { "1" } else { "0" });
+            .arg(u8::from(fence))
+            .arg(n);
         for (k, v) in record {
             cmd.arg(*k).arg(v);
         }
@@ -387,7 +531,8 @@ impl Session {
             .arg(marker)
             .arg(token)
             .arg(millis(ttl))
-            .arg("0");
+            .arg("0")
+            .arg("");
         self.take(&cmd, false)
     }
 
@@ -427,7 +572,9 @@ impl Session {
         ttl: Duration,
     ) -> Result<Extension, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(EXTEND).arg(2).arg(&books.lock).arg(&books.holder);
+        cmd.arg(EXTEND).arg(3).arg(&books.lock).arg(&books.holder);
+        // Without --limit there is no count to refresh: the record again.
+        cmd.arg(books.limit.as_ref().map_or(&books.holder, |(k, _)| k));
         cmd.arg(token).arg(millis(ttl));
         match self.eval(&cmd)? {
             Value::Int(1) => Ok(Extension::Extended),
@@ -483,6 +630,46 @@ impl Session {
             Value::Int(0) => Ok(Released::NotOurs),
             other => Err(self.unexpected("release script", &format!("{other:?}"))),
         }
+    }
+
+    /// --hold: leaves the lock to expire in `left`, recording the exit.
+    pub fn hold(
+        &mut self,
+        books: &Books,
+        token: &str,
+        left: Duration,
+        exit_code: u8,
+    ) -> Result<Answer, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(HOLD).arg(2).arg(&books.lock).arg(&books.holder);
+        cmd.arg(token)
+            .arg(millis(left))
+            .arg(crate::lock::unix_ms())
+            .arg(exit_code);
+        match self.eval(&cmd)? {
+            Value::Int(1) => Ok(Answer::Granted),
+            Value::Int(0) => Ok(Answer::Refused),
+            other => Err(self.unexpected("hold script", &format!("{other:?}"))),
+        }
+    }
+
+    /// `unlock --token`: deletes the lock if its token starts with `prefix`.
+    pub fn unlock(&mut self, books: &Books, prefix: &str) -> Result<Released, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(UNLOCK).arg(2).arg(&books.lock).arg(&books.holder);
+        cmd.arg(prefix).arg(&books.released);
+        match self.eval(&cmd)? {
+            Value::Int(1) => Ok(Released::Deleted),
+            Value::Int(-1) => Ok(Released::AlreadyGone),
+            Value::Int(0) => Ok(Released::NotOurs),
+            other => Err(self.unexpected("unlock script", &format!("{other:?}"))),
+        }
+    }
+
+    /// With --limit N recorded beside the lock: N.
+    pub fn limit(&mut self, key: &[u8]) -> Result<Option<u32>, NodeError> {
+        let v: Option<String> = self.query(|c| redis::cmd("GET").arg(key).query(c))?;
+        Ok(v.and_then(|v| v.parse().ok()))
     }
 
     /// Deletes `key` only while it holds our token.
@@ -578,7 +765,7 @@ impl Session {
                 None => match self.connect() {
                     Ok(c) => c,
                     Err(Failure::Interrupted(_)) if retry() => continue,
-                    Err(Failure::Interrupted(e) | Failure::Other(e)) => return Err(e),
+                    Err(Failure::Interrupted(e) | Failure::Other(e)) => return Err(e.unsent()),
                 },
             };
             match f(&mut conn) {
@@ -619,7 +806,7 @@ impl Session {
                 match last {
                     Some(result) => result,
                     None => {
-                        return Err(Failure::Other(NodeError(format!(
+                        return Err(Failure::Other(NodeError::new(format!(
                             "{}: {host} has no address",
                             self.name
                         ))));
@@ -659,23 +846,30 @@ impl Session {
                 );
             });
         if let Err(e) = spawned {
-            return Err(NodeError(format!(
+            return Err(NodeError::new(format!(
                 "{}: cannot resolve {host}: {e}",
                 self.name
             )));
         }
         match rx.recv_timeout(self.timeout) {
             Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
-            Ok(Ok(_)) => Err(NodeError(format!("{}: {host} has no address", self.name))),
-            Ok(Err(e)) => Err(NodeError(format!(
+            Ok(Ok(_)) => Err(NodeError::new(format!(
+                "{}: {host} has no address",
+                self.name
+            ))),
+            Ok(Err(e)) => Err(NodeError::new(format!(
                 "{}: cannot resolve {host}: {e}",
                 self.name
             ))),
-            Err(_) => Err(NodeError(format!(
-                "{}: {host} did not resolve within {} (--node-timeout)",
-                self.name,
-                humantime::format_duration(self.timeout)
-            ))),
+            Err(_) => Err(NodeError {
+                msg: format!(
+                    "{}: {host} did not resolve within {} (--node-timeout)",
+                    self.name,
+                    humantime::format_duration(self.timeout)
+                ),
+                timeout: true,
+                unsent: false,
+            }),
         }
     }
 
@@ -687,7 +881,7 @@ impl Session {
             "WRONGPASS" => wrong_password(),
             _ => e.to_string(),
         };
-        NodeError(format!("{}: {what}", self.name))
+        NodeError::new(format!("{}: {what}", self.name))
     }
 
     fn failure(&self, e: &redis::RedisError) -> Failure {
@@ -699,7 +893,8 @@ impl Session {
     }
 
     fn error(&self, e: &redis::RedisError) -> NodeError {
-        let what = if e.is_timeout() {
+        let timeout = e.is_timeout();
+        let what = if timeout {
             format!(
                 "no answer within {} (--node-timeout)",
                 humantime::format_duration(self.timeout)
@@ -726,11 +921,15 @@ impl Session {
         } else {
             e.to_string()
         };
-        NodeError(format!("{}: {what}", self.name))
+        NodeError {
+            msg: format!("{}: {what}", self.name),
+            timeout,
+            unsent: false,
+        }
     }
 
     fn unexpected(&self, what: &str, reply: &str) -> NodeError {
-        NodeError(format!(
+        NodeError::new(format!(
             "{}: unexpected reply to {what}: {reply}",
             self.name
         ))

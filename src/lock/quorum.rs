@@ -1,10 +1,22 @@
 //! Rounds of requests to all nodes at once, decided as soon as the outcome is
 //! certain. A node that has not answered by then goes on with the request on
-//! its own worker; its reply is dropped, and any later request to that node
-//! queues behind it (see `node`).
+//! its own worker; its reply is kept for the record (`Round::settle`), and any
+//! later request to that node queues behind it (see `node`).
+//!
+//! Degraded mode. A node is *overdue* when a request has been outstanding
+//! there for longer than twice the slowest answer any node gave in this run,
+//! plus a millisecond: it is stopped, black-holed, or far slower than its
+//! peers. An overdue node is sent each new request all the same (it may come
+//! back), but counts as failed at once for a round's verdict, and rounds that
+//! wait for every answer (release, undo, fence commit) do not wait for it,
+//! nor for a node that timed out earlier in the run; a node that is only busy
+//! (its answer is due any moment) is waited for until it would be overdue. A
+//! stopped node of three then costs about a millisecond, and what it may hold
+//! expires by its TTL (it is a minority).
 
 use std::sync::Arc;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use crate::lock::node::{Node, NodeError, Session};
@@ -17,63 +29,100 @@ pub struct Reply<T> {
     pub latency: Duration,
 }
 
+/// Replies that may still come in after a round stopped listening.
+struct Late<T>(Option<Receiver<Reply<T>>>);
+
+/// The slowest answer (not a timeout) any node gave in this run, in µs.
+static SLOWEST_US: AtomicU64 = AtomicU64::new(0);
+
+fn note_latency<T>(result: &Result<T, NodeError>, latency: Duration) {
+    if !result.as_ref().is_err_and(NodeError::is_timeout) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        SLOWEST_US.fetch_max(us, Ordering::Relaxed);
+    }
+}
+
+/// When a request outstanding since `since` makes its node overdue.
+fn overdue_at(since: Instant) -> Instant {
+    let slowest = Duration::from_micros(SLOWEST_US.load(Ordering::Relaxed));
+    since + slowest * 2 + Duration::from_millis(1)
+}
+
+/// Whether `node` is overdue now.
+fn overdue(node: &Node, now: Instant) -> bool {
+    node.waiting_since().is_some_and(|s| now >= overdue_at(s))
+}
+
+/// A node not worth waiting for now: it timed out in this run, or is overdue.
+pub fn not_answering(node: &Node) -> bool {
+    node.timed_out() || overdue(node, Instant::now())
+}
+
 /// Sends `op` to the nodes listed in `which`, in parallel, and collects
-/// replies until `done` says stop (or all replied, or `limit` passed).
-/// Replies come back in arrival order, carrying indexes into `nodes`.
-fn fan_out<T, F, D>(
+/// replies until `until` says stop (`None`) or the moment it names passes.
+/// Replies come back in arrival order, carrying indexes into `nodes`; the
+/// receiver for the ones still to come is returned beside them.
+fn fan_out<T, F, U>(
     nodes: &[Arc<Node>],
     which: &[usize],
     op: F,
-    mut done: D,
-    limit: Duration,
-) -> Vec<Reply<T>>
+    mut until: U,
+) -> (Vec<Reply<T>>, Late<T>)
 where
     T: Send + 'static,
     F: Fn(&mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
-    D: FnMut(&[Reply<T>]) -> bool,
+    U: FnMut(&[Reply<T>]) -> Option<Instant>,
 {
     let start = Instant::now();
     // A lock on one node: no thread, no channel. This is the common case and
     // the one that races flock(1). Only then: with several nodes, a request
     // must queue behind what its node's worker still has in hand.
     if let ([node], [0]) = (nodes, which) {
+        node.begin();
         let result = node.run(|s| op(s));
-        return vec![Reply {
-            node: 0,
-            result,
-            latency: start.elapsed(),
-        }];
+        node.finish(&result);
+        note_latency(&result, start.elapsed());
+        return (
+            vec![Reply {
+                node: 0,
+                result,
+                latency: start.elapsed(),
+            }],
+            Late(None),
+        );
     }
     let op = Arc::new(op);
     let (tx, rx) = mpsc::channel();
     for &i in which {
-        let (tx, op) = (tx.clone(), Arc::clone(&op));
+        let (tx, op, node) = (tx.clone(), Arc::clone(&op), Arc::clone(&nodes[i]));
+        nodes[i].begin();
         nodes[i].submit(Box::new(move |session| {
             let result = op(session);
-            // The round may have been decided already: nobody listens.
+            node.finish(&result);
+            let latency = start.elapsed();
+            note_latency(&result, latency);
+            // The round may have been decided already: nobody listens then,
+            // or only `settle` will.
             let _ = tx.send(Reply {
                 node: i,
                 result,
-                latency: start.elapsed(),
+                latency,
             });
         }));
     }
     drop(tx);
-    let deadline = start + limit;
     let mut replies = Vec::with_capacity(which.len());
     while replies.len() < which.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(r) => {
-                replies.push(r);
-                if done(&replies) {
-                    break;
-                }
-            }
+        let Some(deadline) = until(&replies) else {
+            break;
+        };
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(r) => replies.push(r),
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
             Err(_) => break,
         }
     }
-    replies
+    (replies, Late(Some(rx)))
 }
 
 /// A node's reply that says whether it granted what was asked.
@@ -87,10 +136,16 @@ impl Vote for Answer {
     }
 }
 
-fn tally<T: Vote>(n: usize, replies: &[Reply<T>]) -> Tally {
+/// The tally of `replies`, with `skipped` nodes counted as failed.
+fn tally<T: Vote>(n: usize, replies: &[Reply<T>], skipped: &[usize]) -> Tally {
     let mut t = Tally::new(n);
     for r in replies {
-        t.record(r.result.as_ref().map_or(Answer::Failed, Vote::answer));
+        if !skipped.contains(&r.node) {
+            t.record(r.result.as_ref().map_or(Answer::Failed, Vote::answer));
+        }
+    }
+    for _ in skipped {
+        t.record(Answer::Failed);
     }
     t
 }
@@ -101,23 +156,47 @@ pub struct Round<T = Answer> {
     /// When the verdict became certain, measured from the round's start.
     pub elapsed: Duration,
     pub tally: Tally,
+    /// Replies heard by the verdict (and, after `settle`, since).
     pub replies: Vec<Reply<T>>,
+    /// Nodes counted as failed without waiting: they were overdue when the
+    /// round began.
+    pub skipped: Vec<usize>,
+    late: Late<T>,
 }
 
 impl<T: Vote> Round<T> {
-    /// Nodes whose SET may have landed: granted, failed, or not heard from.
-    /// Only an explicit refusal proves our token is not there.
+    /// Nodes whose SET may have landed: granted, failed after the request
+    /// went out, or not heard from. Only a refusal, or a failure to connect
+    /// at all, proves our token is not there.
     pub fn maybe_ours(&self, n: usize) -> Vec<usize> {
         (0..n)
             .filter(|i| {
                 !self.replies.iter().any(|r| {
                     r.node == *i
-                        && r.result
-                            .as_ref()
-                            .is_ok_and(|v| v.answer() == Answer::Refused)
+                        && match &r.result {
+                            Ok(v) => v.answer() == Answer::Refused,
+                            Err(e) => !e.maybe_applied(),
+                        }
                 })
             })
             .collect()
+    }
+}
+
+impl<T> Round<T> {
+    /// Takes in the replies that arrived since the round stopped listening,
+    /// without waiting; the new ones.
+    pub fn settle(&mut self) -> &[Reply<T>] {
+        let before = self.replies.len();
+        if let Some(rx) = &self.late.0 {
+            self.replies.extend(rx.try_iter());
+        }
+        &self.replies[before..]
+    }
+
+    /// The reply of node `i`, if it has come.
+    pub fn reply_of(&self, i: usize) -> Option<&Reply<T>> {
+        self.replies.iter().find(|r| r.node == i)
     }
 }
 
@@ -130,13 +209,27 @@ where
     let n = nodes.len();
     let start = Instant::now();
     let all: Vec<usize> = (0..n).collect();
-    let replies = fan_out(nodes, &all, op, |r| tally(n, r).verdict().is_some(), limit);
+    let skipped: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|&i| overdue(&nodes[i], start))
+        .collect();
+    let (replies, late) = fan_out(nodes, &all, op, |r| {
+        tally(n, r, &skipped)
+            .verdict()
+            .is_none()
+            .then_some(start + limit)
+    });
     let elapsed = start.elapsed();
-    let tally = tally(n, &replies);
+    let tally = tally(n, &replies, &skipped);
     // Past the limit, whoever has not answered counts as failed.
     let verdict = tally.verdict().unwrap_or_else(|| {
         let mut t = tally.clone();
-        for _ in replies.len()..n {
+        let heard = replies
+            .iter()
+            .filter(|r| !skipped.contains(&r.node))
+            .count();
+        for _ in heard + skipped.len()..n {
             t.record(Answer::Failed);
         }
         t.verdict().unwrap_or(Verdict::Unavailable)
@@ -146,15 +239,48 @@ where
         elapsed,
         tally,
         replies,
+        skipped,
+        late,
     }
 }
 
-/// Runs `op` on the nodes listed in `which`, waiting for all of them (bounded
-/// by `limit`). Replies carry indexes into `nodes`.
+/// Runs `op` on the nodes listed in `which`, waiting for their replies
+/// (bounded by `limit`), except from nodes that timed out earlier in this run
+/// or are overdue, and from busy ones only until they would be overdue (see
+/// the module's documentation). Every node listed gets the request. Replies
+/// carry indexes into `nodes`.
 pub fn on_each<T, F>(nodes: &[Arc<Node>], which: &[usize], op: F, limit: Duration) -> Vec<Reply<T>>
 where
     T: Send + 'static,
     F: Fn(&mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
 {
-    fan_out(nodes, which, op, |_| false, limit)
+    let start = Instant::now();
+    // Per node: wait for its reply until this moment (None: do not wait).
+    let wait: Vec<(usize, Option<Instant>)> = which
+        .iter()
+        .map(|&i| {
+            let node = &nodes[i];
+            let until = if node.timed_out() {
+                None
+            } else {
+                match node.waiting_since() {
+                    None => Some(start + limit),
+                    Some(since) => Some(overdue_at(since)).filter(|t| *t > start),
+                }
+            };
+            (i, until.map(|t| t.min(start + limit)))
+        })
+        .collect();
+    let (mut replies, late) = fan_out(nodes, which, op, |r| {
+        wait.iter()
+            .filter(|(i, _)| !r.iter().any(|x| x.node == *i))
+            .filter_map(|(_, until)| *until)
+            .filter(|t| *t > Instant::now())
+            .max()
+    });
+    // Whatever the others have answered by now is worth reporting.
+    if let Some(rx) = &late.0 {
+        replies.extend(rx.try_iter());
+    }
+    replies
 }

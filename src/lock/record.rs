@@ -122,7 +122,7 @@ fn mask_assignments(text: &str) -> String {
     out
 }
 
-fn hostname() -> String {
+pub fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
     // when the name fits, and we stop at the first NUL either way.

@@ -1,6 +1,6 @@
 //! The command while it runs: the loop that waits for its whole process
 //! tree, passes signals on to every process of it, and stops it (SIGTERM,
-//! then SIGKILL) before the lock's validity deadline, at --timeout, or, with
+//! then SIGKILL) before the lock's validity deadline, at --max-runtime, or, with
 //! `--leftovers kill`, once the command's first process has exited.
 
 use std::process::ExitStatus;
@@ -73,7 +73,7 @@ const SLICE: Duration = Duration::from_millis(100);
 const KILL_AGAIN: Duration = Duration::from_millis(5);
 
 /// Waits until the command's whole tree is gone, enforcing the lock's
-/// deadline, --timeout and --leftovers.
+/// deadline, --max-runtime and --leftovers.
 ///
 /// Lock: SIGTERM to the tree at `deadline - guard - kill_after`, SIGKILL at
 /// `deadline - guard`, unless a heartbeat moved the deadline on first.
@@ -88,7 +88,7 @@ pub fn supervise(
     rx: &Receiver<Event>,
     log: &Log,
 ) -> Exit {
-    let timeout_at = config.timeout.map(|t| started + t);
+    let timeout_at = config.max_runtime.map(|t| started + t);
     let mut stop: Option<Stop> = None;
     // Once stopping: when SIGKILL goes out (capped by `last` below).
     let mut kill_at: Option<Stamp> = None;
@@ -263,7 +263,7 @@ fn log_stop(stop: &Option<Stop>, config: &Config, log: &Log) {
             ev(
                 "timeout",
                 format!(
-                    "{} ran past --timeout; stopping it",
+                    "{} ran past --max-runtime; stopping it",
                     config.program.describe()
                 ),
             )

@@ -269,12 +269,12 @@ fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
     for p in &proxies {
         p.set_mode(Mode::Pass);
     }
-    // --timeout reaches them too, TERM-ignoring ones by the SIGKILL.
+    // --max-runtime reaches them too, TERM-ignoring ones by the SIGKILL.
     let dir = tempdir();
     let out = Test::new()
         .current_dir(dir.path())
         .args(["-r", &cluster.urls(), "-k", "timeout-tree"])
-        .args(["--timeout", "300ms", "--kill-after", "300ms"])
+        .args(["--max-runtime", "300ms", "--kill-after", "300ms"])
         .args([
             "-c",
             &tree_script("trap \"\" TERM;", "sleep 30", "sleep 30"),

@@ -404,9 +404,12 @@ fn faulty_connections_via_proxy() {
     let p1 = FaultProxy::new(cluster[1].port());
     let urls = format!("{},{},{}", p0.url(), p1.url(), cluster[2].url());
     let key = lock_key("proxied");
+    // A 2 s TTL: what a node that did not answer in time may keep (a
+    // minority copy, not waited for) expires within the test.
     let run = |marker: &str| {
         base(&urls, "proxied", &dir)
-            .args(["--node-timeout", "200ms", "-c", &format!("touch {marker}")])
+            .args(["-t", "2s", "--node-timeout", "200ms"])
+            .args(["-c", &format!("touch {marker}")])
             .run()
     };
 
@@ -435,7 +438,7 @@ fn faulty_connections_via_proxy() {
     }
 
     // Two of three unusable: unavailable, and nothing is left once the
-    // delayed traffic has drained.
+    // delayed traffic has drained and what it set has expired.
     p0.set_mode(Mode::BlackHole);
     p1.set_mode(Mode::Delay(Duration::from_secs(1)));
     let out = run("no-quorum");
@@ -448,7 +451,8 @@ fn faulty_connections_via_proxy() {
     );
     p0.set_mode(Mode::Pass);
     p1.set_mode(Mode::Pass);
-    std::thread::sleep(Duration::from_millis(2500));
+    // The delayed SET lands about 1 s in: its copy lives for the 2 s TTL.
+    wait_until(Duration::from_secs(4), || cluster.iter().all(|n| n.keys().is_empty()));
     for (i, node) in cluster.iter().enumerate() {
         assert!(
             node.keys().is_empty(),

@@ -804,10 +804,10 @@ fn unlock_with_the_token_of_a_dead_holder() {
     assert_eq!(cluster.holders(&key), vec![0, 1, 2]);
     status(&urls, "orphan", &[]).assert_code(1);
 
-    // A wrong token deletes nothing.
+    // A wrong token deletes nothing, and the exit status says so (1).
     let wrong = "f".repeat(32);
     let out = unlock(&urls, "orphan", &["--token", &wrong]);
-    out.assert_code(0);
+    out.assert_code(1);
     for node in cluster.iter() {
         let line = out
             .stdout
@@ -851,9 +851,9 @@ fn unlock_with_the_token_of_a_dead_holder() {
         );
     }
 
-    // Again: nothing left.
+    // Again: nothing left, and the exit status says so (3).
     let out = unlock(&urls, "orphan", &["--token", &token]);
-    out.assert_code(0);
+    out.assert_code(3);
     assert_eq!(
         out.stdout
             .lines()
@@ -982,9 +982,10 @@ fn forced_unlock_names_the_holder_and_stops_it() {
         );
     }
 
-    // A forced unlock of a free lock: nothing to name, nothing deleted.
+    // A forced unlock of a free lock: nothing to name, nothing deleted, and
+    // the exit status says so (3).
     let out = unlock(&urls, "stuck", &["--force"]);
-    out.assert_code(0);
+    out.assert_code(3);
     assert!(!out.stdout.contains("was held by"), "{out}");
     assert_eq!(
         out.stdout
@@ -1023,7 +1024,7 @@ fn verbose_text_logs_show_attempts_and_heartbeats() {
         );
     }
     assert!(
-        out.stderr.lines().any(|l| l.contains("acquired on ")),
+        out.stderr.lines().any(|l| l.contains("acquired: ")),
         "decision missing\n{out}"
     );
     assert!(
@@ -1099,9 +1100,11 @@ fn json_logs_parse_one_object_per_line() {
         .args(["--log-format", "json", "--", "true"])
         .expect_code(75);
     let docs = parse_json_lines(&out.stderr);
-    assert_eq!(docs.len(), 1, "{out}");
+    assert_eq!(docs.len(), 2, "the busy line and the final one\n{out}");
     assert_eq!(docs[0].str("outcome"), "busy");
     assert_eq!(docs[0].str("key"), "jlog");
+    assert_eq!(docs[1].str("event"), "exit");
+    assert_eq!(docs[1].str("outcome"), "busy");
 }
 
 /// Asserts the password appears in neither stream.
@@ -1335,7 +1338,7 @@ fn report_of_a_timed_out_run() {
     let dir = tempdir();
     let path = dir.join("timeout.json");
     let out = base(&node.url(), "slow", &dir)
-        .args(["--timeout", "300ms", "--report"])
+        .args(["--max-runtime", "300ms", "--report"])
         .arg(&path)
         .args(["--", "sleep", "5"])
         .expect_code(124);

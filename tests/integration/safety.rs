@@ -547,7 +547,7 @@ fn worker(id: usize, urls: &str, settings: &Settings, dir: &Path, shared: &Share
             "-vv".into(),
         ];
         if request.as_ref().map(|r| r.special) == Some(Special::GrandchildTimeout) {
-            args.extend(["--timeout".into(), "300ms".into()]);
+            args.extend(["--max-runtime".into(), "300ms".into()]);
         }
         if let Some(extra) = settings.per_worker_args.get(id) {
             args.extend(extra.iter().cloned());
@@ -938,7 +938,7 @@ fn run_workload(settings: &Settings) -> Outcome {
         .unwrap_or(0);
     // A cut-short critical section ended when its process was seen dead (see
     // `check`), or, if the harness never saw it alive, when its redlock-run
-    // was reaped. The reap alone is not a bound: after --timeout or a lost
+    // was reaped. The reap alone is not a bound: after --max-runtime or a lost
     // lock redlock-run releases (waking the next holder) before it exits, and
     // a SIGKILLed one is reaped before its guard has killed the tree. Whether
     // the whole tree was gone in time is checked separately (survivors are

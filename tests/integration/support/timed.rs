@@ -159,10 +159,11 @@ pub fn lock_timeline(
     let mut acquire = None;
     let mut deadline: Option<Instant> = None;
     for (t, line) in lines {
-        let took = if let Some(rest) = line.strip_prefix("redlock-run: acquired on ") {
+        // "acquired: 2 of 3 nodes granted within 1.2ms (quorum 2); valid for 2s"
+        let took = if let Some(rest) = line.strip_prefix("redlock-run: acquired: ") {
             let d = rest
-                .split_once(" in ")
-                .and_then(|(_, r)| r.split_once(';'))
+                .split_once(" within ")
+                .and_then(|(_, r)| r.split_once(' '))
                 .and_then(|(d, _)| parse_debug_duration(d));
             acquire = acquire.or(d);
             d

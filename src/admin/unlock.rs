@@ -1,0 +1,108 @@
+//! `unlock`: clears a lock whose holder is gone, only where it holds the
+//! given token (or its first 8 or more characters, as `status` shows it), or
+//! whatever holds it with `--force`. The exit status says what happened.
+
+use std::sync::Arc;
+
+use super::{inspect_all, on_all, record_field, record_of, token_prefix};
+use crate::cli::{Resolved, UnlockArgs};
+use crate::exit::{self, Exit};
+use crate::lock::node::{Node, Released};
+use crate::lock::redlock;
+
+/// Fewest characters of a token `--token` takes: what `status` shows.
+const MIN_PREFIX: usize = 8;
+
+/// What one node did.
+enum Done {
+    Deleted,
+    NotOurs,
+    Absent,
+}
+
+pub fn run(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
+    let books = Arc::new(crate::lock::books(&lock.keys, None, None));
+    let results: Vec<Option<Result<Done, String>>> = match &args.token {
+        Some(token) => {
+            if token.chars().count() < MIN_PREFIX {
+                eprintln!(
+                    "redlock-run: --token needs at least {MIN_PREFIX} characters of the token \
+                     (status shows the first {MIN_PREFIX})"
+                );
+                return Exit::Usage;
+            }
+            let (token, b): (Arc<str>, _) = (token.as_str().into(), Arc::clone(&books));
+            on_all(nodes, move |n| n.unlock(&b, &token))
+                .into_iter()
+                .map(|r| {
+                    r.map(|r| {
+                        r.map(|x| match x {
+                            Released::Deleted => Done::Deleted,
+                            Released::AlreadyGone => Done::Absent,
+                            Released::NotOurs => Done::NotOurs,
+                        })
+                    })
+                })
+                .collect()
+        }
+        None => {
+            let found = inspect_all(nodes, &books);
+            if let Some(token) = found
+                .iter()
+                .flatten()
+                .flatten()
+                .find_map(|i| i.value.clone())
+            {
+                let record = record_of(&found, &token);
+                println!(
+                    "was held by {}@{} pid {} ({}), token {}…",
+                    record_field(&record, "user"),
+                    record_field(&record, "host"),
+                    record_field(&record, "pid"),
+                    record_field(&record, "command"),
+                    token_prefix(&token)
+                );
+            }
+            let b = Arc::clone(&books);
+            on_all(nodes, move |n| n.force_delete(&b))
+                .into_iter()
+                .map(|r| r.map(|r| r.map(|d| if d { Done::Deleted } else { Done::Absent })))
+                .collect()
+        }
+    };
+    let (mut answered, mut deleted, mut other) = (0, 0, 0);
+    for (node, r) in nodes.iter().zip(&results) {
+        let text = match r {
+            None => "no answer in time".to_string(),
+            Some(Err(e)) => format!("failed: {e}"),
+            Some(Ok(d)) => {
+                answered += 1;
+                match d {
+                    Done::Deleted => {
+                        deleted += 1;
+                        "deleted".into()
+                    }
+                    Done::NotOurs => {
+                        other += 1;
+                        "held by another token: left alone".into()
+                    }
+                    Done::Absent => "no lock here".into(),
+                }
+            }
+        };
+        println!("  {}: {text}", node.name());
+    }
+    if answered < redlock::quorum(nodes.len()) {
+        eprintln!("redlock-run: fewer than a quorum of nodes answered; the lock may still be held");
+        return Exit::Unavailable;
+    }
+    if deleted > 0 {
+        Exit::Command(0)
+    } else if other > 0 {
+        eprintln!("redlock-run: nothing removed: the lock holds another token");
+        Exit::Command(exit::UNLOCK_OTHER_TOKEN)
+    } else {
+        eprintln!("redlock-run: nothing removed: there is no such lock");
+        Exit::Command(exit::UNLOCK_NO_LOCK)
+    }
+}
