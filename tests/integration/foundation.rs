@@ -452,7 +452,9 @@ fn faulty_connections_via_proxy() {
     p0.set_mode(Mode::Pass);
     p1.set_mode(Mode::Pass);
     // The delayed SET lands about 1 s in: its copy lives for the 2 s TTL.
-    wait_until(Duration::from_secs(4), || cluster.iter().all(|n| n.keys().is_empty()));
+    wait_until(Duration::from_secs(4), || {
+        cluster.iter().all(|n| n.keys().is_empty())
+    });
     for (i, node) in cluster.iter().enumerate() {
         assert!(
             node.keys().is_empty(),
