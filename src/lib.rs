@@ -8,6 +8,7 @@ pub mod exit;
 pub mod files;
 pub mod lock;
 pub mod log;
+pub mod metrics;
 pub mod process;
 pub mod report;
 pub mod run;

@@ -14,6 +14,7 @@ mod cron;
 mod fence;
 mod foundation;
 mod generated;
+mod metrics_format;
 mod operability;
 mod readme;
 mod safety;

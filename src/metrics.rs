@@ -1,0 +1,1284 @@
+//! `--metrics-file PATH`: node_exporter textfile-collector metrics for a lock
+//! key, so that Prometheus can alert when a job's last success grows stale:
+//!
+//! ```text
+//! time() - redlock_run_last_success_timestamp_seconds{key="nightly-report"} > 26 * 3600
+//! ```
+//!
+//! The file is shared: by every run of a key (the counters accumulate), by
+//! several keys, and by anything else an operator put there. [`record`] reads
+//! it, replaces or increments only the series of its own key, keeps the rest,
+//! and writes it back, under a flock(2) on `<PATH>.lock` so that concurrent
+//! runs on the host lose no increment:
+//!
+//! ```text
+//! # HELP redlock_run_last_duration_seconds Duration of the last run that started its command.
+//! # TYPE redlock_run_last_duration_seconds gauge
+//! redlock_run_last_duration_seconds{key="nightly-report"} 412.877
+//! # HELP redlock_run_last_exit_code Exit status of the last run that started its command.
+//! # TYPE redlock_run_last_exit_code gauge
+//! redlock_run_last_exit_code{key="nightly-report"} 0
+//! # HELP redlock_run_last_start_timestamp_seconds Unix time at which the last run that started its command began.
+//! # TYPE redlock_run_last_start_timestamp_seconds gauge
+//! redlock_run_last_start_timestamp_seconds{key="nightly-report"} 1795921200.012
+//! # HELP redlock_run_last_success_timestamp_seconds Unix time at which the last run whose command exited 0 ended.
+//! # TYPE redlock_run_last_success_timestamp_seconds gauge
+//! redlock_run_last_success_timestamp_seconds{key="nightly-report"} 1795921612.889
+//! # HELP redlock_run_runs_total Runs by outcome: ran, busy, lost, timeout, unavailable, already-ran.
+//! # TYPE redlock_run_runs_total counter
+//! redlock_run_runs_total{key="nightly-report",outcome="already-ran"} 0
+//! redlock_run_runs_total{key="nightly-report",outcome="busy"} 17
+//! redlock_run_runs_total{key="nightly-report",outcome="lost"} 0
+//! redlock_run_runs_total{key="nightly-report",outcome="ran"} 3
+//! redlock_run_runs_total{key="nightly-report",outcome="timeout"} 0
+//! redlock_run_runs_total{key="nightly-report",outcome="unavailable"} 0
+//! ```
+//!
+//! A key's six outcome counters all appear (at 0) with its first run: a
+//! series that is born at 1 hides that first increment from `increase()`.
+//! A key that never succeeded has no `last_success` series at all, rather
+//! than a made-up 0; an alert should pair the staleness rule with `absent()`.
+//!
+//! Lines that are not valid text exposition format (garbage, a line cut short)
+//! are dropped, and [`Recorded`] says which: node_exporter rejects a whole
+//! file for one bad line, so keeping them would keep every metric in the file
+//! invisible for good, whereas dropping them repairs the file with the first
+//! write and loses nothing any scraper could have read.
+
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsString};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::{AsRawFd, FromRawFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::exit::Exit;
+
+/// How long a writer waits for the file lock. Writers hold it for one read and
+/// one write of a small file; one that holds it this long is stuck (or is not
+/// one of ours: the lock file is readable, so anyone can flock it), and the
+/// run should say so and end rather than hang in its crontab.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Beyond this the path does not name a textfile-collector file, and reading
+/// it whole into memory would be the wrong thing to do.
+const MAX_FILE: u64 = 16 << 20;
+
+/// How one run ended, as `redlock_run_runs_total` counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The lock was taken and the command started (whatever it then did).
+    Ran,
+    /// The lock was held elsewhere.
+    Busy,
+    /// The lock was lost while the command ran; the command was stopped.
+    Lost,
+    /// The command ran past `--timeout` and was stopped.
+    Timeout,
+    /// Fewer than a quorum of nodes answered.
+    Unavailable,
+    /// `--once-per`: the window's run had already happened.
+    AlreadyRan,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 6] = [
+        Outcome::Ran,
+        Outcome::Busy,
+        Outcome::Lost,
+        Outcome::Timeout,
+        Outcome::Unavailable,
+        Outcome::AlreadyRan,
+    ];
+
+    /// The `outcome` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Ran => "ran",
+            Outcome::Busy => "busy",
+            Outcome::Lost => "lost",
+            Outcome::Timeout => "timeout",
+            Outcome::Unavailable => "unavailable",
+            Outcome::AlreadyRan => "already-ran",
+        }
+    }
+
+    /// Whether the command was started: only such runs move the `last_*`
+    /// gauges, since the others have no exit status or duration of a job.
+    pub fn started_command(self) -> bool {
+        matches!(self, Outcome::Ran | Outcome::Lost | Outcome::Timeout)
+    }
+
+    /// The outcome of a run that exited with `exit`; `already_ran` tells a
+    /// `--once-per` skip from a busy lock, which share an exit status. `None`
+    /// for a usage error: nothing was attempted, so there is nothing to count.
+    ///
+    /// A command that could not be executed (126, 127) or was killed by a
+    /// signal counts as `ran`: the lock was taken for it and its status is
+    /// what `last_exit_code` is there to show.
+    pub fn of(exit: Exit, already_ran: bool) -> Option<Outcome> {
+        Some(match exit {
+            Exit::Command(_) | Exit::Signal(_) | Exit::CannotExecute | Exit::NotFound => {
+                Outcome::Ran
+            }
+            Exit::Busy(_) if already_ran => Outcome::AlreadyRan,
+            Exit::Busy(_) => Outcome::Busy,
+            Exit::Unavailable => Outcome::Unavailable,
+            Exit::Lost => Outcome::Lost,
+            Exit::Timeout => Outcome::Timeout,
+            Exit::Usage => return None,
+        })
+    }
+}
+
+/// One finished run of redlock-run, as the metrics file records it.
+#[derive(Clone, Debug)]
+pub struct Run<'a> {
+    /// The lock's name (`--key`); any UTF-8.
+    pub key: &'a str,
+    pub outcome: Outcome,
+    /// redlock-run's exit status (the command's, 128+N for a signal, 76...).
+    pub exit_code: u8,
+    /// Wall-clock time the run began.
+    pub started_at: SystemTime,
+    /// How long the run took (as `--report`'s `duration_ms`).
+    pub duration: Duration,
+}
+
+impl<'a> Run<'a> {
+    /// The run that ended with `exit`, or `None` when there is nothing to
+    /// record (see [`Outcome::of`]).
+    pub fn from_exit(
+        key: &'a str,
+        exit: Exit,
+        already_ran: bool,
+        started_at: SystemTime,
+        duration: Duration,
+    ) -> Option<Self> {
+        Some(Run {
+            key,
+            outcome: Outcome::of(exit, already_ran)?,
+            exit_code: exit.code(),
+            started_at,
+            duration,
+        })
+    }
+}
+
+/// What [`record`] found in the file besides what it wrote.
+#[must_use = "dropped lines should be reported: see Recorded::warning"]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recorded {
+    /// Line numbers (from 1) of the lines that were not valid text exposition
+    /// format and were left out of the new file.
+    pub dropped_lines: Vec<usize>,
+}
+
+impl Recorded {
+    /// A line for the log when lines were dropped from `path`.
+    pub fn warning(&self, path: &Path) -> Option<String> {
+        let first = self.dropped_lines.first()?;
+        Some(format!(
+            "{}: dropped {} line(s) that were not Prometheus text format (first: line {first})",
+            path.display(),
+            self.dropped_lines.len(),
+        ))
+    }
+}
+
+/// Records `run` in the textfile-collector file `path`: increments the key's
+/// counter for the run's outcome and, for a run that started its command,
+/// replaces the key's `last_*` gauges (`last_success` only when it exited 0).
+/// Every other series and line in the file is kept.
+///
+/// Meant to be called once at the very end of a run, after the lock is
+/// released and beside `--report`, so that a slow or stuck file system never
+/// holds a lock. Errors name the path; they are for the log, and should not
+/// change the exit status:
+///
+/// ```no_run
+/// # use std::path::Path;
+/// # use std::time::{Duration, SystemTime};
+/// # use redlock_run::exit::Exit;
+/// use redlock_run::metrics::{self, Run};
+/// # let (path, name) = (Path::new("/var/lib/node_exporter/textfile/cron.prom"), "report");
+/// # let (exit, already_ran) = (Exit::Command(0), false);
+/// # let (started_at, duration) = (SystemTime::now(), Duration::from_millis(412_877));
+/// // already_ran: `stats.already_ran`; started_at, duration: as for `report::write`.
+/// if let Some(run) = Run::from_exit(name, exit, already_ran, started_at, duration) {
+///     match metrics::record(path, &run) {
+///         Ok(recorded) => {
+///             if let Some(warning) = recorded.warning(path) {
+///                 eprintln!("redlock-run: {warning}");
+///             }
+///         }
+///         Err(e) => eprintln!("redlock-run: cannot write --metrics-file: {e}"),
+///     }
+/// }
+/// ```
+pub fn record(path: &Path, run: &Run<'_>) -> io::Result<Recorded> {
+    record_waiting(path, run, LOCK_WAIT)
+}
+
+fn record_waiting(path: &Path, run: &Run<'_>, wait: Duration) -> io::Result<Recorded> {
+    let _lock = lock(&lock_path(path)?, wait)?;
+    let mut doc = Doc::parse(&read_existing(path)?);
+    doc.apply(run);
+    crate::files::write_atomically(path, doc.render().as_bytes()).map_err(|e| named(path, e))?;
+    Ok(Recorded {
+        dropped_lines: doc.dropped,
+    })
+}
+
+fn named(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// `<path>.lock`: beside the target, so it lives on the same file system and
+/// under the same permissions, and node_exporter (which reads `*.prom` only)
+/// ignores it.
+fn lock_path(path: &Path) -> io::Result<PathBuf> {
+    if path.file_name().is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not a file name", path.display()),
+        ));
+    }
+    let mut name = OsString::from(path.as_os_str());
+    name.push(".lock");
+    Ok(PathBuf::from(name))
+}
+
+/// Opens (creating) the lock file and takes an exclusive flock on it; closing
+/// the file releases it. flock belongs to the open file description, so every
+/// call, even from threads of one process, contends with all the others.
+///
+/// O_NOFOLLOW: a symlink planted at the predictable lock name (a shared
+/// directory, a root crontab) must not make us create or open a file of the
+/// attacker's choosing. O_NONBLOCK: a FIFO planted there must not hang the
+/// open; it is then refused as not a regular file. O_RDONLY: flock needs no
+/// write access, so a user who can only read the 0644 lock file that another
+/// user's run created still takes part in the locking (std's OpenOptions
+/// will not create a file it opens read-only, hence open(2) itself).
+fn lock(path: &Path, wait: Duration) -> io::Result<File> {
+    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: contains a NUL byte", path.display()),
+        )
+    })?;
+    let flags =
+        libc::O_RDONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    // SAFETY: open(2) on a NUL-terminated path; the mode is the variadic
+    // argument O_CREAT needs, passed promoted as C does.
+    let fd = unsafe { libc::open(c_path.as_ptr(), flags, 0o644 as libc::c_uint) };
+    if fd < 0 {
+        return Err(refuse_symlink(path, io::Error::last_os_error()));
+    }
+    // SAFETY: fd was just opened and nothing else owns it.
+    let file = unsafe { File::from_raw_fd(fd) };
+    if !file.metadata().map_err(|e| named(path, e))?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: not a regular file; refusing it as a lock file",
+                path.display()
+            ),
+        ));
+    }
+    // Polled rather than blocking so that a lock held forever becomes an
+    // error after `wait` instead of a run that never ends.
+    let deadline = Instant::now() + wait;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        // SAFETY: flock on a descriptor we own for the duration of the call.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(file);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => {}
+            _ => return Err(named(path, e)),
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "{}: still locked by another writer after {}s",
+                    path.display(),
+                    wait.as_secs_f64()
+                ),
+            ));
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+fn refuse_symlink(path: &Path, e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: is a symlink; refusing to follow it", path.display()),
+        )
+    } else {
+        named(path, e)
+    }
+}
+
+/// The file's current contents; nothing if there is none yet.
+///
+/// Not read through a symlink: the written file replaces the link (rename),
+/// so following it would merge someone else's file into ours, readable by
+/// all, and silently cut the link. Refused instead, for a person to look at.
+fn read_existing(path: &Path) -> io::Result<Vec<u8>> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(refuse_symlink(path, e)),
+    };
+    let meta = file.metadata().map_err(|e| named(path, e))?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not a regular file", path.display()),
+        ));
+    }
+    let mut contents = Vec::new();
+    file.take(MAX_FILE + 1)
+        .read_to_end(&mut contents)
+        .map_err(|e| named(path, e))?;
+    if contents.len() as u64 > MAX_FILE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: larger than {} MiB; not a metrics file?",
+                path.display(),
+                MAX_FILE >> 20
+            ),
+        ));
+    }
+    Ok(contents)
+}
+
+/// One metric family redlock-run owns: every HELP, TYPE and sample line of
+/// this name in the file is ours to rewrite.
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    /// Rendered with exactly three decimals (milliseconds).
+    seconds: bool,
+}
+
+// Index into FAMILIES; the array is sorted by name, which is the output order.
+const DURATION: usize = 0;
+const EXIT_CODE: usize = 1;
+const START: usize = 2;
+const SUCCESS: usize = 3;
+const RUNS: usize = 4;
+
+const FAMILIES: [Family; 5] = [
+    Family {
+        name: "redlock_run_last_duration_seconds",
+        kind: "gauge",
+        help: "Duration of the last run that started its command.",
+        seconds: true,
+    },
+    Family {
+        name: "redlock_run_last_exit_code",
+        kind: "gauge",
+        help: "Exit status of the last run that started its command.",
+        seconds: false,
+    },
+    Family {
+        name: "redlock_run_last_start_timestamp_seconds",
+        kind: "gauge",
+        help: "Unix time at which the last run that started its command began.",
+        seconds: true,
+    },
+    Family {
+        name: "redlock_run_last_success_timestamp_seconds",
+        kind: "gauge",
+        help: "Unix time at which the last run whose command exited 0 ended.",
+        seconds: true,
+    },
+    Family {
+        name: "redlock_run_runs_total",
+        kind: "counter",
+        help: "Runs by outcome: ran, busy, lost, timeout, unavailable, already-ran.",
+        seconds: false,
+    },
+];
+
+/// Label pairs, sorted by name: one series, whatever order a file wrote its
+/// labels in.
+type Labels = Vec<(String, String)>;
+
+/// The file as merged: the lines we do not own, verbatim and in order, our
+/// families' series, and where our block goes among the other lines.
+#[derive(Debug, Default, PartialEq)]
+struct Doc {
+    foreign: Vec<String>,
+    /// Index into `foreign` before which our block is written: where the
+    /// first line of ours was, so a file someone appends to stays in place.
+    block_at: Option<usize>,
+    series: [BTreeMap<Labels, f64>; 5],
+    dropped: Vec<usize>,
+}
+
+impl Doc {
+    fn parse(contents: &[u8]) -> Doc {
+        let mut doc = Doc::default();
+        let mut lines: Vec<&[u8]> = contents.split(|&b| b == b'\n').collect();
+        if lines.last().is_some_and(|l| l.is_empty()) {
+            lines.pop();
+        }
+        for (i, raw) in lines.into_iter().enumerate() {
+            let parsed = std::str::from_utf8(raw)
+                .ok()
+                .and_then(|line| Some((line, parse_line(line)?)));
+            let Some((line, parsed)) = parsed else {
+                doc.dropped.push(i + 1);
+                continue;
+            };
+            let family = match &parsed {
+                Line::Meta(name) | Line::Sample { name, .. } => {
+                    FAMILIES.iter().position(|f| f.name == *name)
+                }
+                Line::Other => None,
+            };
+            let Some(family) = family else {
+                doc.foreign.push(line.to_string());
+                continue;
+            };
+            doc.block_at.get_or_insert(doc.foreign.len());
+            if let Line::Sample {
+                mut labels, value, ..
+            } = parsed
+            {
+                labels.sort();
+                // A duplicate series is invalid anyway; the last one wins.
+                doc.series[family].insert(labels, value);
+            }
+        }
+        doc
+    }
+
+    /// The semantics of one run, in one place: the counter always, the
+    /// gauges only for a run that started its command.
+    fn apply(&mut self, run: &Run<'_>) {
+        let key = || vec![("key".to_string(), run.key.to_string())];
+        let with_outcome = |o: Outcome| {
+            let mut labels = key();
+            labels.push(("outcome".to_string(), o.label().to_string()));
+            labels
+        };
+        for o in Outcome::ALL {
+            self.series[RUNS].entry(with_outcome(o)).or_insert(0.0);
+        }
+        let count = self.series[RUNS]
+            .entry(with_outcome(run.outcome))
+            .or_insert(0.0);
+        // A value no counter can have (someone else's NaN, a negative) is a
+        // reset, not a reason to write NaN forever.
+        *count = if count.is_finite() && *count >= 0.0 {
+            *count + 1.0
+        } else {
+            1.0
+        };
+        if !run.outcome.started_command() {
+            return;
+        }
+        let start = unix_seconds(run.started_at);
+        let duration = millis(run.duration);
+        self.series[EXIT_CODE].insert(key(), f64::from(run.exit_code));
+        self.series[START].insert(key(), start);
+        self.series[DURATION].insert(key(), duration);
+        if run.exit_code == 0 {
+            // The end: "fresh as of" is when the job finished its work.
+            let end = run
+                .started_at
+                .checked_add(run.duration)
+                .map_or(start + duration, unix_seconds);
+            self.series[SUCCESS].insert(key(), end);
+        }
+    }
+
+    fn render(&self) -> String {
+        let mut block = String::new();
+        for (family, series) in FAMILIES.iter().zip(&self.series) {
+            if series.is_empty() {
+                continue;
+            }
+            block.push_str(&format!("# HELP {} {}\n", family.name, family.help));
+            block.push_str(&format!("# TYPE {} {}\n", family.name, family.kind));
+            for (labels, value) in series {
+                block.push_str(family.name);
+                if !labels.is_empty() {
+                    let pairs: Vec<String> = labels
+                        .iter()
+                        .map(|(n, v)| format!("{n}=\"{}\"", escape(v)))
+                        .collect();
+                    block.push_str(&format!("{{{}}}", pairs.join(",")));
+                }
+                block.push(' ');
+                block.push_str(&format_value(*value, family.seconds));
+                block.push('\n');
+            }
+        }
+        let at = self.block_at.unwrap_or(self.foreign.len());
+        let mut out = String::new();
+        for (i, line) in self.foreign.iter().enumerate() {
+            if i == at {
+                out.push_str(&block);
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+        if at >= self.foreign.len() {
+            out.push_str(&block);
+        }
+        out
+    }
+}
+
+/// Unix seconds, to the millisecond.
+fn unix_seconds(t: SystemTime) -> f64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => millis(d),
+        Err(e) => -millis(e.duration()),
+    }
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_millis() as f64 / 1000.0
+}
+
+fn format_value(v: f64, seconds: bool) -> String {
+    if v.is_nan() {
+        "NaN".to_string()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.to_string()
+    } else if seconds {
+        format!("{v:.3}")
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A label value as the text format writes it: `\`, `"` and line feed are
+/// the only characters escaped; everything else is UTF-8 as it is.
+fn escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// One line of the file, as far as merging needs to know it.
+#[derive(Debug, PartialEq)]
+enum Line<'a> {
+    /// A blank line or a plain comment.
+    Other,
+    /// A HELP or TYPE line for this metric name.
+    Meta(&'a str),
+    Sample {
+        name: &'a str,
+        labels: Labels,
+        value: f64,
+    },
+}
+
+const BLANK: [char; 2] = [' ', '\t'];
+
+/// A line of the Prometheus text format, or `None` for one that
+/// node_exporter's parser (Go's expfmt) would reject, whose rules this
+/// follows: blanks and tabs between tokens, a trailing comma in labels,
+/// `\\` `\"` `\n` as the only escapes, an optional integer timestamp and
+/// nothing after it. Only what one line shows is checked: a second TYPE for a
+/// family, say, is left to the scraper.
+fn parse_line(line: &str) -> Option<Line<'_>> {
+    let s = line.trim_start_matches(BLANK);
+    if s.is_empty() {
+        return Some(Line::Other);
+    }
+    match s.strip_prefix('#') {
+        Some(comment) => parse_comment(comment),
+        None => parse_sample(s),
+    }
+}
+
+fn parse_comment(comment: &str) -> Option<Line<'_>> {
+    let (keyword, rest) = token(comment.trim_start_matches(BLANK));
+    if keyword != "HELP" && keyword != "TYPE" {
+        return Some(Line::Other);
+    }
+    let rest = rest.trim_start_matches(BLANK);
+    let (name, rest) = split_name(rest, true);
+    if name.is_empty() {
+        return rest.is_empty().then_some(Line::Other);
+    }
+    if !rest.is_empty() && !rest.starts_with(BLANK) {
+        return None;
+    }
+    let text = rest.trim_start_matches(BLANK);
+    let valid = if text.is_empty() {
+        true
+    } else if keyword == "TYPE" {
+        matches!(
+            text.to_ascii_uppercase().as_str(),
+            "COUNTER" | "GAUGE" | "SUMMARY" | "UNTYPED" | "HISTOGRAM" | "GAUGE_HISTOGRAM"
+        )
+    } else {
+        unescape(text).is_some()
+    };
+    valid.then_some(Line::Meta(name))
+}
+
+fn parse_sample(s: &str) -> Option<Line<'_>> {
+    let (name, rest) = split_name(s, true);
+    if name.is_empty() {
+        return None;
+    }
+    let rest = rest.trim_start_matches(BLANK);
+    let (labels, rest) = match rest.strip_prefix('{') {
+        Some(inner) => parse_labels(inner)?,
+        None => (Vec::new(), rest),
+    };
+    let (value, rest) = token(rest.trim_start_matches(BLANK));
+    let value = parse_float(value)?;
+    if !rest.is_empty() {
+        let (timestamp, rest) = token(rest.trim_start_matches(BLANK));
+        timestamp.parse::<i64>().ok()?;
+        if !rest.is_empty() {
+            return None;
+        }
+    }
+    Some(Line::Sample {
+        name,
+        labels,
+        value,
+    })
+}
+
+/// The labels after `{`, and what follows the closing `}`.
+fn parse_labels(mut s: &str) -> Option<(Labels, &str)> {
+    let mut labels: Labels = Vec::new();
+    loop {
+        s = s.trim_start_matches(BLANK);
+        if let Some(rest) = s.strip_prefix('}') {
+            return Some((labels, rest));
+        }
+        let (name, rest) = split_name(s, false);
+        if name.is_empty() || name == "__name__" || labels.iter().any(|(n, _)| n == name) {
+            return None;
+        }
+        let rest = rest.trim_start_matches(BLANK).strip_prefix('=')?;
+        let rest = rest.trim_start_matches(BLANK).strip_prefix('"')?;
+        let end = closing_quote(rest)?;
+        labels.push((name.to_string(), unescape(&rest[..end])?));
+        let rest = rest[end + 1..].trim_start_matches(BLANK);
+        if let Some(rest) = rest.strip_prefix(',') {
+            s = rest;
+        } else if rest.starts_with('}') {
+            s = rest;
+        } else {
+            return None;
+        }
+    }
+}
+
+/// The byte offset of the first `"` in `s` that no backslash escapes.
+fn closing_quote(s: &str) -> Option<usize> {
+    let mut escaped = false;
+    for (i, b) in s.bytes().enumerate() {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' => escaped = true,
+            b'"' => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `s` with its escapes resolved; `None` for an escape the format does not
+/// have (or a lone backslash at the end).
+fn unescape(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            '\\' => out.push('\\'),
+            'n' => out.push('\n'),
+            '"' => out.push('"'),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Splits off a metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`), or a label name
+/// (the same without `:`), which may be empty.
+fn split_name(s: &str, metric: bool) -> (&str, &str) {
+    let ok = |i: usize, b: u8| {
+        b.is_ascii_alphabetic()
+            || b == b'_'
+            || (metric && b == b':')
+            || (i > 0 && b.is_ascii_digit())
+    };
+    let end = s
+        .bytes()
+        .enumerate()
+        .find(|&(i, b)| !ok(i, b))
+        .map_or(s.len(), |(i, _)| i);
+    s.split_at(end)
+}
+
+/// Splits at the first blank or tab.
+fn token(s: &str) -> (&str, &str) {
+    s.split_at(s.find(BLANK).unwrap_or(s.len()))
+}
+
+/// A sample value: a float as Go's ParseFloat reads one (what Rust's parser
+/// takes, `NaN`, `+Inf` and `-Inf` included).
+fn parse_float(s: &str) -> Option<f64> {
+    if s.is_empty() {
+        return None;
+    }
+    s.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(ms)
+    }
+
+    fn run(key: &str, outcome: Outcome, exit_code: u8) -> Run<'_> {
+        Run {
+            key,
+            outcome,
+            exit_code,
+            started_at: at(1_795_921_200_012),
+            duration: Duration::from_millis(412_877),
+        }
+    }
+
+    fn doc_with(runs: &[Run<'_>]) -> Doc {
+        let mut doc = Doc::default();
+        for r in runs {
+            doc.apply(r);
+        }
+        doc
+    }
+
+    fn value(doc: &Doc, family: usize, labels: &[(&str, &str)]) -> Option<f64> {
+        let labels: Labels = labels
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        doc.series[family].get(&labels).copied()
+    }
+
+    fn runs(doc: &Doc, key: &str, outcome: &str) -> Option<f64> {
+        value(doc, RUNS, &[("key", key), ("outcome", outcome)])
+    }
+
+    #[test]
+    fn renders_sorted_families_with_help_type_and_millisecond_seconds() {
+        let text = doc_with(&[run("report", Outcome::Ran, 0)]).render();
+        let expected = "\
+# HELP redlock_run_last_duration_seconds Duration of the last run that started its command.
+# TYPE redlock_run_last_duration_seconds gauge
+redlock_run_last_duration_seconds{key=\"report\"} 412.877
+# HELP redlock_run_last_exit_code Exit status of the last run that started its command.
+# TYPE redlock_run_last_exit_code gauge
+redlock_run_last_exit_code{key=\"report\"} 0
+# HELP redlock_run_last_start_timestamp_seconds Unix time at which the last run that started its command began.
+# TYPE redlock_run_last_start_timestamp_seconds gauge
+redlock_run_last_start_timestamp_seconds{key=\"report\"} 1795921200.012
+# HELP redlock_run_last_success_timestamp_seconds Unix time at which the last run whose command exited 0 ended.
+# TYPE redlock_run_last_success_timestamp_seconds gauge
+redlock_run_last_success_timestamp_seconds{key=\"report\"} 1795921612.889
+# HELP redlock_run_runs_total Runs by outcome: ran, busy, lost, timeout, unavailable, already-ran.
+# TYPE redlock_run_runs_total counter
+redlock_run_runs_total{key=\"report\",outcome=\"already-ran\"} 0
+redlock_run_runs_total{key=\"report\",outcome=\"busy\"} 0
+redlock_run_runs_total{key=\"report\",outcome=\"lost\"} 0
+redlock_run_runs_total{key=\"report\",outcome=\"ran\"} 1
+redlock_run_runs_total{key=\"report\",outcome=\"timeout\"} 0
+redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
+";
+        assert_eq!(text, expected);
+        let names: Vec<&str> = FAMILIES.iter().map(|f| f.name).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            names, sorted,
+            "FAMILIES is the output order: keep it sorted"
+        );
+        // Whole seconds keep their decimals: always a float, always to the ms.
+        let mut whole = run("w", Outcome::Ran, 0);
+        whole.started_at = at(1_000);
+        whole.duration = Duration::from_secs(2);
+        let text = doc_with(&[whole]).render();
+        assert!(text.contains("redlock_run_last_start_timestamp_seconds{key=\"w\"} 1.000\n"));
+        assert!(text.contains("redlock_run_last_duration_seconds{key=\"w\"} 2.000\n"));
+        assert!(text.contains("redlock_run_last_success_timestamp_seconds{key=\"w\"} 3.000\n"));
+    }
+
+    #[test]
+    fn label_values_are_escaped_and_read_back() {
+        let key = "we\"ird\\key\nnext line ключ ✓\t\r";
+        let doc = doc_with(&[run(key, Outcome::Ran, 3)]);
+        let text = doc.render();
+        assert!(
+            text.contains(
+                "redlock_run_last_exit_code{key=\"we\\\"ird\\\\key\\nnext line ключ ✓\t\r\"} 3\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(value(&doc, EXIT_CODE, &[("key", key)]), Some(3.0));
+        let back = Doc::parse(text.as_bytes());
+        assert_eq!(value(&back, EXIT_CODE, &[("key", key)]), Some(3.0));
+        assert_eq!(escape("a\\\"\n"), "a\\\\\\\"\\n");
+        assert_eq!(unescape("a\\\\\\\"\\n").as_deref(), Some("a\\\"\n"));
+    }
+
+    #[test]
+    fn parsing_what_was_rendered_gives_the_same_document() {
+        let doc = doc_with(&[
+            run("a", Outcome::Ran, 0),
+            run("b\"\\\n", Outcome::Lost, 76),
+            run("a", Outcome::Ran, 1),
+            run("c", Outcome::Busy, 75),
+            run("", Outcome::Timeout, 124),
+        ]);
+        let text = doc.render();
+        let back = Doc::parse(text.as_bytes());
+        assert!(back.dropped.is_empty());
+        assert_eq!(back.series, doc.series);
+        assert_eq!(back.render(), text, "rendering is a fixed point");
+    }
+
+    #[test]
+    fn two_keys_are_merged_independently() {
+        let mut doc = doc_with(&[run("a", Outcome::Ran, 0)]);
+        let before_a = Doc::parse(doc.render().as_bytes());
+        let mut b = run("b", Outcome::Ran, 2);
+        b.started_at = at(2_000_000_000_000);
+        b.duration = Duration::from_millis(5);
+        doc = Doc::parse(doc.render().as_bytes());
+        doc.apply(&b);
+        for family in 0..FAMILIES.len() {
+            for (labels, v) in &before_a.series[family] {
+                assert_eq!(doc.series[family].get(labels), Some(v), "a's series kept");
+            }
+        }
+        assert_eq!(value(&doc, START, &[("key", "b")]), Some(2_000_000_000.0));
+        assert_eq!(value(&doc, DURATION, &[("key", "b")]), Some(0.005));
+        assert_eq!(value(&doc, EXIT_CODE, &[("key", "b")]), Some(2.0));
+        assert_eq!(
+            value(&doc, SUCCESS, &[("key", "b")]),
+            None,
+            "b never succeeded"
+        );
+        assert_eq!(runs(&doc, "b", "ran"), Some(1.0));
+        assert_eq!(runs(&doc, "a", "ran"), Some(1.0));
+    }
+
+    #[test]
+    fn counters_accumulate_across_invocations() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cron.prom");
+        for outcome in [Outcome::Ran, Outcome::Busy, Outcome::Ran, Outcome::Busy] {
+            let recorded = record(&path, &run("k", outcome, 0)).expect("record");
+            assert!(recorded.dropped_lines.is_empty());
+        }
+        let _ = record(&path, &run("k", Outcome::Busy, 75)).expect("record");
+        let doc = Doc::parse(&std::fs::read(&path).expect("read"));
+        assert_eq!(runs(&doc, "k", "ran"), Some(2.0));
+        assert_eq!(runs(&doc, "k", "busy"), Some(3.0));
+        assert_eq!(runs(&doc, "k", "lost"), Some(0.0));
+        use std::os::unix::fs::PermissionsExt;
+        let lock = std::fs::metadata(dir.path().join("cron.prom.lock")).expect("lock file");
+        assert!(lock.is_file());
+        assert_eq!(
+            lock.permissions().mode() & 0o7777 & !0o644,
+            0,
+            "at most 0644"
+        );
+    }
+
+    #[test]
+    fn busy_unavailable_and_already_ran_update_only_the_counters() {
+        let first = run("k", Outcome::Ran, 0);
+        for outcome in [Outcome::Busy, Outcome::Unavailable, Outcome::AlreadyRan] {
+            let mut doc = doc_with(std::slice::from_ref(&first));
+            let gauges_before: Vec<_> = doc.series[..RUNS].to_vec();
+            let mut later = run("k", outcome, 9);
+            later.started_at = at(1_900_000_000_000);
+            doc.apply(&later);
+            assert_eq!(doc.series[..RUNS], gauges_before[..], "{outcome:?}");
+            assert_eq!(runs(&doc, "k", outcome.label()), Some(1.0));
+            // Alone, such a run makes no gauge at all.
+            let alone = doc_with(&[later]);
+            assert!(alone.series[..RUNS].iter().all(BTreeMap::is_empty));
+            assert_eq!(runs(&alone, "k", outcome.label()), Some(1.0));
+        }
+    }
+
+    #[test]
+    fn only_a_run_that_exited_0_moves_the_last_success() {
+        let ok = run("k", Outcome::Ran, 0);
+        let mut doc = doc_with(&[ok]);
+        let success = value(&doc, SUCCESS, &[("key", "k")]);
+        for (outcome, code) in [
+            (Outcome::Ran, 1),
+            (Outcome::Lost, 76),
+            (Outcome::Timeout, 124),
+        ] {
+            let mut failed = run("k", outcome, code);
+            failed.started_at = at(1_900_000_000_000);
+            doc.apply(&failed);
+            assert_eq!(value(&doc, SUCCESS, &[("key", "k")]), success);
+            assert_eq!(
+                value(&doc, EXIT_CODE, &[("key", "k")]),
+                Some(f64::from(code))
+            );
+            assert_eq!(value(&doc, START, &[("key", "k")]), Some(1_900_000_000.0));
+        }
+    }
+
+    #[test]
+    fn outcomes_follow_the_exit_status() {
+        let of = |e, already| Outcome::of(e, already);
+        assert_eq!(of(Exit::Command(0), false), Some(Outcome::Ran));
+        assert_eq!(of(Exit::Command(3), false), Some(Outcome::Ran));
+        assert_eq!(of(Exit::Signal(15), false), Some(Outcome::Ran));
+        assert_eq!(of(Exit::NotFound, false), Some(Outcome::Ran));
+        assert_eq!(of(Exit::CannotExecute, false), Some(Outcome::Ran));
+        assert_eq!(of(Exit::Busy(0), false), Some(Outcome::Busy));
+        assert_eq!(of(Exit::Busy(75), true), Some(Outcome::AlreadyRan));
+        assert_eq!(of(Exit::Unavailable, false), Some(Outcome::Unavailable));
+        assert_eq!(of(Exit::Lost, false), Some(Outcome::Lost));
+        assert_eq!(of(Exit::Timeout, false), Some(Outcome::Timeout));
+        assert_eq!(of(Exit::Usage, false), None);
+        let r = Run::from_exit("k", Exit::Signal(9), false, at(0), Duration::ZERO).expect("run");
+        assert_eq!((r.outcome, r.exit_code), (Outcome::Ran, 137));
+        // -E 0: a busy run exits 0 but is no success.
+        let busy = Run::from_exit("k", Exit::Busy(0), false, at(0), Duration::ZERO).expect("run");
+        assert!(doc_with(&[busy]).series[SUCCESS].is_empty());
+    }
+
+    #[test]
+    fn lines_of_others_are_kept_verbatim_and_in_order() {
+        let old = doc_with(&[run("a", Outcome::Ran, 0)]).render();
+        let input = format!(
+            "# a comment of the operator's\n\
+             # HELP backup_ok Whether the backup worked.\n\
+             # TYPE backup_ok gauge\n\
+             backup_ok{{host=\"db1\"}}   1 1700000000000\n\
+             \n\
+             {old}\
+             redlock_run_something_else 5\n\
+             \t# indented comment\n\
+             other_untyped{{a=\"x\",}} +Inf\n"
+        );
+        let mut doc = Doc::parse(input.as_bytes());
+        assert!(doc.dropped.is_empty(), "{:?}", doc.dropped);
+        doc.apply(&run("b", Outcome::Busy, 75));
+        let out = doc.render();
+        let foreign: Vec<&str> = out
+            .lines()
+            .filter(|l| !FAMILIES.iter().any(|f| l.contains(f.name)))
+            .collect();
+        assert_eq!(
+            foreign,
+            [
+                "# a comment of the operator's",
+                "# HELP backup_ok Whether the backup worked.",
+                "# TYPE backup_ok gauge",
+                "backup_ok{host=\"db1\"}   1 1700000000000",
+                "",
+                "redlock_run_something_else 5",
+                "\t# indented comment",
+                "other_untyped{a=\"x\",} +Inf",
+            ]
+        );
+        // Ours stays where it was: after the blank line, before the rest.
+        let ours = out.find("# HELP redlock_run_last").expect("our block");
+        assert!(out.find("\n\n").expect("blank") < ours);
+        assert!(ours < out.find("redlock_run_something_else").expect("foreign"));
+        // A file that had none of ours gets it at the end.
+        let fresh = Doc::parse(b"x 1\n");
+        assert_eq!(fresh.block_at, None);
+        let mut fresh = fresh;
+        fresh.apply(&run("a", Outcome::Busy, 75));
+        assert!(
+            fresh
+                .render()
+                .starts_with("x 1\n# HELP redlock_run_runs_total")
+        );
+    }
+
+    #[test]
+    fn foreign_series_of_our_families_are_kept_and_their_labels_sorted() {
+        let input = "redlock_run_runs_total{outcome=\"ran\",key=\"a\"} 4\n\
+                     redlock_run_last_exit_code{key=\"a\",host=\"h\"} 2\n\
+                     redlock_run_runs_total{key=\"n\",outcome=\"ran\"} NaN\n";
+        let mut doc = Doc::parse(input.as_bytes());
+        doc.apply(&run("a", Outcome::Ran, 0));
+        doc.apply(&run("n", Outcome::Ran, 0));
+        assert_eq!(runs(&doc, "a", "ran"), Some(5.0));
+        assert_eq!(runs(&doc, "n", "ran"), Some(1.0), "NaN restarts at 1");
+        assert_eq!(
+            value(&doc, EXIT_CODE, &[("host", "h"), ("key", "a")]),
+            Some(2.0)
+        );
+        assert!(
+            doc.render()
+                .contains("redlock_run_last_exit_code{host=\"h\",key=\"a\"} 2\n")
+        );
+    }
+
+    #[test]
+    fn unparsable_lines_are_dropped_reported_and_ours_still_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cron.prom");
+        let good = doc_with(&[run("k", Outcome::Ran, 0), run("k", Outcome::Ran, 0)]).render();
+        // Garbage, a line cut short mid-label, invalid UTF-8, and a last line
+        // cut short without its newline.
+        let mut input = b"backup_ok 1\n\x00\x01garbage{{{\n".to_vec();
+        input.extend_from_slice(good.as_bytes());
+        input.extend_from_slice(b"redlock_run_runs_total{key=\"k\",outc\n");
+        input.extend_from_slice(b"bytes \xff\xfe 3\n");
+        input.extend_from_slice(b"backup_size_bytes{host=\"db");
+        std::fs::write(&path, &input).expect("write");
+        let lines = input.split(|&b| b == b'\n').count();
+        let recorded = record(&path, &run("k", Outcome::Ran, 0)).expect("record");
+        assert_eq!(recorded.dropped_lines, [2, lines - 2, lines - 1, lines]);
+        let warning = recorded.warning(&path).expect("warning");
+        assert!(warning.contains(&path.display().to_string()), "{warning}");
+        assert!(warning.contains("dropped 4 line(s)"), "{warning}");
+        let out = std::fs::read(&path).expect("read");
+        let doc = Doc::parse(&out);
+        assert!(doc.dropped.is_empty(), "the file is valid again");
+        assert_eq!(runs(&doc, "k", "ran"), Some(3.0), "no count lost");
+        assert_eq!(doc.foreign, ["backup_ok 1"]);
+        // The next run finds nothing more to drop.
+        let again = record(&path, &run("k", Outcome::Busy, 75)).expect("record");
+        assert_eq!(again, Recorded::default());
+        assert_eq!(again.warning(&path), None);
+    }
+
+    #[test]
+    fn line_grammar_follows_the_text_format() {
+        let sample = |l: &str| match parse_line(l) {
+            Some(Line::Sample { labels, value, .. }) => Some((labels, value)),
+            _ => None,
+        };
+        for ok in [
+            "m 1",
+            "m{} 1",
+            "m{a=\"b\",} 1",
+            "  m\t{ a = \"b\" , c=\"d\" } -2.5e3",
+            "m{a=\"b\"}1",
+            "m 1 -1700000000000",
+            "m NaN",
+            "m -Inf",
+            "m .5",
+            "name:with:colons_1 0",
+        ] {
+            assert!(sample(ok).is_some(), "{ok:?} is valid");
+        }
+        for bad in [
+            "m",
+            "m ",
+            "m 1 ",
+            "m 1 2 3",
+            "m 1 1.5",
+            "m one",
+            "m 0x10",
+            "m 1_000",
+            "1m 1",
+            "m{a=b} 1",
+            "m{a=\"b\" c=\"d\"} 1",
+            "m{a=\"b\",a=\"c\"} 1",
+            "m{__name__=\"x\"} 1",
+            "m{a=\"\\t\"} 1",
+            "m{a=\"b} 1",
+            "m{a=\"b\"",
+            "m{1a=\"b\"} 1",
+            "{\"utf8.name\"} 1",
+        ] {
+            assert_eq!(parse_line(bad), None, "{bad:?} is invalid");
+        }
+        assert_eq!(parse_line("# HELP m text \\\\ \\n"), Some(Line::Meta("m")));
+        assert_eq!(parse_line("# HELP m bad \\t"), None);
+        assert_eq!(parse_line("# TYPE m counter"), Some(Line::Meta("m")));
+        assert_eq!(parse_line("# TYPE m Gauge"), Some(Line::Meta("m")));
+        assert_eq!(parse_line("# TYPE m bogus"), None);
+        assert_eq!(parse_line("# TYPE m gauge "), None);
+        assert_eq!(parse_line("# TYPE m"), Some(Line::Meta("m")));
+        assert_eq!(parse_line("# TYPE"), Some(Line::Other));
+        assert_eq!(parse_line("# HELP 1m x"), None);
+        assert_eq!(parse_line("# anything at all \\q"), Some(Line::Other));
+        assert_eq!(parse_line("\t "), Some(Line::Other));
+        let (labels, value) = sample("m{b=\"\\\"\\\\\\n\",a=\"é\"} 7").expect("valid");
+        assert_eq!(
+            labels,
+            [
+                ("b".to_string(), "\"\\\n".to_string()),
+                ("a".to_string(), "é".to_string())
+            ]
+        );
+        assert_eq!(value, 7.0);
+    }
+
+    #[test]
+    fn a_symlink_at_the_lock_file_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").expect("victim");
+        let path = dir.path().join("cron.prom");
+        let lock = dir.path().join("cron.prom.lock");
+        std::os::unix::fs::symlink(&victim, &lock).expect("symlink");
+        let err = record(&path, &run("k", Outcome::Ran, 0)).expect_err("refused");
+        let msg = err.to_string();
+        assert!(msg.contains(&lock.display().to_string()), "{msg}");
+        assert!(msg.contains("symlink"), "{msg}");
+        assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "keep");
+        assert!(!path.exists(), "nothing written without the lock");
+        // Dangling, pointing where the attacker wants a file created: refused
+        // too, and nothing is created there.
+        std::fs::remove_file(&lock).expect("rm");
+        let planted = dir.path().join("created-by-us");
+        std::os::unix::fs::symlink(&planted, &lock).expect("symlink");
+        assert!(record(&path, &run("k", Outcome::Ran, 0)).is_err());
+        assert!(!planted.exists());
+        // A FIFO is refused without hanging.
+        std::fs::remove_file(&lock).expect("rm");
+        let c = std::ffi::CString::new(lock.as_os_str().as_encoded_bytes()).expect("cstr");
+        // SAFETY: mkfifo on a path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = record(&path, &run("k", Outcome::Ran, 0)).expect_err("refused");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn a_symlink_at_the_metrics_file_is_not_read_through() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "token_value 42\n").expect("secret");
+        let path = dir.path().join("cron.prom");
+        std::os::unix::fs::symlink(&secret, &path).expect("symlink");
+        let err = record(&path, &run("k", Outcome::Ran, 0)).expect_err("refused");
+        assert!(
+            err.to_string().contains(&path.display().to_string()),
+            "{err}"
+        );
+        assert!(err.to_string().contains("symlink"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&secret).expect("secret"),
+            "token_value 42\n"
+        );
+    }
+
+    #[test]
+    fn a_lock_held_too_long_is_an_error_naming_the_lock_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cron.prom");
+        let held = lock(&lock_path(&path).expect("lock path"), LOCK_WAIT).expect("lock");
+        let started = Instant::now();
+        let err = record_waiting(
+            &path,
+            &run("k", Outcome::Ran, 0),
+            Duration::from_millis(100),
+        )
+        .expect_err("timed out");
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert!(err.to_string().contains("cron.prom.lock"), "{err}");
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        assert!(!path.exists());
+        drop(held);
+        let _ = record(&path, &run("k", Outcome::Ran, 0)).expect("free again");
+    }
+
+    #[test]
+    fn errors_name_the_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("no/such/dir/cron.prom");
+        let err = record(&path, &run("k", Outcome::Ran, 0)).expect_err("no dir");
+        assert!(err.to_string().contains("no/such/dir/cron.prom"), "{err}");
+        let err = record(Path::new("/"), &run("k", Outcome::Ran, 0)).expect_err("no name");
+        assert!(err.to_string().starts_with("/: "), "{err}");
+        // Directory in place of the file.
+        let path = dir.path().join("d.prom");
+        std::fs::create_dir(&path).expect("dir");
+        let err = record(&path, &run("k", Outcome::Ran, 0)).expect_err("a directory");
+        assert!(err.to_string().contains("d.prom"), "{err}");
+    }
+
+    #[test]
+    fn concurrent_writers_lose_no_increment() {
+        const THREADS: usize = 8;
+        const EACH: usize = 25;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cron.prom");
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let path = &path;
+                s.spawn(move || {
+                    let key = if t.is_multiple_of(2) { "even" } else { "odd" };
+                    for i in 0..EACH {
+                        let outcome = if i.is_multiple_of(3) {
+                            Outcome::Busy
+                        } else {
+                            Outcome::Ran
+                        };
+                        let _ = record(path, &run(key, outcome, 0)).expect("record");
+                    }
+                });
+            }
+        });
+        let doc = Doc::parse(&std::fs::read(&path).expect("read"));
+        assert!(doc.dropped.is_empty());
+        let busy_each = EACH.div_ceil(3);
+        for key in ["even", "odd"] {
+            let writers = (THREADS / 2) as f64;
+            assert_eq!(runs(&doc, key, "busy"), Some(writers * busy_each as f64));
+            assert_eq!(
+                runs(&doc, key, "ran"),
+                Some(writers * (EACH - busy_each) as f64)
+            );
+        }
+        let total: f64 = doc.series[RUNS].values().sum();
+        assert_eq!(total, (THREADS * EACH) as f64);
+    }
+}

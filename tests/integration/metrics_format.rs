@@ -1,0 +1,404 @@
+//! The metrics file (`redlock_run::metrics`, for `--metrics-file`) read by a
+//! real Prometheus text-format parser, Python's `prometheus_client`, rather
+//! than by the module's own reader: names, types, label values (escapes and
+//! all), values and counter sums, for a file shared with another writer's
+//! family, for one repaired from garbage, and for one that several processes
+//! wrote at once.
+//!
+//! `prometheus_client` must be installed (`.ci/run` installs it); without it
+//! these tests fail and say so.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redlock_run::log::{json_object, json_str};
+use redlock_run::metrics::{self, Outcome, Run};
+
+use crate::support::{tempdir, wait_until};
+
+/// The families the module writes, with the type prometheus_client gives each
+/// (it names a counter's family without `_total`, as OpenMetrics does).
+const OURS: [(&str, &str); 5] = [
+    ("redlock_run_last_duration_seconds", "gauge"),
+    ("redlock_run_last_exit_code", "gauge"),
+    ("redlock_run_last_start_timestamp_seconds", "gauge"),
+    ("redlock_run_last_success_timestamp_seconds", "gauge"),
+    ("redlock_run_runs", "counter"),
+];
+
+const OUTCOMES: [&str; 6] = [
+    "already-ran",
+    "busy",
+    "lost",
+    "ran",
+    "timeout",
+    "unavailable",
+];
+
+/// Reads the file on stdin with prometheus_client and compares it with
+/// `WANT` (hex of a JSON object: family types, every sample, and the sum of
+/// `redlock_run_runs_total` per key). Exits non-zero with the difference.
+const CHECK: &str = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+
+want = json.loads(bytes.fromhex(WANT).decode())
+families = list(text_string_to_metric_families(sys.stdin.read()))
+types = {f.name: f.type for f in families}
+if types != want["types"]:
+    sys.exit(f"families and types: got {types!r}, want {want['types']!r}")
+got = {(s.name, tuple(sorted(s.labels.items())), s.value) for f in families for s in f.samples}
+expected = {(n, tuple(sorted(l.items())), float(v)) for n, l, v in want["samples"]}
+if got != expected:
+    sys.exit(f"samples: unexpected {sorted(got - expected)!r}, missing {sorted(expected - got)!r}")
+sums = {}
+for f in families:
+    if f.name == "redlock_run_runs":
+        for s in f.samples:
+            sums[s.labels["key"]] = sums.get(s.labels["key"], 0) + s.value
+if sums != {k: float(v) for k, v in want["sums"].items()}:
+    sys.exit(f"runs_total per key: got {sums!r}, want {want['sums']!r}")
+print(len(expected))
+"#;
+
+/// Fails, saying what to install, when prometheus_client is missing: these
+/// tests must never pass by not checking.
+fn require_prometheus_client() {
+    let out = Command::new("python3")
+        .args(["-c", "import prometheus_client"])
+        .output()
+        .unwrap_or_else(|e| panic!("python3 is needed to check the metrics format: {e}"));
+    assert!(
+        out.status.success(),
+        "python3 cannot import prometheus_client, the Prometheus text-format parser these \
+         tests check the metrics file with: `python3 -m pip install prometheus_client` \
+         (.ci/run installs it)\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A sample: its name, its labels, and its value as text.
+type Sample = (String, Vec<(String, String)>, String);
+
+/// What prometheus_client must find in the file.
+#[derive(Default)]
+struct Want {
+    types: Vec<(String, String)>,
+    samples: Vec<Sample>,
+    sums: Vec<(String, u64)>,
+}
+
+impl Want {
+    fn ours() -> Want {
+        let mut want = Want::default();
+        for (name, kind) in OURS {
+            want.types.push((name.into(), kind.into()));
+        }
+        want
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: &str) {
+        let labels = labels
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        self.samples.push((name.into(), labels, value.into()));
+    }
+
+    /// The gauges of one key.
+    fn gauges(
+        &mut self,
+        key: &str,
+        exit: &str,
+        start: &str,
+        duration: &str,
+        success: Option<&str>,
+    ) {
+        let k = [("key", key)];
+        self.sample("redlock_run_last_exit_code", &k, exit);
+        self.sample("redlock_run_last_start_timestamp_seconds", &k, start);
+        self.sample("redlock_run_last_duration_seconds", &k, duration);
+        if let Some(s) = success {
+            self.sample("redlock_run_last_success_timestamp_seconds", &k, s);
+        }
+    }
+
+    /// All six counters of one key, those not named at 0.
+    fn counters(&mut self, key: &str, counts: &[(&str, u64)]) {
+        for outcome in OUTCOMES {
+            let n = counts
+                .iter()
+                .find(|(o, _)| *o == outcome)
+                .map_or(0, |(_, n)| *n);
+            self.sample(
+                "redlock_run_runs_total",
+                &[("key", key), ("outcome", outcome)],
+                &n.to_string(),
+            );
+        }
+        self.sums
+            .push((key.into(), counts.iter().map(|(_, n)| n).sum()));
+    }
+
+    fn json(&self) -> String {
+        let types: Vec<(&str, String)> = self
+            .types
+            .iter()
+            .map(|(n, t)| (n.as_str(), json_str(t)))
+            .collect();
+        let samples: Vec<String> = self
+            .samples
+            .iter()
+            .map(|(name, labels, value)| {
+                let labels: Vec<(&str, String)> = labels
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), json_str(v)))
+                    .collect();
+                format!(
+                    "[{},{},{}]",
+                    json_str(name),
+                    json_object(&labels),
+                    json_str(value)
+                )
+            })
+            .collect();
+        let sums: Vec<(&str, String)> = self
+            .sums
+            .iter()
+            .map(|(k, n)| (k.as_str(), n.to_string()))
+            .collect();
+        json_object(&[
+            ("types", json_object(&types)),
+            ("samples", format!("[{}]", samples.join(","))),
+            ("sums", json_object(&sums)),
+        ])
+    }
+}
+
+/// Runs prometheus_client on `text`: Ok with its output when the file parses
+/// and holds exactly `want`, Err with python's message otherwise.
+fn prometheus_client(text: &str, want: &Want) -> Result<String, String> {
+    use std::io::Write;
+    let hex: String = want.json().bytes().map(|b| format!("{b:02x}")).collect();
+    let script = format!("WANT = \"{hex}\"\n{CHECK}");
+    let mut child = Command::new("python3")
+        .args(["-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 is needed to check the metrics format");
+    child
+        .stdin
+        .take()
+        .expect("stdin piped")
+        .write_all(text.as_bytes())
+        .expect("write to python3");
+    let out = child.wait_with_output().expect("python3 output");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn assert_parses(text: &str, want: &Want) {
+    if let Err(e) = prometheus_client(text, want) {
+        panic!("prometheus_client disagrees with the file: {e}\n--- file ---\n{text}");
+    }
+}
+
+fn at(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+fn run(key: &str, outcome: Outcome, exit_code: u8, start_ms: u64, duration_ms: u64) -> Run<'_> {
+    Run {
+        key,
+        outcome,
+        exit_code,
+        started_at: at(start_ms),
+        duration: Duration::from_millis(duration_ms),
+    }
+}
+
+fn record(path: &std::path::Path, run: &Run<'_>) {
+    let recorded = metrics::record(path, run).unwrap_or_else(|e| panic!("record: {e}"));
+    assert_eq!(recorded.dropped_lines, Vec::<usize>::new());
+}
+
+#[test]
+fn prometheus_client_reads_names_types_escaped_labels_and_sums() {
+    require_prometheus_client();
+    let dir = tempdir();
+    let path = dir.join("cron.prom");
+    // Another job's family, already in the file: it must come through as is.
+    std::fs::write(
+        &path,
+        "# HELP backup_last_ok_timestamp_seconds Written by the backup job.\n\
+         # TYPE backup_last_ok_timestamp_seconds gauge\n\
+         backup_last_ok_timestamp_seconds{host=\"db1\"} 1700000000.5\n",
+    )
+    .expect("seed the file");
+    let report = "nightly-report";
+    let weird = "we\"ird\\key\nnext ключ ✓ {a=\"b\"} \t\r";
+    record(
+        &path,
+        &run(report, Outcome::Ran, 0, 1_795_921_200_012, 412_877),
+    );
+    record(&path, &run(report, Outcome::Busy, 75, 1_795_921_201_000, 3));
+    record(
+        &path,
+        &run(report, Outcome::Ran, 3, 1_795_924_800_250, 1_500),
+    );
+    record(
+        &path,
+        &run(weird, Outcome::Lost, 76, 1_795_930_000_001, 9_999),
+    );
+    record(
+        &path,
+        &run(weird, Outcome::Unavailable, 69, 1_795_940_000_000, 7),
+    );
+    record(
+        &path,
+        &run(weird, Outcome::AlreadyRan, 75, 1_795_950_000_000, 8),
+    );
+    record(
+        &path,
+        &run(weird, Outcome::Timeout, 124, 1_795_960_000_100, 60_000),
+    );
+
+    let mut want = Want::ours();
+    want.types
+        .push(("backup_last_ok_timestamp_seconds".into(), "gauge".into()));
+    want.sample(
+        "backup_last_ok_timestamp_seconds",
+        &[("host", "db1")],
+        "1700000000.5",
+    );
+    // The failed run moved every gauge but the last success.
+    want.gauges(report, "3", "1795924800.25", "1.5", Some("1795921612.889"));
+    want.counters(report, &[("ran", 2), ("busy", 1)]);
+    // Unavailable and already-ran runs moved no gauge; none succeeded.
+    want.gauges(weird, "124", "1795960000.1", "60", None);
+    want.counters(
+        weird,
+        &[
+            ("lost", 1),
+            ("unavailable", 1),
+            ("already-ran", 1),
+            ("timeout", 1),
+        ],
+    );
+    let text = std::fs::read_to_string(&path).expect("read");
+    assert_parses(&text, &want);
+    // The other job's lines are byte for byte what it wrote, where it wrote them.
+    assert!(
+        text.starts_with(
+            "# HELP backup_last_ok_timestamp_seconds Written by the backup job.\n\
+             # TYPE backup_last_ok_timestamp_seconds gauge\n\
+             backup_last_ok_timestamp_seconds{host=\"db1\"} 1700000000.5\n# HELP redlock_run_"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn prometheus_client_reads_a_file_repaired_from_garbage() {
+    require_prometheus_client();
+    let dir = tempdir();
+    let path = dir.join("cron.prom");
+    let garbage = "other_job_ok 1\n\
+                   this is not a metric line {\n\
+                   redlock_run_runs_total{key=\"k\",outc\n";
+    std::fs::write(&path, garbage).expect("seed the file");
+    let mut want = Want::default();
+    want.types.push(("other_job_ok".into(), "unknown".into()));
+    want.sample("other_job_ok", &[], "1");
+    assert!(
+        prometheus_client(garbage, &want).is_err(),
+        "prometheus_client should reject the garbage this test repairs"
+    );
+    let recorded = metrics::record(&path, &run("k", Outcome::Ran, 0, 1_000, 2_000))
+        .unwrap_or_else(|e| panic!("record: {e}"));
+    assert_eq!(recorded.dropped_lines, [2, 3]);
+    let warning = recorded
+        .warning(&path)
+        .expect("the dropped lines are reported");
+    assert!(warning.contains("cron.prom"), "{warning}");
+    let mut ours = Want::ours();
+    ours.types.extend(want.types);
+    ours.samples.extend(want.samples);
+    ours.gauges("k", "0", "1", "2", Some("3"));
+    ours.counters("k", &[("ran", 1)]);
+    assert_parses(&std::fs::read_to_string(&path).expect("read"), &ours);
+}
+
+const CHILD_ENV: &str = "REDLOCK_METRICS_CHILD";
+const CHILD_TEST: &str = "metrics_format::child_writer_for_processes_test";
+const PROCESSES: usize = 6;
+const EACH: usize = 30;
+
+/// Not a test of its own: the body of each child process of
+/// `processes_sharing_a_file_lose_no_increment`, which runs this test binary
+/// again filtered down to this function. Without the variable it does nothing.
+#[test]
+fn child_writer_for_processes_test() {
+    let Some(spec) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let spec = spec.to_string_lossy().into_owned();
+    let (n, path) = spec.split_once(':').expect("N:PATH");
+    let n: usize = n.parse().expect("child number");
+    let path = std::path::Path::new(path);
+    let go = path.with_extension("go");
+    // All start together, so that they contend for the lock.
+    assert!(wait_until(Duration::from_secs(30), || go.exists()), "no go");
+    let key = if n.is_multiple_of(2) { "even" } else { "odd" };
+    for i in 0..EACH {
+        let r = if i.is_multiple_of(3) {
+            run(key, Outcome::Busy, 75, 5_000, 1)
+        } else {
+            run(key, Outcome::Ran, 0, 1_000, 2_000)
+        };
+        record(path, &r);
+    }
+}
+
+#[test]
+fn processes_sharing_a_file_lose_no_increment() {
+    require_prometheus_client();
+    let dir = tempdir();
+    let path = dir.join("cron.prom");
+    let exe = std::env::current_exe().expect("test binary");
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|n| {
+            Command::new(&exe)
+                .args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
+                .env(CHILD_ENV, format!("{n}:{}", path.display()))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start a child writer")
+        })
+        .collect();
+    std::fs::write(path.with_extension("go"), "").expect("go");
+    for child in children {
+        let out = child.wait_with_output().expect("child writer");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "child writer failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let busy = EACH.div_ceil(3) as u64;
+    let ran = EACH as u64 - busy;
+    let per_key = (PROCESSES / 2) as u64;
+    let mut want = Want::ours();
+    for key in ["even", "odd"] {
+        want.gauges(key, "0", "1", "2", Some("3"));
+        want.counters(key, &[("ran", per_key * ran), ("busy", per_key * busy)]);
+    }
+    assert_parses(&std::fs::read_to_string(&path).expect("read"), &want);
+}
