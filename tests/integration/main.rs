@@ -18,3 +18,4 @@ mod operability;
 mod readme;
 mod safety;
 mod terminal;
+mod topology_fixtures;
