@@ -82,7 +82,12 @@ fn helper_keys_never_belong_to_another_lock() {
 #[test]
 fn every_key_of_a_lock_is_in_its_hash_slot() {
     let node = RedisNode::start();
-    let slots = RedisNode::start_with(&["--cluster-enabled", "yes"]);
+    // A cluster port: one whose bus port (P + 10000) exists and is free.
+    let slots = RedisNode::start_custom(
+        &["--cluster-enabled", "yes"],
+        None,
+        crate::support::cluster::free_cluster_port,
+    );
     let dir = tempdir();
     for name in [
         "report", "x:holder", "{tag}x", "a{b", "}c{", "{}d", "a}b{c}", "é{}{x}",
