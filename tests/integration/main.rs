@@ -19,3 +19,4 @@ mod operability;
 mod readme;
 mod safety;
 mod terminal;
+mod topology_fixtures;

