@@ -2,12 +2,20 @@
 # A real redlock-run session on throwaway local Redis nodes: starts three
 # redis-server processes on free loopback ports in a temporary directory,
 # shows a quorum lock at work, and removes everything when it ends.
+# Needs: cargo, redis-server and redis-cli (apt-get install redis-server),
+# python3 (to find free ports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-command -v redis-server >/dev/null || { echo "try.sh: redis-server not found (apt-get install redis-server)" >&2; exit 1; }
-cargo build --quiet --release
-bin=$PWD/target/release/redlock-run
+for tool in redis-server redis-cli python3 cargo; do
+    command -v "$tool" >/dev/null || { echo "try.sh: $tool not found (see the comment at the top)" >&2; exit 1; }
+done
+echo "building redlock-run (release; the first build takes about a minute)..."
+cargo build --release
+# Wherever cargo put it: CARGO_TARGET_DIR, a build.target-dir setting, or target/.
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+bin=$target_dir/release/redlock-run
+test -x "$bin" || { echo "try.sh: no binary at $bin" >&2; exit 1; }
 work=$(mktemp -d)
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }
@@ -45,3 +53,9 @@ wait $holder
 # The command's exit status passes through; the lock is gone afterwards.
 "$bin" -k job -c 'exit 7' || echo "exited $?"
 for url in "${urls[@]}"; do redis-cli -u "$url" --no-auth-warning exists lock:job; done
+
+# One node of three stopped (maintenance, a hung VM): the quorum of the other
+# two takes the lock at once, and redlock-run names the node that did not answer.
+kill -STOP "${pids[2]}"
+time "$bin" -k report -- echo "ran with one node stopped"
+kill -CONT "${pids[2]}"

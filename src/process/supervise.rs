@@ -126,7 +126,17 @@ pub fn supervise(
             let n = tree.signal(libc::SIGKILL);
             if !killed {
                 killed = true;
-                log.info(|| format!("sent SIGKILL to {n} process(es)"));
+                // Said at the default verbosity when anything was left to
+                // kill: a job that ignores SIGTERM ends only by this.
+                if n > 0 {
+                    log.notice(
+                        ev(
+                            "killed",
+                            format!("{n} process(es) still running after SIGTERM: sent SIGKILL"),
+                        )
+                        .outcome("killed"),
+                    );
+                }
             }
         }
         let next = if killed {
@@ -263,8 +273,13 @@ fn log_stop(stop: &Option<Stop>, config: &Config, log: &Log) {
             ev(
                 "timeout",
                 format!(
-                    "{} ran past --max-runtime; stopping it",
-                    config.program.describe()
+                    "{} ran past --max-runtime {}: sent SIGTERM, SIGKILL follows in {} \
+                     (--kill-after) if anything is left",
+                    config.program.describe(),
+                    config
+                        .max_runtime
+                        .map_or("?".into(), |d| humantime::format_duration(d).to_string()),
+                    humantime::format_duration(config.kill_after)
                 ),
             )
             .outcome("timeout"),

@@ -1,0 +1,249 @@
+//! Degraded mode: a node that does not answer costs nothing once the quorum
+//! has spoken, and every report says truthfully what each node did,
+//! whatever the order the nodes are listed in.
+
+use std::time::Duration;
+
+use crate::support::{
+    Cluster, FaultProxy, Mode, RedisNode, Test, base, lock_key, python, tempdir, wait_until,
+};
+
+/// One node of three made useless in `how`, the others direct.
+fn with_one_bad(cluster: &Cluster, proxy: &FaultProxy, bad_first: bool) -> String {
+    let good: Vec<String> = cluster.iter().skip(1).map(|n| n.url()).collect();
+    if bad_first {
+        format!("{},{}", proxy.url(), good.join(","))
+    } else {
+        format!("{},{}", good.join(","), proxy.url())
+    }
+}
+
+/// The median of `runs` timed runs of `test`.
+fn median_of(runs: usize, test: &Test) -> (Duration, Vec<crate::support::RunOutput>) {
+    let mut outs: Vec<_> = (0..runs).map(|_| test.run()).collect();
+    outs.sort_by_key(|o| o.elapsed);
+    (outs[runs / 2].elapsed, outs)
+}
+
+#[test]
+fn a_stopped_or_black_holed_node_of_three_costs_nothing() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    // Default TTL (30 s) and node timeout (1 s): the old code took ~3 s here.
+    cluster[2].stop();
+    let (median, outs) = median_of(
+        5,
+        &base(&cluster.urls(), "stopped", &dir).args(["--", "true"]),
+    );
+    cluster[2].cont();
+    for o in &outs {
+        o.assert_code(0);
+        assert!(
+            o.stderr.contains("warning:"),
+            "one warning line names it\n{o}"
+        );
+        assert_eq!(o.stderr.lines().count(), 1, "{o}");
+    }
+    let worst = outs.last().map(|o| o.elapsed).unwrap_or_default();
+    eprintln!("1 of 3 stopped: median run {median:?}, worst {worst:?}");
+    assert!(worst < Duration::from_millis(300), "a run took {worst:?}");
+
+    let proxy = FaultProxy::new(cluster[0].port());
+    proxy.set_mode(Mode::BlackHole);
+    let urls = with_one_bad(&cluster, &proxy, true);
+    let (median, outs) = median_of(5, &base(&urls, "blackholed", &dir).args(["--", "true"]));
+    for o in &outs {
+        o.assert_code(0);
+    }
+    let worst = outs.last().map(|o| o.elapsed).unwrap_or_default();
+    eprintln!("1 of 3 black-holed: median run {median:?}, worst {worst:?}");
+    assert!(worst < Duration::from_millis(300), "a run took {worst:?}");
+    // -q silences the warning.
+    let out = base(&urls, "blackholed", &dir)
+        .args(["-q", "--", "true"])
+        .expect_code(0);
+    assert!(out.stderr.is_empty(), "{out}");
+}
+
+#[test]
+fn a_wait_hand_off_with_a_stopped_node_is_immediate() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    cluster[1].stop();
+    let holder = base(&cluster.urls(), "handoff", &dir)
+        .args(["-q", "-c", "touch held; sleep 0.5"])
+        .spawn();
+    assert!(wait_until(Duration::from_secs(5), || dir.has("held")));
+    let waiter = base(&cluster.urls(), "handoff", &dir)
+        .args(["-q", "--wait", "20s", "-c", "touch waited"])
+        .spawn();
+    let h = holder.wait();
+    let released = std::time::Instant::now();
+    assert!(wait_until(Duration::from_secs(10), || dir.has("waited")));
+    let handoff = released.elapsed();
+    let w = waiter.wait();
+    cluster[1].cont();
+    h.assert_code(0);
+    w.assert_code(0);
+    eprintln!("hand-off with 1 of 3 stopped: {handoff:?} after the holder exited");
+    assert!(
+        handoff < Duration::from_millis(500),
+        "hand-off took {handoff:?}"
+    );
+}
+
+#[test]
+fn with_every_node_stopped_the_run_takes_what_the_error_says() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    for n in cluster.iter() {
+        n.stop();
+    }
+    let out = base(&cluster.urls(), "allstopped", &dir)
+        .args(["-c", "touch ran"])
+        .run();
+    for n in cluster.iter() {
+        n.cont();
+    }
+    out.assert_code(69).assert_one_error_line();
+    assert!(out.stderr.contains("no answer within 1s"), "{out}");
+    assert!(
+        out.elapsed >= Duration::from_millis(950) && out.elapsed < Duration::from_millis(1500),
+        "the error says 1s, the run took {:?}\n{out}",
+        out.elapsed
+    );
+    assert!(!dir.has("ran"));
+}
+
+/// A JSON report's node counts and per-node outcomes.
+fn counts(report: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(report).expect("report");
+    python(
+        "import json,sys\nd=json.load(sys.stdin)\n\
+         print(d['nodes_ok'], d['nodes_refused'], d['nodes_failed'], \
+         ' '.join(o['acquire'] for o in d['node_outcomes']))",
+        &text,
+    )
+    .trim()
+    .to_string()
+}
+
+#[test]
+fn reports_count_every_node_whatever_the_order() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let report = dir.join("r.json");
+    // One node stopped: it did not answer, which is a failure to report.
+    cluster[2].stop();
+    base(&cluster.urls(), "count", &dir)
+        .args(["-q", "--report"])
+        .arg(&report)
+        .args(["--", "true"])
+        .expect_code(0);
+    cluster[2].cont();
+    assert_eq!(counts(&report), "2 0 1 granted granted no-answer");
+    // A wrong password on one node, listed first and then last.
+    cluster[0].cmd::<String>(redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("pw"));
+    let bad = cluster[0].url().replace("redis://", "redis://:wrong@");
+    let good: Vec<String> = cluster.iter().skip(1).map(|n| n.url()).collect();
+    // (Another name: the stopped node keeps its minority copy of `count`.)
+    for (urls, order) in [
+        (format!("{bad},{}", good.join(",")), "first"),
+        (format!("{},{bad}", good.join(",")), "last"),
+    ] {
+        base(&urls, "count-pw", &dir)
+            .args(["-q", "--report"])
+            .arg(&report)
+            .args(["--", "true"])
+            .expect_code(0);
+        let c = counts(&report);
+        assert!(
+            c.starts_with("2 0 1 "),
+            "wrong password listed {order}: {c}"
+        );
+        assert!(c.contains("error"), "{c}");
+    }
+    // Three healthy nodes: three grants, though the quorum needed two.
+    let healthy = Cluster::new(3);
+    base(&healthy.urls(), "count", &dir)
+        .args(["-q", "--report"])
+        .arg(&report)
+        .args(["--", "sleep", "0.1"])
+        .expect_code(0);
+    assert_eq!(counts(&report), "3 0 0 granted granted granted");
+}
+
+#[test]
+fn verbose_logs_tell_what_each_node_did() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    // A stale foreign key on node 0: it refuses, and the release must not
+    // go there (it would log "nothing to release" for a node never taken).
+    cluster[0].set(lock_key("talk"), "someone-else", 30_000);
+    let out = base(&cluster.urls(), "talk", &dir)
+        .args(["-vv", "--", "true"])
+        .expect_code(0);
+    assert!(
+        out.stderr.contains("acquired: 2 of 3 nodes granted within"),
+        "{out}"
+    );
+    let releases: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("redlock-run: release "))
+        .collect();
+    assert_eq!(releases.len(), 2, "{out}");
+    assert!(
+        releases.iter().all(|l| !l.contains(&cluster[0].url())),
+        "released where never held\n{out}"
+    );
+    assert_eq!(
+        cluster[0].get(lock_key("talk")).as_deref(),
+        Some(&b"someone-else"[..])
+    );
+    // A stopped node: the release says which node it does not wait for.
+    cluster[2].stop();
+    let out = base(&cluster.urls(), "talk2", &dir)
+        .args(["-v", "--", "true"])
+        .run();
+    cluster[2].cont();
+    out.assert_code(0);
+    assert!(
+        out.stderr.contains(&format!(
+            "not waiting for {} to confirm the release",
+            cluster[2].url()
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_default_node_is_named_as_the_default() {
+    let dir = tempdir();
+    let out = Test::new()
+        .current_dir(dir.path())
+        .args(["-k", "nodefault", "-c", "touch ran"])
+        .run();
+    out.assert_code(69).assert_one_error_line();
+    assert!(
+        out.stderr.contains("no --redis and no REDLOCK_REDIS given"),
+        "{out}"
+    );
+    // Refused nodes are named as refused, not "no answer yet", whatever
+    // the order the verdict came in.
+    let node = RedisNode::start();
+    let (a, b) = (free_port(), free_port());
+    let urls = format!("redis://127.0.0.1:{a},{},redis://127.0.0.1:{b}", node.url());
+    let out = base(&urls, "named", &dir).args(["-c", "touch ran"]).run();
+    out.assert_code(69).assert_one_error_line();
+    assert_eq!(out.stderr.matches("connection refused").count(), 2, "{out}");
+    assert!(!out.stderr.contains("no answer"), "{out}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}

@@ -1,0 +1,276 @@
+//! The operator's view: what `status` and `unlock` say and exit with, what a
+//! waiter prints, `--timeout` versus `--max-runtime`, JSON logs and reports.
+
+use std::time::Duration;
+
+use crate::support::{
+    Cluster, RedisNode, START, Test, WAIT_FOR_GO, await_marker, base, keys, python, tempdir, touch,
+    wait_until,
+};
+
+fn status(urls: &str, name: &str, extra: &[&str]) -> crate::support::RunOutput {
+    Test::new()
+        .args(["status", "-r", urls, "-k", name])
+        .args(extra)
+        .run()
+}
+
+fn unlock(urls: &str, name: &str, extra: &[&str]) -> crate::support::RunOutput {
+    Test::new()
+        .args(["unlock", "-r", urls, "-k", name])
+        .args(extra)
+        .run()
+}
+
+#[test]
+fn unlock_takes_what_status_shows_and_says_what_it_did() {
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let k = keys("orphaned");
+    for n in cluster.iter() {
+        n.set(k.lock(), "0123456789abcdef0123456789abcdef", 30_000);
+    }
+    // The 8 characters status shows.
+    let shown = status(&urls, "orphaned", &[]);
+    shown.assert_code(1);
+    assert!(shown.stdout.contains("token 01234567…"), "{shown}");
+    unlock(&urls, "orphaned", &["--token", "0123456"]).assert_code(64);
+    let out = unlock(&urls, "orphaned", &["--token", "ffffffff"]);
+    out.assert_code(1);
+    assert!(out.stderr.contains("another token"), "{out}");
+    assert_eq!(cluster.holders(k.lock()).len(), 3, "a wrong prefix deleted");
+    let out = unlock(&urls, "orphaned", &["--token", "01234567"]);
+    out.assert_code(0);
+    assert!(cluster.holders(k.lock()).is_empty(), "{out}");
+    let out = unlock(&urls, "orphaned", &["--token", "01234567"]);
+    out.assert_code(3);
+    assert!(out.stderr.contains("no such lock"), "{out}");
+    // Neither flag: the error names both ways.
+    let out = unlock(&urls, "orphaned", &[]);
+    out.assert_code(64).assert_one_error_line();
+    assert!(
+        out.stderr.contains("--token") && out.stderr.contains("--force"),
+        "{out}"
+    );
+}
+
+#[test]
+fn timeout_is_refused_naming_both_readings() {
+    let out = Test::new()
+        .args(["-k", "x", "--timeout", "30s", "-c", "true"])
+        .expect_code(64);
+    out.assert_one_error_line();
+    assert!(
+        out.stderr.contains("--wait 30s") && out.stderr.contains("--max-runtime 30s"),
+        "{out}"
+    );
+}
+
+#[test]
+fn max_runtime_says_when_sigkill_follows_and_when_it_went_out() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let out = base(&node.url(), "maxrt", &dir)
+        .args(["--max-runtime", "500ms", "--kill-after", "700ms"])
+        .args(["-c", "trap '' TERM; sleep 30"])
+        .expect_code(124);
+    let lines = out.stderr_lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("ran past --max-runtime 500ms")
+                && l.contains("SIGKILL follows in 700ms")),
+        "{out}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("still running after SIGTERM: sent SIGKILL")),
+        "{out}"
+    );
+    assert!(
+        out.elapsed >= Duration::from_millis(1100) && out.elapsed < Duration::from_secs(4),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_waiter_says_who_it_waits_for() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let holder = base(&node.url(), "queue", &dir)
+        .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "held", &holder);
+    let waiter = base(&node.url(), "queue", &dir)
+        .args(["--wait", "30s", "-c", "touch waited"])
+        .spawn();
+    let said = wait_until(START, || {
+        waiter.stderr_so_far().contains("waiting up to 30s")
+    });
+    let line = waiter.stderr_so_far();
+    touch(&dir, "go");
+    holder.wait().assert_code(0);
+    waiter.wait().assert_code(0);
+    assert!(said, "the waiter said nothing: {line:?}");
+    assert!(
+        line.contains("lock 'queue' is held by ") && line.contains(" pid "),
+        "who holds it: {line:?}"
+    );
+}
+
+#[test]
+fn status_says_when_hold_keeps_a_finished_holders_lock() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    base(&node.url(), "held-on", &dir)
+        .args(["--hold", "20s", "-c", "exit 0"])
+        .expect_code(0);
+    let out = status(&node.url(), "held-on", &[]);
+    out.assert_code(1);
+    assert!(
+        out.stdout.contains("its command exited (status 0)")
+            && out.stdout.contains("--hold keeps the lock"),
+        "{out}"
+    );
+    let json = status(&node.url(), "held-on", &["--json"]);
+    let fields = python(
+        "import json,sys\nd=json.load(sys.stdin)\nh=d['holder']\n\
+         print(type(h['pid']).__name__, type(h['ttl_ms']).__name__, \
+         type(h['acquired_ms']).__name__, h['exit_code'], 'exited_ms_ago' in d)",
+        &json.stdout,
+    );
+    assert_eq!(fields.trim(), "int int int 0 True", "{json}");
+}
+
+#[test]
+fn status_finds_a_semaphores_slots_by_itself() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let urls = cluster.urls();
+    let holders: Vec<_> = (0..2)
+        .map(|i| {
+            base(&urls, "sem", &dir)
+                .args(["--limit", "2", "-c", &format!("touch s{i}; {WAIT_FOR_GO}")])
+                .spawn()
+        })
+        .collect();
+    for (i, h) in holders.iter().enumerate() {
+        await_marker(&dir, &format!("s{i}"), h);
+    }
+    // No --limit given: it is found, and both slots are held.
+    let out = status(&urls, "sem", &[]);
+    out.assert_code(1);
+    assert!(out.stdout.contains("a semaphore of 2 slots"), "{out}");
+    assert_eq!(out.stdout.matches("held by ").count(), 2, "{out}");
+    touch(&dir, "go");
+    for h in holders {
+        h.wait().assert_code(0);
+    }
+    status(&urls, "sem", &[]).assert_code(0);
+}
+
+#[test]
+fn json_logs_start_and_end_every_run() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let out = base(&node.url(), "jevents", &dir)
+        .args(["--log-format", "json", "-v", "--", "true"])
+        .expect_code(0);
+    let events = python(
+        "import json,sys\nfor l in sys.stdin:\n d=json.loads(l)\n \
+         print(d['event'], d.get('pid', ''), d.get('exit_code', ''), \
+         'duration_ms' in d)",
+        &out.stderr,
+    );
+    assert!(
+        events.lines().any(|l| l.starts_with("started ")),
+        "{events}"
+    );
+    let last = events.lines().last().unwrap_or_default();
+    assert_eq!(last, "exit  0 True", "{events}");
+    // Without -v the final line is still there (JSON is for machines)...
+    let out = base(&node.url(), "jevents", &dir)
+        .args(["--log-format", "json", "--", "true"])
+        .expect_code(0);
+    assert_eq!(out.stderr.lines().count(), 1, "{out}");
+    assert!(out.stderr.contains("\"event\":\"exit\""), "{out}");
+    // ...and unavailable names the nodes; a usage error is JSON too.
+    let out = base("redis://127.0.0.1:1", "jevents", &dir)
+        .args(["--log-format", "json", "--", "true"])
+        .expect_code(69);
+    let fields = python(
+        "import json,sys\nd=json.loads(sys.stdin.readline())\n\
+         print(d['event'], d['node'], d['failed_nodes'])",
+        &out.stderr,
+    );
+    assert_eq!(
+        fields.trim(),
+        "unavailable redis://127.0.0.1:1 ['redis://127.0.0.1:1']",
+        "{out}"
+    );
+    let out = Test::new()
+        .args(["--log-format", "json", "-k", "x", "--no-such-flag"])
+        .expect_code(64);
+    let fields = python(
+        "import json,sys\nd=json.loads(sys.stdin.read())\nprint(d['level'], d['event'])",
+        &out.stderr,
+    );
+    assert_eq!(fields.trim(), "error usage", "{out}");
+}
+
+#[test]
+fn reports_are_checked_up_front_and_say_where_and_when() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let out = base(&node.url(), "rep", &dir)
+        .args(["--report", "/nonexistent/dir/r.json", "-c", "touch ran"])
+        .expect_code(64);
+    out.assert_one_error_line();
+    assert!(
+        !dir.has("ran"),
+        "the job ran before the bad --report was noticed"
+    );
+    assert!(node.keys().is_empty(), "{:?}", node.keys());
+    let report = dir.join("r.json");
+    let running = base(&node.url(), "rep", &dir)
+        .arg("--report")
+        .arg(&report)
+        .args(["-c", "touch started; sleep 30"])
+        .spawn();
+    await_marker(&dir, "started", &running);
+    running.signal(libc::SIGTERM);
+    running.wait().assert_code(143);
+    let fields = python(
+        "import json,sys\nd=json.load(sys.stdin)\n\
+         print(d['outcome'], d['signal'], d['host'] != '', d['pid'] > 0, \
+         d['ended_at'] >= d['started_at'], d['waited_ms'])",
+        &std::fs::read_to_string(&report).expect("report"),
+    );
+    assert_eq!(fields.trim(), "signal 15 True True True 0");
+    // An unavailable run did not wait.
+    base("redis://127.0.0.1:1", "rep", &dir)
+        .arg("--report")
+        .arg(&report)
+        .args(["-c", "true"])
+        .expect_code(69);
+    let waited = python(
+        "import json,sys\nprint(json.load(sys.stdin)['waited_ms'])",
+        &std::fs::read_to_string(&report).expect("report"),
+    );
+    assert_eq!(waited.trim(), "0");
+}
+
+#[test]
+fn a_ttl_too_short_for_the_default_node_timeout_says_what_to_set() {
+    let out = Test::new()
+        .args(["-k", "x", "-t", "400ms", "-c", "true"])
+        .expect_code(64);
+    out.assert_one_error_line();
+    assert!(
+        out.stderr.contains("default --node-timeout 50ms")
+            && out.stderr.contains("give --node-timeout 40ms or less")
+            && out.stderr.contains("raise --ttl to 500ms"),
+        "{out}"
+    );
+}
