@@ -63,6 +63,25 @@ Exit status:
   126    the command was found but could not be executed
   127    the command was not found";
 
+/// The exit statuses of `redlock-run status`, in `TABLE`'s layout, for the
+/// man page.
+pub const STATUS_TABLE: &str = "\
+Exit status:
+  0      the lock is free (with --limit: a slot is free)
+  1      the lock is held (with --limit: every slot is held)
+  64     usage error: bad flag or URL
+  69     unknown: fewer than a quorum of nodes answered";
+
+/// The exit statuses of `redlock-run unlock`, in `TABLE`'s layout, for the
+/// man page.
+pub const UNLOCK_TABLE: &str = "\
+Exit status:
+  0      removed the lock on a quorum of nodes
+  1      nothing was removed: another token holds the lock (with --token)
+  3      there was no lock
+  64     usage error: bad flag or URL
+  69     fewer than a quorum of nodes answered; the lock may still be held";
+
 #[cfg(test)]
 mod tests {
     use super::*;
