@@ -8,7 +8,9 @@ function __fish_redlock_run_needs_command
     set -l cmd (commandline -opc)
     set -e cmd[1]
     argparse -s (__fish_redlock_run_global_optspecs) -- $cmd 2>/dev/null
-    or return
+    or return 0
+    contains -- -- $cmd
+    and return 1
     if set -q argv[1]
         # Also print the command, so this can be used to figure out what it is.
         echo $argv[1]
@@ -24,26 +26,26 @@ function __fish_redlock_run_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s t -l ttl -d 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l hold -d 'Keep the lock at least this long after taking it, even if the command ends sooner' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once-per -d 'Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-runtime -d 'Stop the command (its whole tree) after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124 (what timeout(1) does; systemd\'s RuntimeMaxSec)' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l timeout -d 'Not an option: in flock(1) and consul lock a timeout waits for the lock, in timeout(1) it stops the command; say which with --wait or --max-runtime' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s t -l ttl -d 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l hold -d 'Keep the lock at least this long after taking it, even if the command ends sooner' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once-per -d 'Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-runtime -d 'Stop the command (its whole tree) after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124 (what timeout(1) does; systemd\'s RuntimeMaxSec)' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l timeout -d 'Not an option: in flock(1) and consul lock a timeout waits for the lock, in timeout(1) it stops the command; say which with --wait or --max-runtime' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l leftovers -d 'When the command exits but processes it started still run: keep the lock until the last one has exited (wait), or stop them all (kill: SIGTERM, then SIGKILL after --kill-after) and then release' -r -f -a "wait\t'Keep the lock until the last of them has exited'
 kill\t'Stop them (SIGTERM, then SIGKILL after --kill-after), then release'"
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l jitter -d 'Sleep a random time in [0, DURATION) before the first attempt' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l busy-exit-code -d 'Exit status when the lock is held elsewhere' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l jitter -d 'Sleep a random time in [0, DURATION) before the first attempt' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l busy-exit-code -d 'Exit status when the lock is held elsewhere' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l command -d 'Run STRING with /bin/sh -c instead of a command given after --' -r -f -a "(__fish_complete_command)"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d 'Log lines on stderr as text, or as one JSON object per line' -r -f -a "text\t''
 json\t''"
@@ -59,30 +61,62 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s V -l version -d
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "unlock" -d 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l limit -d 'Show the N slots of a lock taken with --limit N (found by itself when a holder recorded N); exit 0 while a slot is free' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l limit -d 'Show the N slots of a lock taken with --limit N (found by itself when a holder recorded N); exit 0 while a slot is free' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json -d 'Print one JSON object instead of text'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l token -d 'Delete only where the lock holds this token (the REDLOCK_TOKEN of a holder that is gone), or a token starting with it (at least the 8 characters status shows)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l token -d 'Delete only where the lock holds this token (the REDLOCK_TOKEN of a holder that is gone), or a token starting with it (at least the 8 characters status shows)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l force -d 'Delete whatever holds the lock, after printing who held it'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s h -l help -d 'Print help'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock help" -f -a "status" -d 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock help" -f -a "unlock" -d 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
+
+# The command to run: after `--`, or the first word that is neither an option
+# nor (as the first word) a subcommand. Prints the command's words typed so
+# far; fails where no command is being typed.
+function __fish_redlock_run_command_words
+    set -l tokens (commandline -opc)
+    set -e tokens[1]
+    argparse -s (__fish_redlock_run_global_optspecs) -- $tokens 2>/dev/null
+    or return 1
+    if set -q argv[1]
+        if test "$argv[1]" = "$tokens[1]"; and contains -- $argv[1] status unlock help
+            return 1
+        end
+    else if not contains -- -- $tokens
+        string match -q -- '-*' (commandline -ct)
+        and return 1
+    end
+    set -q argv[1]
+    and printf '%s\n' $argv
+    return 0
+end
+
+# Completes it as if it were typed alone: command names, then its own completion.
+function __fish_redlock_run_complete_command
+    set -l words (__fish_redlock_run_command_words)
+    complete -C (string join ' ' -- (string escape -- $words) (commandline -ct))
+end
+
+complete -c redlock-run -n "__fish_redlock_run_command_words >/dev/null" -f -a "(__fish_redlock_run_complete_command)"

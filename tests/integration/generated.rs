@@ -2,8 +2,10 @@
 //! `redlock_run::cli::command()` and checked in under `man/` and
 //! `completions/`.
 //!
-//! The generators live in this test, not in the release binary: `clap_mangen`
-//! and `clap_complete` are dev-dependencies only. The test renders every file
+//! The generators live in the tests, not in the release binary: `clap_mangen`
+//! and `clap_complete` are dev-dependencies only. The completion scripts come
+//! from `completion.rs` (bash and zsh written there, fish, elvish and
+//! PowerShell by clap_complete). The test renders every file
 //! in memory and fails when a checked-in copy differs; to refresh them after a
 //! change to the CLI, run
 //!
@@ -15,10 +17,10 @@
 //! only fails when the CLI itself changed.
 
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Command;
-use clap_complete::{Generator, Shell};
 use clap_mangen::Man;
 use clap_mangen::roff::{Inline, Roff, bold, italic, roman};
 use redlock_run::{cli, exit};
@@ -27,15 +29,6 @@ const BIN: &str = "redlock-run";
 const REDLOCK_URL: &str = "https://redis.io/docs/latest/develop/use/patterns/distributed-locks/";
 const REGENERATE: &str = "REDLOCK_REGENERATE";
 const STALE: &str = "man/ or completions/ are stale: run `REDLOCK_REGENERATE=1 cargo test --test integration generated`";
-
-/// Shells we ship completions for, in the order they are written.
-const SHELLS: [Shell; 5] = [
-    Shell::Bash,
-    Shell::Zsh,
-    Shell::Fish,
-    Shell::Elvish,
-    Shell::PowerShell,
-];
 
 #[test]
 fn generated_files_are_current() {
@@ -93,7 +86,8 @@ fn man_page_has_every_section_once() {
     // The after-help text is taken apart into EXAMPLES and EXIT STATUS; it must
     // not also show up raw (clap_mangen would put it under EXTRA).
     assert!(!page.contains(".SH EXTRA"));
-    assert!(!page.contains("Exit status:"));
+    // (The subsections' own "Exit status:" label is followed by its list.)
+    assert!(!page.contains("Exit status:\n "));
     assert!(!page.contains("Examples:"));
     // Written once at the top, not once per composed part.
     assert_eq!(
@@ -103,13 +97,82 @@ fn man_page_has_every_section_once() {
     );
 }
 
+/// Under `.SS status` and `.SS unlock`: every option the subcommand takes
+/// (read off the clap definition, so a new one is checked without a new
+/// line here) and every exit status of its table in src/exit.rs, which
+/// agrees with the statuses its one-line help names.
+#[test]
+fn man_page_gives_each_subcommand_its_options_and_exit_statuses() {
+    let page = String::from_utf8(man_page()).expect("roff output is UTF-8");
+    let mut cmd = cli::command().bin_name(BIN);
+    cmd.build();
+    let roff_flag = |f: &str| format!("\\fB{}\\fR", f.replace('-', "\\-"));
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let name = sub.get_name();
+        let start = page
+            .find(&format!("\n.SS {name}\n"))
+            .unwrap_or_else(|| panic!("no .SS {name}"));
+        let rest = &page[start + 1..];
+        let end = rest[1..].find("\n.S").map_or(rest.len(), |i| i + 1);
+        let section = &rest[..end];
+        // The line after each .TP: an option's (or a status's) heading.
+        let headings: Vec<&str> = section
+            .split(".TP\n")
+            .skip(1)
+            .filter_map(|item| item.lines().next())
+            .collect();
+        for arg in sub
+            .get_arguments()
+            .filter(|a| !a.is_hide_set() && !a.is_positional())
+        {
+            let flags = arg
+                .get_short()
+                .map(|s| format!("-{s}"))
+                .into_iter()
+                .chain(arg.get_long().map(|l| format!("--{l}")));
+            for flag in flags {
+                let flag_heading = |h: &&str| {
+                    h.split(", ")
+                        .any(|part| part.starts_with(&roff_flag(&flag)))
+                };
+                assert!(
+                    headings.iter().any(flag_heading),
+                    "{name}: {flag} missing from its subsection:\n{section}"
+                );
+            }
+        }
+        let table = subcommand_exit_table(name);
+        let codes: Vec<&str> = table
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        for code in &codes {
+            assert!(
+                section.contains(&format!(".TP\n\\fB{code}\\fR\n")),
+                "{name}: exit status {code} missing from its subsection:\n{section}"
+            );
+        }
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        if let Some((_, said)) = about.split_once("exit ") {
+            for n in said
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|n| !n.is_empty())
+            {
+                assert!(
+                    codes.contains(&n),
+                    "{name}'s help names exit status {n}, which src/exit.rs does not list"
+                );
+            }
+        }
+    }
+}
+
 /// Every generated file, by path relative to the package root.
 fn generate() -> Vec<(PathBuf, Vec<u8>)> {
     let mut files = vec![(PathBuf::from("man").join(format!("{BIN}.1")), man_page())];
-    for shell in SHELLS {
-        let mut out = Vec::new();
-        clap_complete::generate(shell, &mut cli::command(), BIN, &mut out);
-        files.push((PathBuf::from("completions").join(shell.file_name(BIN)), out));
+    for (name, contents) in crate::completion::scripts(BIN) {
+        files.push((PathBuf::from("completions").join(name), contents));
     }
     files
 }
@@ -131,7 +194,7 @@ fn man_page() -> Vec<u8> {
     page.push(&synopsis_section(&mut cmd));
     page.push(&description_section(&cmd));
     page.part(|w| man.render_options_section(w));
-    page.push(&subcommands_section(&cmd));
+    subcommands_section(&mut page, &cmd);
     page.push(&exit_status_section());
     page.push(&environment_section(&cmd));
     for (heading, lines) in after_help_blocks(&cmd) {
@@ -253,15 +316,22 @@ fn synopsis_section(cmd: &mut Command) -> Roff {
         if i > 0 {
             roff.control("br", []);
         }
-        roff.text(usage_inlines(form));
+        roff.text(usage_inlines(form, &literals(cmd)));
     }
     roff
 }
 
-/// Splits one usage form into fonts: `[`, `]`, `|`, `...` roman; the program
-/// and flags bold; `<NAME>`, `OPTIONS`, `COMMAND` italic without the angle
-/// brackets.
-fn usage_inlines(form: &str) -> Vec<Inline> {
+/// The subcommands' names: typed as written, so bold in a usage line.
+fn literals(cmd: &Command) -> Vec<String> {
+    cmd.get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect()
+}
+
+/// Splits one usage form into fonts: `[`, `]`, `|`, `...` roman; the program,
+/// flags and `literals` (subcommand names) bold; `<NAME>`, `OPTIONS`,
+/// `COMMAND` italic without the angle brackets.
+fn usage_inlines(form: &str, literals: &[String]) -> Vec<Inline> {
     let mut out = Vec::new();
     for (i, word) in form.split(' ').filter(|w| !w.is_empty()).enumerate() {
         if i > 0 {
@@ -278,18 +348,32 @@ fn usage_inlines(form: &str) -> Vec<Inline> {
                 rest = &rest[punct..];
             } else if let Some(inner) = rest.strip_prefix('<') {
                 let end = inner.find('>').unwrap_or(inner.len());
-                out.push(italic(&inner[..end]));
+                let choices: Vec<&str> = inner[..end].split('|').collect();
+                if choices.iter().all(|c| literals.iter().any(|l| l == c)) {
+                    // `<status|unlock>`: one of these words, as written.
+                    for (i, c) in choices.iter().enumerate() {
+                        if i > 0 {
+                            out.push(roman("|"));
+                        }
+                        out.push(bold(*c));
+                    }
+                } else {
+                    out.push(italic(&inner[..end]));
+                }
                 rest = inner.get(end + 1..).unwrap_or_default();
             } else {
                 let end = rest
                     .find(['[', ']', '(', ')', '{', '}', '|', '<', '=', '.'])
                     .unwrap_or(rest.len());
                 let token = &rest[..end];
-                out.push(if token == BIN || token.starts_with('-') {
-                    bold(token)
-                } else {
-                    italic(token)
-                });
+                out.push(
+                    if token == BIN || token.starts_with('-') || literals.iter().any(|l| l == token)
+                    {
+                        bold(token)
+                    } else {
+                        italic(token)
+                    },
+                );
                 rest = &rest[end..];
             }
         }
@@ -322,20 +406,21 @@ fn description_section(cmd: &Command) -> Roff {
     roff
 }
 
-/// `exit::TABLE` as a tagged list: one `.TP` per status, continuation lines
-/// (indented deeper than the first entry) appended to the previous entry.
-/// `status` and `unlock`: each with its usage, what it does, and its options
-/// (the shared ones are described under OPTIONS, so only named here).
-fn subcommands_section(cmd: &Command) -> Roff {
+/// `status` and `unlock`: each with its usage, what it does, its options as
+/// clap_mangen renders the main OPTIONS (the shared ones too: a reader of
+/// one subsection should not have to look elsewhere), and its exit statuses.
+fn subcommands_section(page: &mut Page, cmd: &Command) {
     let mut roff = Roff::new();
     roff.control("SH", ["SUBCOMMANDS"]);
+    page.push(&roff);
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         let mut sub = sub.clone().bin_name(format!("{BIN} {}", sub.get_name()));
         sub.build();
+        let mut roff = Roff::new();
         roff.control("SS", [sub.get_name()]);
         let usage = sub.render_usage().to_string();
         let usage = usage.trim_start_matches("Usage:").trim();
-        roff.text(usage_inlines(usage));
+        roff.text(usage_inlines(usage, &literals(cmd)));
         roff.control("PP", []);
         let about = sub
             .get_long_about()
@@ -343,38 +428,64 @@ fn subcommands_section(cmd: &Command) -> Roff {
             .map(|a| a.to_string())
             .unwrap_or_default();
         roff.text(prose(&sentence(&about.replace('\n', " "))));
-        for arg in sub.get_arguments().filter(|a| {
-            !matches!(
-                a.get_id().as_str(),
-                "help" | "key" | "prefix" | "redis" | "node_timeout"
-            )
-        }) {
-            let Some(long) = arg.get_long() else { continue };
-            roff.control("TP", []);
-            let mut head = vec![bold(format!("--{long}"))];
-            if let Some(v) = arg
-                .get_value_names()
-                .and_then(|v| v.first())
-                .filter(|_| arg.get_action().takes_values())
-            {
-                head.push(roman(" "));
-                head.push(italic(format!("<{v}>")));
-            }
-            roff.text(head);
-            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
-            roff.text(prose(&sentence(&help)));
-        }
+        roff.control("PP", []);
+        roff.text([roman("Options:")]);
+        page.push(&roff);
+        page.part(|w| w.write_all(&options_list(&sub)));
+        let mut roff = Roff::new();
+        roff.control("PP", []);
+        roff.text([roman("Exit status:")]);
+        status_list(&mut roff, subcommand_exit_table(sub.get_name()));
+        page.push(&roff);
     }
-    roff
+}
+
+/// clap_mangen's OPTIONS section for `cmd` without its `.SH` line, to sit
+/// in a subsection.
+fn options_list(cmd: &Command) -> Vec<u8> {
+    let mut out = Vec::new();
+    Man::new(cmd.clone())
+        .render_options_section(&mut out)
+        .expect("rendering into memory cannot fail");
+    let text = String::from_utf8(out).expect("roff output is UTF-8");
+    let heading = "\n.SH OPTIONS\n";
+    let at = text
+        .find(heading)
+        .expect("clap_mangen starts the options with .SH OPTIONS");
+    assert_eq!(
+        text.matches(".SH ").count(),
+        1,
+        "{}: options under help headings of their own need a subsection each",
+        cmd.get_name()
+    );
+    format!("{}\n{}", &text[..at], &text[at + heading.len()..]).into_bytes()
+}
+
+/// The exit statuses of a subcommand, from `src/exit.rs`. A new subcommand
+/// stops the generator until it has its own table there.
+fn subcommand_exit_table(name: &str) -> &'static str {
+    match name {
+        "status" => exit::STATUS_TABLE,
+        "unlock" => exit::UNLOCK_TABLE,
+        other => panic!("{other}: give it an exit-status table in src/exit.rs and name it here"),
+    }
 }
 
 fn exit_status_section() -> Roff {
     let mut roff = Roff::new();
     roff.control("SH", ["EXIT STATUS"]);
+    status_list(&mut roff, exit::TABLE);
+    roff
+}
+
+/// An exit-status table as a tagged list: one `.TP` per status, continuation
+/// lines (indented deeper than the first entry) appended to the previous
+/// entry.
+fn status_list(roff: &mut Roff, table: &str) {
     // One line per status, as a table: no blank line between entries.
     roff.control("PD", ["0"]);
     let mut item_indent = None;
-    for line in exit::TABLE.lines() {
+    for line in table.lines() {
         let body = line.trim_start();
         let indent = line.len() - body.len();
         if body.is_empty() {
@@ -400,7 +511,6 @@ fn exit_status_section() -> Roff {
         roff.text(prose(what.trim_start()));
     }
     roff.control("PD", []);
-    roff
 }
 
 /// `128+N` as bold `128+` and italic `N`: the letters are placeholders.

@@ -8,6 +8,7 @@
 mod support;
 
 mod bookkeeping;
+mod completion;
 mod connect;
 mod containment;
 mod cron;
