@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -158,52 +159,60 @@ def wait_for_key(port, key, timeout=5.0):
 
 # ---------------------------------------------------------------- handoff
 
+def handoff_rounds(bin_, ports, n, rounds, holder_sleep, tmp, tag=""):
+    """Runs `rounds` holder + n waiters rounds on nodes `ports`; the gaps
+    (ms) between consecutive command starts, and counters."""
+    url = ",".join(f"redis://127.0.0.1:{p}" for p in ports)
+    gaps, first_gaps, failures, late, margins = [], [], 0, 0, []
+    for r in range(rounds):
+        key = f"handoff{tag}-{n}-{r}"
+        hout = os.path.join(tmp, f"h{tag}-{n}-{r}")
+        holder = spawn([bin_, "-q", "-k", key, "-r", url, "-c",
+                        f"sleep {holder_sleep}; exec date +%s%N"], stdout=hout)
+        if not wait_for_key(ports[0], "lock:" + key):
+            failures += 1
+            reap_all([holder], 10)
+            continue
+        outs, pids = [], []
+        for i in range(n):
+            o = os.path.join(tmp, f"w{tag}-{n}-{r}-{i}")
+            outs.append(o)
+            pids.append(spawn([bin_, "-q", "-k", key, "-r", url, "--wait", "30s",
+                               "--", "date", "+%s%N"], stdout=o,
+                              stderr=o + ".err"))
+        launched = time.time_ns()
+        done = reap_all([holder] + pids, 60 + n)
+        codes = [done[p][0] for p in pids]
+        failures += sum(1 for c in codes if c != 0)
+        try:
+            h = int(open(hout).read().split()[0])
+        except (OSError, ValueError, IndexError):
+            failures += 1
+            continue
+        margins.append((h - launched) / 1e6)
+        if launched > h:
+            late += 1  # some waiters started after the holder's release
+        stamps = []
+        for o in outs:
+            try:
+                stamps.append(int(open(o).read().split()[0]))
+            except (OSError, ValueError, IndexError):
+                pass
+        seq = sorted([h] + stamps)
+        diffs = [(b - x) / 1e6 for x, b in zip(seq, seq[1:])]
+        if diffs:
+            first_gaps.append(diffs[0])
+        gaps.extend(diffs)
+    return gaps, first_gaps, failures, late, margins
+
+
 def cmd_handoff(a):
-    url = f"redis://127.0.0.1:{a.port}"
+    ports = a.ports or [a.port]
     tmp = tempfile.mkdtemp(prefix="handoff.", dir=a.tmp)
     results = {"holder_sleep_s": a.holder_sleep, "configs": []}
     for n, rounds in zip(a.waiters, a.rounds):
-        gaps, first_gaps, failures, late = [], [], 0, 0
-        margins = []
-        for r in range(rounds):
-            key = f"handoff-{n}-{r}"
-            hout = os.path.join(tmp, f"h-{n}-{r}")
-            holder = spawn([a.bin, "-q", "-k", key, "-r", url, "-c",
-                            f"sleep {a.holder_sleep}; exec date +%s%N"], stdout=hout)
-            if not wait_for_key(a.port, "lock:" + key):
-                failures += 1
-                reap_all([holder], 10)
-                continue
-            outs, pids = [], []
-            for i in range(n):
-                o = os.path.join(tmp, f"w-{n}-{r}-{i}")
-                outs.append(o)
-                pids.append(spawn([a.bin, "-q", "-k", key, "-r", url, "--wait", "30s",
-                                   "--", "date", "+%s%N"], stdout=o,
-                                  stderr=o + ".err"))
-            launched = time.time_ns()
-            done = reap_all([holder] + pids, 60 + n)
-            codes = [done[p][0] for p in pids]
-            failures += sum(1 for c in codes if c != 0)
-            try:
-                h = int(open(hout).read().split()[0])
-            except (OSError, ValueError, IndexError):
-                failures += 1
-                continue
-            margins.append((h - launched) / 1e6)
-            if launched > h:
-                late += 1  # some waiters started after the holder's release
-            stamps = []
-            for o in outs:
-                try:
-                    stamps.append(int(open(o).read().split()[0]))
-                except (OSError, ValueError, IndexError):
-                    pass
-            seq = sorted([h] + stamps)
-            diffs = [(b - x) / 1e6 for x, b in zip(seq, seq[1:])]
-            if diffs:
-                first_gaps.append(diffs[0])
-            gaps.extend(diffs)
+        gaps, first_gaps, failures, late, margins = handoff_rounds(
+            a.bin, ports, n, rounds, a.holder_sleep, tmp)
         results["configs"].append({
             "waiters": n, "rounds": rounds,
             "handoff_ms": summary(gaps),
@@ -215,6 +224,49 @@ def cmd_handoff(a):
         print(f"  handoff waiters={n}: {summary(gaps)}", file=sys.stderr)
     shutil.rmtree(tmp, ignore_errors=True)
     write(a.out, results)
+
+
+# ---------------------------------------------------------------- degraded
+
+def cmd_degraded(a):
+    """A run and a hand-off over 3 nodes, healthy and with node `--stop-pid`
+    SIGSTOPped (maintenance, a hung VM): what a quorum is for."""
+    url = ",".join(f"redis://127.0.0.1:{p}" for p in a.ports)
+    tmp = tempfile.mkdtemp(prefix="degraded.", dir=a.tmp)
+
+    def runs(tag):
+        out = os.path.join(tmp, f"{tag}.json")
+        subprocess.run(["hyperfine", "-N", "--style", "none", "--warmup", str(a.warmup),
+                        "--runs", str(a.runs), "--export-json", out,
+                        f"{a.bin} -q -k degraded-{tag} -r {url} -- true"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        r = json.load(open(out))["results"][0]
+        return {"median_ms": r["median"] * 1e3, "mean_ms": r["mean"] * 1e3,
+                "max_ms": r["max"] * 1e3, "runs": len(r["times"])}
+
+    def handoffs(tag):
+        # The first node is a healthy one: the harness watches it for the key.
+        gaps, _, failures, _, _ = handoff_rounds(a.bin, a.ports, 1, a.rounds, 0.2, tmp, tag)
+        return {"handoff_ms": summary(gaps), "failures": failures}
+
+    healthy = {"run": runs("healthy"), "handoff": handoffs("healthy")}
+    os.kill(a.stop_pid, signal.SIGSTOP)
+    try:
+        stopped = {"run": runs("stopped"), "handoff": handoffs("stopped")}
+    finally:
+        os.kill(a.stop_pid, signal.SIGCONT)
+    ratio_run = stopped["run"]["median_ms"] / healthy["run"]["median_ms"]
+    ratio_handoff = (stopped["handoff"]["handoff_ms"]["median"]
+                     / healthy["handoff"]["handoff_ms"]["median"])
+    result = {"healthy": healthy, "one_stopped": stopped,
+              "ratio_run": ratio_run, "ratio_handoff": ratio_handoff}
+    print(f"  degraded: run {healthy['run']['median_ms']:.2f} -> "
+          f"{stopped['run']['median_ms']:.2f} ms ({ratio_run:.2f}x), handoff "
+          f"{healthy['handoff']['handoff_ms']['median']:.2f} -> "
+          f"{stopped['handoff']['handoff_ms']['median']:.2f} ms ({ratio_handoff:.2f}x)",
+          file=sys.stderr)
+    shutil.rmtree(tmp, ignore_errors=True)
+    write(a.out, result)
 
 
 # ---------------------------------------------------------------- memory
@@ -477,11 +529,20 @@ def main():
     p = sub.add_parser("freeports"); p.add_argument("n", type=int)
 
     p = sub.add_parser("handoff")
-    p.add_argument("--bin", required=True); p.add_argument("--port", type=int, required=True)
+    p.add_argument("--bin", required=True); p.add_argument("--port", type=int)
+    p.add_argument("--ports", type=lambda s: [int(x) for x in s.split(",")])
     p.add_argument("--tmp", required=True); p.add_argument("--out", required=True)
     p.add_argument("--waiters", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32])
     p.add_argument("--rounds", type=lambda s: [int(x) for x in s.split(",")], default=[60, 12, 4])
     p.add_argument("--holder-sleep", type=float, default=0.3)
+
+    p = sub.add_parser("degraded")
+    p.add_argument("--bin", required=True)
+    p.add_argument("--ports", type=lambda s: [int(x) for x in s.split(",")], required=True)
+    p.add_argument("--stop-pid", type=int, required=True)
+    p.add_argument("--tmp", required=True); p.add_argument("--out", required=True)
+    p.add_argument("--runs", type=int, default=200); p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=40)
 
     p = sub.add_parser("memory")
     p.add_argument("--bin", required=True); p.add_argument("--ports", type=lambda s: [int(x) for x in s.split(",")], required=True)
@@ -518,7 +579,7 @@ def main():
     if a.cmd == "freeports":
         print(" ".join(map(str, freeports(a.n))))
     else:
-        {"handoff": cmd_handoff, "memory": cmd_memory, "herd": cmd_herd,
+        {"handoff": cmd_handoff, "degraded": cmd_degraded, "memory": cmd_memory, "herd": cmd_herd,
          "scale": cmd_scale, "redisbench": cmd_redisbench,
          "proxyrtt": cmd_proxyrtt, "profile": cmd_profile}[a.cmd](a)
 

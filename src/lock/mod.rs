@@ -200,11 +200,14 @@ impl Lock {
         let mut rec = self.record.to_vec();
         rec.push(("acquired_ms", unix_ms().to_string()));
         let fence = self.fence;
-        let round = quorum::decide(
+        let mut round = quorum::decide(
             &self.nodes,
             move |n| n.acquire(&books, &token, ttl, &rec, fence),
             self.round_limit(),
         );
+        if round.verdict == Verdict::Unavailable {
+            round.linger(&self.nodes);
+        }
         self.log_round("acquire", &round, log);
         let outcome = self.judge(&round, t0, log);
         let verdict = round.verdict;

@@ -194,6 +194,34 @@ impl<T> Round<T> {
         &self.replies[before..]
     }
 
+    /// Waits for the replies still due from nodes that are neither overdue
+    /// nor timed out, as long as they are not overdue: a round that failed
+    /// can afford a moment, for an error message that names what each node
+    /// really did and an undo that knows where the SET landed.
+    pub fn linger(&mut self, nodes: &[Arc<Node>]) {
+        let Some(rx) = &self.late.0 else {
+            return;
+        };
+        loop {
+            let now = Instant::now();
+            let due = (0..nodes.len())
+                .filter(|i| !self.skipped.contains(i) && !self.replies.iter().any(|r| r.node == *i))
+                .filter(|&i| !nodes[i].timed_out())
+                .filter_map(|i| nodes[i].waiting_since().map(overdue_at))
+                .filter(|t| *t > now)
+                .max();
+            let Some(until) = due else {
+                break;
+            };
+            match rx.recv_timeout(until.saturating_duration_since(now)) {
+                Ok(r) => self.replies.push(r),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(_) => break,
+            }
+        }
+        self.replies.extend(rx.try_iter());
+    }
+
     /// The reply of node `i`, if it has come.
     pub fn reply_of(&self, i: usize) -> Option<&Reply<T>> {
         self.replies.iter().find(|r| r.node == i)
