@@ -21,20 +21,20 @@ _redlock_run_spec()
     opts= takes= letters= subs= first=0 positionals=0 repeats=0 cmdpos=0
     case $1 in
     'redlock-run')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure -t --ttl --kill-after -w --wait --hold --once-per --max-runtime --leftovers --jitter --fence --limit -E --busy-exit-code -c --command -q --quiet -v --verbose --log-format --record-command --report -h --help -V --version'
-        takes=' --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --ttl --kill-after --wait --hold --once-per --max-runtime --leftovers --jitter --limit --busy-exit-code --command --log-format --record-command --report '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure -t --ttl --kill-after -w --wait --hold --once-per --max-runtime --leftovers --jitter --fence --replicas --limit -E --busy-exit-code -c --command -q --quiet -v --verbose --log-format --record-command --report -h --help -V --version'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --ttl --kill-after --wait --hold --once-per --max-runtime --leftovers --jitter --replicas --limit --busy-exit-code --command --log-format --record-command --report '
         letters='krtwEc'
         subs='status unlock help'
         first=1 positionals=1 repeats=1 cmdpos=1
         ;;
     'redlock-run status')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --json --limit -h --help'
-        takes=' --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --limit '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --json --limit -h --help'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --limit '
         letters='kr'
         ;;
     'redlock-run unlock')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --token --force -h --help'
-        takes=' --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --token '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --token --force -h --help'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --token '
         letters='kr'
         ;;
     'redlock-run help')
@@ -50,14 +50,7 @@ _redlock_run_value()
     local val=$2 lead= i
     # A list: complete its last item.
     case $1 in
-    'redlock-run:-r' | \
-    'redlock-run:--redis' | \
-    'redlock-run status:-r' | \
-    'redlock-run status:--redis' | \
-    'redlock-run unlock:-r' | \
-    'redlock-run unlock:--redis')
-        lead=${val%"${val##*,}"} val=${val##*,}
-        ;;
+
     esac
     case $1 in
     'redlock-run:-k' | \
@@ -71,6 +64,7 @@ _redlock_run_value()
     'redlock-run:--once-per' | \
     'redlock-run:--max-runtime' | \
     'redlock-run:--jitter' | \
+    'redlock-run:--replicas' | \
     'redlock-run:--limit' | \
     'redlock-run:-E' | \
     'redlock-run:--busy-exit-code' | \
@@ -95,15 +89,18 @@ _redlock_run_value()
         _redlock_run_urls
         ;;
     'redlock-run:--password-file' | \
+    'redlock-run:--sentinel-password-file' | \
     'redlock-run:--tls-ca' | \
     'redlock-run:--tls-cert' | \
     'redlock-run:--tls-key' | \
     'redlock-run:--report' | \
     'redlock-run status:--password-file' | \
+    'redlock-run status:--sentinel-password-file' | \
     'redlock-run status:--tls-ca' | \
     'redlock-run status:--tls-cert' | \
     'redlock-run status:--tls-key' | \
     'redlock-run unlock:--password-file' | \
+    'redlock-run unlock:--sentinel-password-file' | \
     'redlock-run unlock:--tls-ca' | \
     'redlock-run unlock:--tls-cert' | \
     'redlock-run unlock:--tls-key')

@@ -22,4 +22,5 @@ mod operator;
 mod readme;
 mod safety;
 mod terminal;
+mod topologies;
 mod topology_fixtures;
