@@ -50,7 +50,14 @@ _redlock_run_value()
     local val=$2 lead= i
     # A list: complete its last item.
     case $1 in
-
+    'redlock-run:-r' | \
+    'redlock-run:--redis' | \
+    'redlock-run status:-r' | \
+    'redlock-run status:--redis' | \
+    'redlock-run unlock:-r' | \
+    'redlock-run unlock:--redis')
+        lead=${val%"${val##*,}"} val=${val##*,}
+        ;;
     esac
     case $1 in
     'redlock-run:-k' | \

@@ -636,7 +636,7 @@ fn tls_options_with_unreadable_or_bad_files_are_usage_errors() {
 
 /// The smallest command set with which every feature works (a run with its
 /// holder record and heartbeat, --wait, status, unlock, --once-per).
-const MINIMAL_ACL: &[&str] = &[
+pub(crate) const MINIMAL_ACL: &[&str] = &[
     "+set",
     "+eval",
     "+get",

@@ -678,3 +678,71 @@ fn redlock_over_three_sentinel_groups_survives_a_failover() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// 3. Least privilege
+// ---------------------------------------------------------------------------
+
+/// `ACL SETUSER locker ... RULES` on `node`, with the README's key and channel
+/// patterns.
+fn acl_user(node: &crate::support::RedisNode, rules: &[&str]) {
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER")
+        .arg("locker")
+        .arg("reset")
+        .arg("on")
+        .arg(">locker-pw")
+        .arg("~lock:*")
+        .arg("resetchannels")
+        .arg("&lock:*")
+        .arg(crate::connect::MINIMAL_ACL)
+        .arg(rules);
+    let reply: String = node.cmd(&cmd);
+    assert_eq!(reply, "OK");
+}
+
+/// The README's ACL line, plus what it says a Cluster (`+ping
+/// +cluster|slots`) and a Sentinel group's data nodes with --replicas
+/// (`+role +wait`) need, is enough.
+#[test]
+fn least_privilege_users_work_on_a_cluster_and_a_sentinel_group() {
+    let cluster = RedisCluster::new(3, 0);
+    for i in 0..cluster.len() {
+        acl_user(cluster.node(i), &["+ping", "+cluster|slots"]);
+    }
+    let seeds: Vec<String> = cluster
+        .master_ports()
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    let url = format!("redis+cluster://locker:locker-pw@{}", seeds.join(","));
+    let dir = tempdir();
+    base(&url, "acl", &dir)
+        .args(["--fence", "--once-per", "1h", "--", "true"])
+        .expect_code(0);
+    crate::support::Test::new()
+        .args(["status", "-r", &url, "-k", "acl"])
+        .expect_code(0);
+
+    let group = SentinelGroup::builder().replicas(1).start();
+    for i in 0..2 {
+        acl_user(group.data_node(i), &["+role", "+wait"]);
+    }
+    let hosts: Vec<String> = group
+        .sentinel_ports()
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    let url = format!(
+        "redis+sentinel://locker:locker-pw@{}/{}",
+        hosts.join(","),
+        group.master_name()
+    );
+    base(&url, "acl", &dir)
+        .args(["--replicas", "1", "--fence", "-t", "900ms"])
+        .args(["-c", "sleep 1"])
+        .expect_code(0);
+    crate::support::Test::new()
+        .args(["status", "-r", &url, "-k", "acl"])
+        .expect_code(0);
+}

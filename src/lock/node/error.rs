@@ -113,6 +113,13 @@ pub(super) fn wording(name: &str, timeout: Duration, e: &redis::RedisError) -> N
         wrong_password()
     } else if e.code() == Some("NOPERM") {
         permission_denied(e.detail().unwrap_or("no permission"))
+    } else if e.kind() == redis::ErrorKind::ClusterConnectionNotFound
+        || e.to_string().contains("Slot refresh error")
+    {
+        format!(
+            "{e} (no node of the cluster could be used: check the seeds, and that the user may \
+             run PING and CLUSTER SLOTS; see \"Connecting\" in the README)"
+        )
     } else if let Some(hint) = e.code().and_then(topology_hint) {
         format!("{e} {hint}")
     } else if is_tls_error(e) {
