@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= prefix= r/redis= node-timeout= password-file= sentinel-password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= hold= once-per= max-runtime= timeout= leftovers= jitter= fence replicas= limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= h/help V/version
+    string join \n k/key= prefix= r/redis= node-timeout= password-file= sentinel-password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= wait-unfair hold= once-per= max-runtime= timeout= leftovers= jitter= fence replicas= limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -37,7 +37,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-cert -d 'Cl
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s t -l ttl -d 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]' -r -f
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'Keep trying this long (or `forever`) while the lock is held elsewhere; waiters queue and are served in arrival order, each woken by the release before its turn' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l hold -d 'Keep the lock at least this long after taking it, even if the command ends sooner' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once-per -d 'Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-runtime -d 'Stop the command (its whole tree) after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124 (what timeout(1) does; systemd\'s RuntimeMaxSec)' -r -f
@@ -55,6 +55,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l record-command 
 name\t'The program\'s name only'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l report -d 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l wait-unfair -d 'Do not queue: race every other contender for the lock whenever it is released (woken together), and take it even when waiters are queued'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fence -d 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder\'s'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing when the lock is busy (cron mails any output)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Say more on stderr: -v each decision, -vv every node and heartbeat'

@@ -340,9 +340,15 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_short)]
     pub kill_after: Option<Duration>,
 
-    /// Keep trying this long (or `forever`) while the lock is held elsewhere; a release wakes waiters at once
+    /// Keep trying this long (or `forever`) while the lock is held elsewhere; waiters queue and
+    /// are served in arrival order, each woken by the release before its turn
     #[arg(short, long, value_name = "DURATION|forever", default_value = "0", value_parser = parse_wait)]
     pub wait: Wait,
+
+    /// Do not queue: race every other contender for the lock whenever it is released (woken
+    /// together), and take it even when waiters are queued
+    #[arg(long)]
+    pub wait_unfair: bool,
 
     /// Keep the lock at least this long after taking it, even if the command ends sooner
     #[arg(long, value_name = "DURATION", value_parser = parse_long)]
@@ -551,6 +557,8 @@ pub struct Config {
     pub fence: bool,
     pub limit: Option<u32>,
     pub wait: Wait,
+    /// --wait-unfair: ignore the queue.
+    pub wait_unfair: bool,
     pub hold: Option<Duration>,
     /// Window length in whole seconds.
     pub once_per: Option<u64>,
@@ -666,6 +674,7 @@ impl Cli {
             fence: self.fence,
             limit: self.limit,
             wait: self.wait,
+            wait_unfair: self.wait_unfair,
             hold: self.hold,
             once_per,
             max_runtime: self.max_runtime,

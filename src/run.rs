@@ -15,6 +15,7 @@ use crate::cli::{self, Cli, Config, Wait};
 use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::node::Fared;
+use crate::lock::node::Queue;
 use crate::lock::node::{self, Node};
 use crate::lock::redlock::{self, Verdict};
 use crate::lock::{Acquired, Held, Lock, NodeOutcome, NodeVote, record};
@@ -439,6 +440,46 @@ fn acquire(
         Wait::For(d) => Some(start + d),
         Wait::Forever => None,
     };
+    // Waiters queue, by the time they first tried (see `Queue::Join`).
+    let queue = match config.wait {
+        _ if config.wait_unfair => Queue::Ignore,
+        Wait::Once => Queue::Check,
+        Wait::For(_) | Wait::Forever => Queue::Join {
+            arrival: crate::lock::unix_ms(),
+            lapse: PLACE_LAPSE,
+        },
+    };
+    let fair = matches!(queue, Queue::Join { .. });
+    let result = wait_loop(lock, config, tx, rx, log, stats, start, until, &queue);
+    if fair && result.is_err() {
+        // Whoever is behind us need not wait for our place to lapse.
+        lock.leave_queue(log);
+    }
+    result
+}
+
+/// How long a waiter's place in the queue lasts unless renewed: a waiter that
+/// died holds up the queue this long at most.
+const PLACE_LAPSE: Duration = Duration::from_secs(3);
+
+/// How often a queued waiter renews its place (and looks, should a wake-up
+/// have been missed).
+const PLACE_RENEW: Duration = Duration::from_secs(1);
+
+/// The attempts of `acquire`, until the lock is taken or the wait is over.
+#[allow(clippy::too_many_arguments)]
+fn wait_loop(
+    lock: &Lock,
+    config: &Config,
+    tx: &Sender<Event>,
+    rx: &Receiver<Event>,
+    log: &Log,
+    stats: &Stats,
+    start: Stamp,
+    until: Option<Stamp>,
+    queue: &Queue,
+) -> Result<Held, Exit> {
+    let fair = matches!(queue, Queue::Join { .. });
     let mut watching = false;
     let mut attempt = 0u32;
     // When a CI log last said that we are waiting.
@@ -449,7 +490,7 @@ fn acquire(
             u64::try_from(tried.saturating_duration_since(start).as_millis()).unwrap_or(u64::MAX),
             Relaxed,
         );
-        let failure = match lock.acquire(log) {
+        let failure = match lock.acquire(queue, log) {
             Acquired::Yes(held) => {
                 if config.wait != Wait::Once {
                     log.info(|| {
@@ -540,11 +581,18 @@ fn acquire(
             // Subscribe, then look again at once: the holder may have released
             // between our try and the subscription.
             let wake_tx = tx.clone();
-            lock.watch_releases(move || wake_tx.send(Event::Wake).is_ok(), log);
+            lock.watch_releases(fair, move || wake_tx.send(Event::Wake).is_ok(), log);
             watching = true;
             continue;
         }
-        let mut pause = redlock::backoff(attempt, rand::random_range(0.0..1.0));
+        // A queued waiter is woken when its turn comes: until then it only
+        // renews its place. A try that failed for want of nodes, or a waiter
+        // that does not queue, backs off.
+        let mut pause = if fair && failure.is_none() {
+            PLACE_RENEW
+        } else {
+            redlock::backoff(attempt, rand::random_range(0.0..1.0))
+        };
         attempt = attempt.saturating_add(1);
         if let Some(u) = until {
             pause = pause.min(u.saturating_duration_since(clock::now()));

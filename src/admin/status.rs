@@ -120,6 +120,13 @@ fn status_of(
         Verdict::Held(..) => Exit::Command(1),
         Verdict::Unknown => Exit::Unavailable,
     };
+    let queued = found
+        .iter()
+        .flatten()
+        .flatten()
+        .map(|i| i.queued)
+        .max()
+        .unwrap_or(0);
     let status = Status {
         lock,
         slot: slot.map(|s| s.0),
@@ -129,6 +136,7 @@ fn status_of(
         verdict,
         record,
         ttl_left,
+        queued,
     };
     if json {
         (exit, status.json())
@@ -149,6 +157,8 @@ struct Status<'a> {
     /// The winning token's holder record, when held.
     record: Vec<(String, String)>,
     ttl_left: Option<i64>,
+    /// Waiters in the --wait queue (the most any node counts).
+    queued: i64,
 }
 
 fn ms(pttl: i64) -> String {
@@ -203,6 +213,7 @@ impl Status<'_> {
             verdict,
             record,
             ttl_left,
+            queued,
         } = self;
         println!(
             "lock '{}'{} (key {}) on {} node(s), quorum {}",
@@ -268,6 +279,9 @@ impl Status<'_> {
                 );
             }
         }
+        if *queued > 0 {
+            println!("{queued} waiting in the queue");
+        }
     }
 
     fn json(&self) -> String {
@@ -280,6 +294,7 @@ impl Status<'_> {
             verdict,
             record,
             ttl_left,
+            queued,
         } = self;
         let per_node: Vec<String> = nodes
             .iter()
@@ -319,6 +334,7 @@ impl Status<'_> {
             ("key", json_str(&show(&books.lock))),
             ("quorum", redlock::quorum(nodes.len()).to_string()),
             ("nodes", format!("[{}]", per_node.join(","))),
+            ("queued", queued.to_string()),
         ];
         match verdict {
             Verdict::Free => fields.push(("verdict", json_str("free"))),
@@ -354,6 +370,7 @@ mod tests {
             value: Some(v.as_bytes().to_vec()),
             pttl: 1000,
             holder: vec![],
+            queued: 0,
         }))
     }
 

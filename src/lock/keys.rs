@@ -98,6 +98,18 @@ impl Keys {
         self.helper("limit")
     }
 
+    /// The `--wait` queue: queued waiters' tokens, scored by arrival (a
+    /// sorted set).
+    pub fn queue(&self) -> Vec<u8> {
+        self.helper("queue")
+    }
+
+    /// When each queued waiter's place lapses unless it renews it, in the
+    /// server's milliseconds (a hash).
+    pub fn waiters(&self) -> Vec<u8> {
+        self.helper("waiters")
+    }
+
     /// The channel a release is announced on (every slot shares it).
     pub fn released(&self) -> Vec<u8> {
         self.helper("released")
@@ -239,6 +251,8 @@ mod tests {
             k.once(0),
             k.once(3600),
             k.limit(),
+            k.queue(),
+            k.waiters(),
         ];
         for i in 0..3 {
             v.push(k.slot(i));

@@ -21,7 +21,7 @@ use rand::seq::SliceRandom;
 
 use crate::log::{Log, ev};
 use keys::Keys;
-use node::{Books, Extension, Granted, Node, Released};
+use node::{Books, Extension, Granted, Node, Queue, Released};
 use quorum::{Reply, Round, Vote};
 use redlock::{Answer, Verdict};
 
@@ -179,12 +179,12 @@ impl Lock {
 
     /// Tries the slots in random order (there is one without --limit) until
     /// one is taken. Busy only when every slot is.
-    pub fn acquire(&self, log: &Log) -> Acquired {
+    pub fn acquire(&self, queue: &Queue, log: &Log) -> Acquired {
         let mut order: Vec<usize> = (0..self.slots.len()).collect();
         order.shuffle(&mut rand::rng());
         for slot in order {
             self.held.store(slot, Relaxed);
-            match self.acquire_slot(log) {
+            match self.acquire_slot(queue, log) {
                 Acquired::Busy => continue,
                 other => return other,
             }
@@ -192,17 +192,17 @@ impl Lock {
         Acquired::Busy
     }
 
-    fn acquire_slot(&self, log: &Log) -> Acquired {
+    fn acquire_slot(&self, queue: &Queue, log: &Log) -> Acquired {
         let t0 = clock::now();
         let (books, token, ttl) = (self.books(), Arc::clone(&self.token), self.ttl);
         // When it was taken, for `status`: stamped per attempt, since --wait
         // may try for a long time.
         let mut rec = self.record.to_vec();
         rec.push(("acquired_ms", unix_ms().to_string()));
-        let fence = self.fence;
+        let (fence, place) = (self.fence, queue.clone());
         let mut round = quorum::decide(
             &self.nodes,
-            move |n| n.acquire(&books, &token, ttl, &rec, fence),
+            move |n| n.acquire(&books, &token, ttl, &rec, fence, &place),
             self.round_limit(),
         );
         if round.verdict == Verdict::Unavailable {
@@ -219,6 +219,9 @@ impl Lock {
         match outcome {
             Judged::Held(held) => {
                 self.undo_unreplicated(log);
+                if matches!(queue, Queue::Join { .. }) {
+                    self.forget_place(&maybe_ours);
+                }
                 if !self.fence {
                     return Acquired::Yes(held);
                 }
@@ -242,6 +245,23 @@ impl Lock {
                 self.release_on(&maybe_ours, false, log);
                 outcome
             }
+        }
+    }
+
+    /// A queued waiter that took the lock leaves the queue where it was
+    /// granted; on the nodes that did not grant it (`granted` lists the
+    /// others) its place would stay at the front, refusing the next waiter
+    /// there until it lapsed. Sent without waiting for the answers: the
+    /// command need not wait for this.
+    fn forget_place(&self, granted: &[usize]) {
+        for i in (0..self.nodes.len()).filter(|i| !granted.contains(i)) {
+            let (books, token) = (self.books(), Arc::clone(&self.token));
+            let node = Arc::clone(&self.nodes[i]);
+            self.nodes[i].begin();
+            self.nodes[i].submit(Box::new(move |session| {
+                let result = session.forget_place(&books, &token);
+                node.finish(&result);
+            }));
         }
     }
 
@@ -590,13 +610,46 @@ impl Lock {
     /// `wake` for each. Returns once every subscription stands or failed, or
     /// after the round limit, so that a release right after the caller's next
     /// look cannot be missed.
-    pub fn watch_releases(&self, wake: impl Fn() -> bool + Clone + Send + 'static, log: &Log) {
+    /// Gives up our place in the --wait queue on every node that answers
+    /// (a lapsed place would leave by itself), waking whoever is at the front
+    /// now.
+    pub fn leave_queue(&self, log: &Log) {
+        let (books, token) = (self.books(), Arc::clone(&self.token));
+        let all: Vec<usize> = (0..self.nodes.len()).collect();
+        let replies = quorum::on_each(
+            &self.nodes,
+            &all,
+            move |n| n.leave(&books, &token),
+            self.round_limit(),
+        );
+        for r in replies {
+            if let Err(e) = r.result {
+                log.debug(|| format!("leaving the queue: {e}"));
+            }
+        }
+    }
+
+    /// Blocks until every answering node has subscribed (or failed to) to
+    /// the release announcements: with `fair`, our own channel (the front of
+    /// the --wait queue is woken there), else the lock's, which every
+    /// release PUBLISHes to. `wake` runs for each announcement.
+    pub fn watch_releases(
+        &self,
+        fair: bool,
+        wake: impl Fn() -> bool + Clone + Send + 'static,
+        log: &Log,
+    ) {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         // Only nodes that are answering in this run are waited for: a
         // stopped one would hold every waiter up for a round limit.
         let mut waited = 0;
         for node in self.nodes.iter() {
-            let channels = vec![self.keys.released()];
+            let mut channel = self.keys.released();
+            if fair {
+                channel.push(b':');
+                channel.extend_from_slice(self.token.as_bytes());
+            }
+            let channels = vec![channel];
             let sick = quorum::not_answering(node);
             waited += usize::from(!sick);
             let (node, wake) = (Arc::clone(node), wake.clone());
@@ -788,6 +841,8 @@ pub fn books(keys: &Keys, slot: Option<u32>, limit: Option<u32>) -> Books {
         fence: keys.fence(),
         released: keys.released(),
         limit: limit.map(|n| (keys.limit(), n)),
+        queue: keys.queue(),
+        waiters: keys.waiters(),
     }
 }
 

@@ -263,6 +263,8 @@ fn acl_user_without_markers(node: &RedisNode, name: &str) -> String {
             .arg([b"~".as_slice(), k.lock()].concat())
             .arg(pattern(k.holder(None)))
             .arg(pattern(k.fence()))
+            .arg(pattern(k.queue()))
+            .arg(pattern(k.waiters()))
             // resetchannels first: Redis 6.2 gives a reset user every channel
             // (acl-pubsub-default allchannels) and then refuses a pattern;
             // 7.0 starts from none, where it changes nothing.

@@ -647,6 +647,20 @@ pub(crate) const MINIMAL_ACL: &[&str] = &[
     "+pttl",
     "+hgetall",
     "+subscribe",
+    // The --wait queue, and `status` counting it.
+    "+exists",
+    "+time",
+    "+zadd",
+    "+zrange",
+    "+zrem",
+    "+zcard",
+    "+hget",
+    "+hdel",
+];
+
+/// The rules of [`MINIMAL_ACL`] that only the --wait queue needs.
+const QUEUE_ACL: &[&str] = &[
+    "+exists", "+time", "+zadd", "+zrange", "+zrem", "+zcard", "+hget", "+hdel",
 ];
 
 /// `ACL SETUSER name reset on >password ~lock:* resetchannels &lock:* RULES...` on `node`
@@ -708,6 +722,14 @@ fn acl_user_with_the_minimal_commands_can_run_wait_and_ask_status() {
     let waiter = base(&url, "acl", &dir)
         .args(["--wait", "20s", "-c", "touch waited"])
         .spawn();
+    let queue = crate::support::keys("acl").queue();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            node.cmd::<i64>(redis::cmd("ZCARD").arg(&queue)) == 1
+        }),
+        "the waiter did not queue\n{}",
+        waiter.stderr_so_far()
+    );
     // Past several heartbeats (TTL/3 = 300 ms): the lock is still ours.
     std::thread::sleep(Duration::from_millis(1200));
     assert!(node.exists(&key), "lock vanished while held");
@@ -806,6 +828,44 @@ fn acl_user_without_hset_still_gets_the_lock() {
         "a failed holder record must not cost the lock\n{out}\nkeys left: {:?}",
         string_keys(&node)
     );
+    assert!(
+        string_keys(&node).is_empty(),
+        "keys left: {:?}",
+        string_keys(&node)
+    );
+}
+
+#[test]
+fn acl_user_without_the_queue_commands_still_waits_and_runs() {
+    // The queue only orders waiters: a user that may not keep it must still
+    // wait for the lock, be woken by the release, and leave nothing behind.
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let rules: Vec<&str> = MINIMAL_ACL
+        .iter()
+        .copied()
+        .filter(|r| !QUEUE_ACL.contains(r))
+        .collect();
+    let url = acl_user(&node, "noqueue", "noqueue-pw", &rules);
+    let holder = base(&url, "acl", &dir)
+        .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "held", &holder);
+    let waiter = base(&url, "acl", &dir)
+        .args(["--wait", "20s", "-c", "touch waited"])
+        .spawn();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!dir.has("waited"), "the waiter ran while the lock was held");
+    touch(&dir, "go");
+    holder.wait().assert_code(0);
+    let out = waiter.wait();
+    out.assert_code(0);
+    assert!(dir.has("waited"), "the waiter did not run\n{out}");
+    // Alone, a single try takes the free lock although it may not read the queue.
+    base(&url, "acl", &dir)
+        .args(["-c", "touch once"])
+        .expect_code(0);
+    assert!(dir.has("once"));
     assert!(
         string_keys(&node).is_empty(),
         "keys left: {:?}",

@@ -63,14 +63,10 @@ fn line_count(dir: &TempDir, name: &str) -> usize {
 }
 
 /// The channel a release of lock `name` is announced on.
+use crate::support::subscribers;
+
 fn release_channel(name: &str) -> Vec<u8> {
     crate::support::keys(name).released()
-}
-
-/// PUBSUB NUMSUB for one channel.
-fn subscribers(node: &RedisNode, channel: &[u8]) -> i64 {
-    let (_, n): (Vec<u8>, i64) = node.cmd(redis::cmd("PUBSUB").arg("NUMSUB").arg(channel));
-    n
 }
 
 /// Waits until `count` clients are subscribed to lock `name`'s release

@@ -13,6 +13,7 @@ mod connect;
 mod containment;
 mod cron;
 mod degraded;
+mod fairness;
 mod fence;
 mod foundation;
 mod generated;

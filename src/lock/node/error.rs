@@ -176,6 +176,10 @@ fn topology_hint(code: &str) -> Option<&'static str> {
             "(the node is part of a Redis Cluster: give it as \
              redis+cluster://HOST:PORT[,HOST:PORT...])",
         ),
+        "TRYAGAIN" => Some(
+            "(the lock's hash slot is being moved between cluster nodes, and a request on \
+             several keys waits until the move is done)",
+        ),
         _ => None,
     }
 }

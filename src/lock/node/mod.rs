@@ -48,6 +48,30 @@ pub struct Books {
     pub released: Vec<u8>,
     /// With --limit N: the key that records N, and N.
     pub limit: Option<(Vec<u8>, u32)>,
+    /// The --wait queue and its waiters' lapse times.
+    pub queue: Vec<u8>,
+    pub waiters: Vec<u8>,
+}
+
+impl Books {
+    /// How many queued waiters may take the lock at once: N with --limit N.
+    pub fn front(&self) -> u32 {
+        self.limit.as_ref().map_or(1, |(_, n)| *n)
+    }
+}
+
+/// How an acquire treats the --wait queue.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Queue {
+    /// Not at all (--wait-unfair): race whoever else is trying.
+    Ignore,
+    /// A single try: only when no waiter is queued ahead (with --limit N,
+    /// fewer than N).
+    Check,
+    /// A waiter: take (or renew) the place `arrival` (unix ms) gives, which
+    /// lapses after `lapse` unless renewed, and take the lock only from the
+    /// front of the queue.
+    Join { arrival: u64, lapse: Duration },
 }
 
 /// An acquire's answer, with the fence counter found beside the lock when asked.
@@ -70,6 +94,8 @@ pub struct Inspection {
     /// Milliseconds left; negative as Redis reports (-2 no key, -1 no expiry).
     pub pttl: i64,
     pub holder: Vec<(String, String)>,
+    /// Waiters in the --wait queue (lapsed places included until pruned).
+    pub queued: i64,
 }
 
 /// What an extension found on the node.

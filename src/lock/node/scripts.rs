@@ -3,6 +3,51 @@
 //! primary or a Cluster (where every key a script names is in one hash slot,
 //! so the cluster routes it by its first key).
 
+// The --wait queue. Waiters are a sorted set (the queue, scored by arrival)
+// and a hash (when each one's place lapses, in the server's clock, so that a
+// waiter that died leaves the queue by itself). `front` prunes lapsed
+// waiters from the head and returns the first `n` live ones: the ones that
+// may take the lock (n is 1, or N slots with --limit N). `wake` PUBLISHes to
+// each of them on its own channel (`<release channel>:<token>`), so a release
+// wakes the head of the queue, not every waiter; and, for waiters that do not
+// queue (--wait-unfair, or other versions), on the release channel itself.
+// Queue steps run under pcall: an ACL that denies them costs fairness, never
+// a lock or a release.
+macro_rules! queue_lua {
+    () => {
+        "\
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function front(q, w, n, now)
+  local live, i = {}, 0
+  while #live < n do
+    local id = redis.call('ZRANGE', q, i, i)[1]
+    if not id then
+      break
+    end
+    if tonumber(redis.call('HGET', w, id) or '0') < now then
+      redis.call('ZREM', q, id)
+      redis.call('HDEL', w, id)
+    else
+      live[#live + 1] = id
+      i = i + 1
+    end
+  end
+  return live
+end
+local function wake(q, w, ch, n)
+  if redis.call('EXISTS', q) == 1 then
+    for _, id in ipairs(front(q, w, n, now_ms())) do
+      redis.call('PUBLISH', ch .. ':' .. id, '')
+    end
+  end
+end
+"
+    };
+}
+
 // Every script touches the lock's books only while the lock holds our token.
 // Calls that only inform (the holder record, the PUBLISH that wakes waiters)
 // go through pcall: an ACL that denies them must not cost a lock or a
@@ -11,19 +56,64 @@
 
 /// Takes the lock: SET NX PX, or, when it already holds our token (a retry
 /// after a lost reply), renews it. In the same atomic step: writes the
-/// holder record (KEYS[2]) when fields are given from ARGV[5], reads the
+/// holder record (KEYS[2]) when fields are given from ARGV[8], reads the
 /// --fence counter (KEYS[3]) when ARGV[3] is '1', and with --limit records
 /// the number of slots (ARGV[4]) in KEYS[4] for `status`.
-pub(super) const ACQUIRE: &str = "\
+///
+/// The queue (KEYS[5], KEYS[6]) by ARGV[5]: '' ignores it; 'check' (a
+/// single try) takes the lock only while fewer than ARGV[7] waiters are
+/// queued; a number (a waiter's arrival) queues or renews our place with
+/// that score, lapsing in ARGV[6] ms, and takes the lock only from among the
+/// first ARGV[7] places, leaving the queue when it does.
+pub(super) const ACQUIRE: &str = concat!(
+    queue_lua!(),
+    "\
+local mode = ARGV[5]
+local function gate()
+  if mode == 'check' and redis.call('EXISTS', KEYS[5]) == 0 then
+    return true
+  end
+  if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return true
+  end
+  local now = now_ms()
+  if mode ~= 'check' then
+    redis.call('HSET', KEYS[6], ARGV[1], now + tonumber(ARGV[6]))
+    redis.call('ZADD', KEYS[5], mode, ARGV[1])
+    redis.call('PEXPIRE', KEYS[5], ARGV[6])
+    redis.call('PEXPIRE', KEYS[6], ARGV[6])
+  end
+  local n = tonumber(ARGV[7])
+  local live = front(KEYS[5], KEYS[6], n, now)
+  if mode == 'check' then
+    return #live < n
+  end
+  for _, id in ipairs(live) do
+    if id == ARGV[1] then
+      return true
+    end
+  end
+  return false
+end
+if mode ~= '' then
+  local ok, ours = pcall(gate)
+  if ok and not ours then
+    return {0}
+  end
+end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('GET', KEYS[1]) ~= ARGV[1] then
     return {0}
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-if #ARGV > 4 then
+if mode ~= '' and mode ~= 'check' then
+  redis.pcall('ZREM', KEYS[5], ARGV[1])
+  redis.pcall('HDEL', KEYS[6], ARGV[1])
+end
+if #ARGV > 7 then
   redis.pcall('DEL', KEYS[2])
-  redis.pcall('HSET', KEYS[2], unpack(ARGV, 5))
+  redis.pcall('HSET', KEYS[2], unpack(ARGV, 8))
   redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
 end
 if ARGV[4] ~= '' then
@@ -31,6 +121,17 @@ if ARGV[4] ~= '' then
 end
 if ARGV[3] == '1' then
   return {1, redis.call('GET', KEYS[3])}
+end
+return {1}"
+);
+
+/// A --once-per marker: SET NX PX, or renew it when it holds our token.
+pub(super) const MARK: &str = "\
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return {0}
+  end
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return {1}";
 
@@ -49,22 +150,60 @@ elseif v == false then
 end
 return 0";
 
-/// Deletes only our own lock, then wakes waiters subscribed to ARGV[2] (in
-/// the same script, so no waiter can miss it); an empty ARGV[2] wakes nobody.
-/// -1 tells the log the key had already gone.
-pub(super) const RELEASE: &str = "\
+/// Deletes only our own lock, then wakes the waiters: those at the front of
+/// the queue (KEYS[3], KEYS[4]; ARGV[3] of them) and those subscribed to
+/// ARGV[2] itself, in the same script, so that no waiter can miss it. An
+/// empty ARGV[2] (undoing a failed attempt) wakes nobody and keeps our place
+/// in the queue; a real release also drops our place wherever it is left (a
+/// node that did not grant us the lock still has it). -1 tells the log the
+/// key had already gone.
+pub(super) const RELEASE: &str = concat!(
+    queue_lua!(),
+    "\
 local v = redis.call('GET', KEYS[1])
+local r = 0
 if v == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.pcall('DEL', KEYS[2])
-  if ARGV[2] ~= '' then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  r = 1
+elseif v == false then
+  r = -1
+end
+if ARGV[2] ~= '' then
+  if r ~= 0 then
     redis.pcall('PUBLISH', ARGV[2], '')
   end
-  return 1
-elseif v == false then
-  return -1
+  pcall(function()
+    if redis.call('EXISTS', KEYS[3]) == 1 then
+      redis.call('ZREM', KEYS[3], ARGV[1])
+      redis.call('HDEL', KEYS[4], ARGV[1])
+      if r ~= 0 then
+        for _, id in ipairs(front(KEYS[3], KEYS[4], tonumber(ARGV[3]), now_ms())) do
+          redis.call('PUBLISH', ARGV[2] .. ':' .. id, '')
+        end
+      end
+    end
+  end)
 end
-return 0";
+return r"
+);
+
+/// Drops our place in the queue, waking nobody: we hold the lock, taken on
+/// a quorum of other nodes, and this node should not keep us at its front.
+pub(super) const FORGET: &str = "\
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1";
+
+/// A waiter gives up its place (its --wait ran out, or a signal ended it),
+/// and the front of the queue, which may now include someone new, is woken.
+pub(super) const LEAVE: &str = concat!(
+    queue_lua!(),
+    "\
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+pcall(wake, KEYS[1], KEYS[2], ARGV[2], tonumber(ARGV[3]))
+return 1"
+);
 
 /// Leaves our lock to expire after ARGV[2] ms (--hold), saying so in its
 /// record: the command exited (ARGV[3] ms) with status ARGV[4].
@@ -80,7 +219,9 @@ return 1";
 /// `unlock --token`: deletes the lock where its token starts with ARGV[1]
 /// (the whole token, or the prefix `status` shows), and wakes waiters.
 /// A plain byte comparison: no Lua patterns.
-pub(super) const UNLOCK: &str = "\
+pub(super) const UNLOCK: &str = concat!(
+    queue_lua!(),
+    "\
 local v = redis.call('GET', KEYS[1])
 if v == false then
   return -1
@@ -91,7 +232,9 @@ end
 redis.call('DEL', KEYS[1])
 redis.pcall('DEL', KEYS[2])
 redis.pcall('PUBLISH', ARGV[2], '')
-return 1";
+pcall(wake, KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]))
+return 1"
+);
 
 /// Deletes a key only while it holds our token (undoing a --once-per marker).
 pub(super) const DROP: &str = "\
@@ -113,15 +256,24 @@ end
 return 1";
 
 /// `unlock --force`: deletes whatever holds the lock, and wakes waiters.
-pub(super) const FORCE: &str = "\
+pub(super) const FORCE: &str = concat!(
+    queue_lua!(),
+    "\
 local n = redis.call('DEL', KEYS[1])
 redis.pcall('DEL', KEYS[2])
 if n == 1 then
   redis.pcall('PUBLISH', ARGV[1], '')
+  pcall(wake, KEYS[3], KEYS[4], ARGV[1], tonumber(ARGV[2]))
 end
-return n";
+return n"
+);
 
-/// `status`: the lock's value, its PTTL and its holder record in one step.
-/// A script rather than a pipeline, which a Cluster connection cannot route.
+/// `status`: the lock's value, its PTTL, its holder record and how many
+/// waiters are queued, in one step. A script rather than a pipeline, which
+/// a Cluster connection cannot route.
 pub(super) const INSPECT: &str = "\
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('HGETALL', KEYS[2])}";
+local q = redis.pcall('ZCARD', KEYS[3])
+if type(q) ~= 'number' then
+  q = 0
+end
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('HGETALL', KEYS[2]), q}";

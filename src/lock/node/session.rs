@@ -10,7 +10,7 @@ use redis::Value;
 use super::conn::{Conn, Target};
 use super::error::{self, Failure, NodeError, interrupted, server_error, unexpected};
 use super::scripts::*;
-use super::{Books, Extension, Granted, Inspection, Options, Released, millis};
+use super::{Books, Extension, Granted, Inspection, Options, Queue, Released, millis};
 use crate::lock::redlock::Answer;
 
 /// How late Redis may answer a WAIT after its timeout (see `write`).
@@ -48,6 +48,7 @@ impl Session {
     /// Takes `books.lock` for `token` (see ACQUIRE); with a non-empty
     /// `record`, the holder record goes out in the same script, and with
     /// `fence` the counter is read in it.
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
         books: &Books,
@@ -55,10 +56,11 @@ impl Session {
         ttl: Duration,
         record: &[(&str, String)],
         fence: bool,
+        queue: &Queue,
     ) -> Result<Granted, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(ACQUIRE)
-            .arg(4)
+            .arg(6)
             .arg(&books.lock)
             .arg(&books.holder)
             .arg(&books.fence);
@@ -69,10 +71,18 @@ impl Session {
             None => (&books.fence, String::new()),
         };
         cmd.arg(limit_key)
+            .arg(&books.queue)
+            .arg(&books.waiters)
             .arg(token)
             .arg(millis(ttl))
             .arg(u8::from(fence))
             .arg(n);
+        match queue {
+            Queue::Ignore => cmd.arg("").arg(0),
+            Queue::Check => cmd.arg("check").arg(0),
+            Queue::Join { arrival, lapse } => cmd.arg(arrival).arg(millis(*lapse)),
+        };
+        cmd.arg(books.front());
         for (k, v) in record {
             cmd.arg(*k).arg(v);
         }
@@ -87,13 +97,7 @@ impl Session {
         ttl: Duration,
     ) -> Result<Granted, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(ACQUIRE)
-            .arg(1)
-            .arg(marker)
-            .arg(token)
-            .arg(millis(ttl))
-            .arg("0")
-            .arg("");
+        cmd.arg(MARK).arg(1).arg(marker).arg(token).arg(millis(ttl));
         self.take(&cmd, marker, false)
     }
 
@@ -180,15 +184,18 @@ impl Session {
     ) -> Result<Released, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(RELEASE)
-            .arg(2)
+            .arg(4)
             .arg(&books.lock)
             .arg(&books.holder)
+            .arg(&books.queue)
+            .arg(&books.waiters)
             .arg(token);
         if announce {
             cmd.arg(&books.released);
         } else {
             cmd.arg("");
         }
+        cmd.arg(books.front());
         match self.eval(&cmd)? {
             Value::Int(1) => Ok(Released::Deleted),
             Value::Int(-1) => Ok(Released::AlreadyGone),
@@ -221,14 +228,34 @@ impl Session {
     /// `unlock --token`: deletes the lock if its token starts with `prefix`.
     pub fn unlock(&mut self, books: &Books, prefix: &str) -> Result<Released, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(UNLOCK).arg(2).arg(&books.lock).arg(&books.holder);
-        cmd.arg(prefix).arg(&books.released);
+        cmd.arg(UNLOCK).arg(4).arg(&books.lock).arg(&books.holder);
+        cmd.arg(&books.queue).arg(&books.waiters);
+        cmd.arg(prefix).arg(&books.released).arg(books.front());
         match self.eval(&cmd)? {
             Value::Int(1) => Ok(Released::Deleted),
             Value::Int(-1) => Ok(Released::AlreadyGone),
             Value::Int(0) => Ok(Released::NotOurs),
             other => Err(self.unexpected("unlock script", &format!("{other:?}"))),
         }
+    }
+
+    /// Gives up our place in the --wait queue, and wakes its front.
+    pub fn leave(&mut self, books: &Books, token: &str) -> Result<(), NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(LEAVE).arg(2).arg(&books.queue).arg(&books.waiters);
+        cmd.arg(token).arg(&books.released).arg(books.front());
+        match self.eval(&cmd)? {
+            Value::Int(_) => Ok(()),
+            other => Err(self.unexpected("leave script", &format!("{other:?}"))),
+        }
+    }
+
+    /// Drops our place in the queue without waking anyone (see FORGET).
+    pub fn forget_place(&mut self, books: &Books, token: &str) -> Result<(), NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(FORGET).arg(2).arg(&books.queue).arg(&books.waiters);
+        cmd.arg(token);
+        self.eval(&cmd).map(drop)
     }
 
     /// With --limit N recorded beside the lock: N.
@@ -272,10 +299,13 @@ impl Session {
     pub fn force_delete(&mut self, books: &Books) -> Result<bool, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(FORCE)
-            .arg(2)
+            .arg(4)
             .arg(&books.lock)
             .arg(&books.holder)
-            .arg(&books.released);
+            .arg(&books.queue)
+            .arg(&books.waiters)
+            .arg(&books.released)
+            .arg(books.front());
         match self.eval(&cmd)? {
             Value::Int(n) => Ok(n == 1),
             other => Err(self.unexpected("delete script", &format!("{other:?}"))),
@@ -285,7 +315,11 @@ impl Session {
     /// The lock's value, its PTTL and its holder record, in one round trip.
     pub fn inspect(&mut self, books: &Books) -> Result<Inspection, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(INSPECT).arg(2).arg(&books.lock).arg(&books.holder);
+        cmd.arg(INSPECT)
+            .arg(3)
+            .arg(&books.lock)
+            .arg(&books.holder)
+            .arg(&books.queue);
         let bad = |s: &Session, v: &Value| s.unexpected("inspect script", &format!("{v:?}"));
         let reply = self.eval(&cmd)?;
         let Value::Array(parts) = &reply else {
@@ -315,10 +349,15 @@ impl Session {
             None | Some(Value::Nil) => {}
             _ => return Err(bad(self, &reply)),
         }
+        let queued = match parts.get(3) {
+            Some(Value::Int(n)) => *n,
+            _ => 0,
+        };
         Ok(Inspection {
             value,
             pttl: *pttl,
             holder,
+            queued,
         })
     }
 

@@ -316,3 +316,17 @@ pub fn python(script: &str, input: &str) -> String {
     );
     String::from_utf8(out.stdout).expect("utf-8")
 }
+
+/// Subscribers to `channel` and to the channels named after it: a waiter
+/// in the fair queue listens on `<channel>:<its token>`, one without a
+/// place (--wait-unfair) on `channel` itself.
+pub fn subscribers(node: &RedisNode, channel: &[u8]) -> i64 {
+    let all: Vec<Vec<u8>> = node.cmd(redis::cmd("PUBSUB").arg("CHANNELS"));
+    all.iter()
+        .filter(|c| c.starts_with(channel))
+        .map(|c| {
+            let (_, n): (Vec<u8>, i64) = node.cmd(redis::cmd("PUBSUB").arg("NUMSUB").arg(c));
+            n
+        })
+        .sum()
+}
