@@ -5,6 +5,9 @@
 //!   else `redis-server` on PATH); [`server_caps`] says what it can do.
 //! * [`RedisCluster`]: a Redis Cluster (masters, replicas, slot migration);
 //!   [`SentinelGroup`]: a primary, replicas and three sentinels.
+//! * [`Certs`]: a private CA and certificates made per test; [`NodeTls`]:
+//!   how fixture nodes serve TLS with them (`ClusterBuilder::tls`,
+//!   `SentinelBuilder::tls`).
 //! * [`FaultProxy`]: a userspace TCP proxy that can delay, black-hole or reset
 //!   traffic to a node at runtime.
 //! * [`Test`]: a builder around the compiled `redlock-run` binary.
@@ -15,6 +18,7 @@
 // helper (or re-export), so unused items are expected here.
 #![allow(dead_code, unused_imports)]
 
+pub mod certs;
 pub mod cluster;
 pub mod cmd;
 pub mod proxy;
@@ -27,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub use certs::{Certs, NodeTls, server_has_tls, tls_provider};
 pub use cluster::{ClusterBuilder, RedisCluster, SlotMigration};
 pub use cmd::{RunOutput, Running, Test};
 pub use proxy::{FaultProxy, Mode};
