@@ -238,6 +238,17 @@ pub struct NodeTls {
     helper: redis::TlsCertificates,
 }
 
+// By hand: the helper's certificates are bytes nobody wants in a message.
+impl std::fmt::Debug for NodeTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeTls")
+            .field("cert", &self.cert)
+            .field("ca", &self.ca)
+            .field("auth_clients", &self.auth_clients)
+            .finish_non_exhaustive()
+    }
+}
+
 impl NodeTls {
     /// The server directives, ports aside: certificate, key and CA; the
     /// client certificate for its outgoing links; whether clients must

@@ -1,0 +1,223 @@
+//! The production topologies over TLS: `rediss+cluster://` (every cluster
+//! node on TLS only, the bus too) and `rediss+sentinel://` (the sentinels
+//! and the data nodes on TLS only), with `--tls-ca`, `--tls-cert/--tls-key`
+//! and a wrong CA. Every server is a real TLS-only process (`port 0`) started
+//! by the fixtures' TLS mode (`ClusterBuilder::tls`, `SentinelBuilder::tls`)
+//! with certificates from `support::Certs`.
+//!
+//! A server built without TLS (CI's Redis 6.2) runs none of these, and says
+//! so; the default server must run them all (see `support::require`).
+
+use std::time::{Duration, Instant};
+
+use crate::support::{
+    Certs, RedisCluster, RunOutput, Running, SentinelGroup, TempDir, WAIT_FOR_GO, await_marker,
+    base, is_token, keys, server_has_tls, tempdir, touch, wait_until,
+};
+
+const BUSY: i32 = 75;
+const UNAVAILABLE: i32 = 69;
+
+const TLS_WARNING: &str =
+    "--tls-insecure: certificates and host names of rediss:// nodes are not checked";
+
+/// Asserts a run failed closed over TLS: exit 69, one error line that says
+/// TLS (and points at --tls-ca), the command not run.
+fn assert_tls_refused(what: &str, out: &RunOutput, dir: &TempDir) {
+    assert_eq!(out.code, Some(UNAVAILABLE), "[{what}] want 69\n{out}");
+    out.assert_one_error_line();
+    assert!(
+        out.stderr.contains("TLS") && out.stderr.contains("--tls-ca"),
+        "[{what}] the error should say TLS and point at --tls-ca\n{out}"
+    );
+    assert!(!dir.has("ran"), "[{what}] the command ran\n{out}");
+}
+
+/// Lines of the holder's `-v` log that report a successful extension.
+fn extensions(running: &Running) -> usize {
+    running
+        .stderr_so_far()
+        .lines()
+        .filter(|l| l.contains("extend ") && l.contains(": granted in"))
+        .count()
+}
+
+/// Starts contenders one after another until `stop` says so; each must find
+/// the lock busy. Returns how many tried.
+fn contend_until(
+    url: &str,
+    name: &str,
+    dir: &TempDir,
+    extra: &[&str],
+    mut stop: impl FnMut() -> bool,
+) -> usize {
+    let mut tries = 0;
+    while !stop() {
+        let out = base(url, name, dir).args(extra).args(["--", "true"]).run();
+        assert_eq!(
+            out.code,
+            Some(BUSY),
+            "contender {tries} was not busy: a second holder\n{out}"
+        );
+        tries += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tries
+}
+
+/// For each master of `cluster`, a lock name whose slot it serves.
+fn name_per_master(cluster: &RedisCluster) -> Vec<(usize, String)> {
+    (0..cluster.masters())
+        .map(|m| {
+            let name = (0..1000)
+                .map(|i| format!("tls-{i}"))
+                .find(|n| cluster.master_for_slot(cluster.keyslot(keys(n).lock())) == m)
+                .unwrap_or_else(|| panic!("no name in 1000 lands on master {m}"));
+            (m, name)
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// 1. Redis Cluster
+// ---------------------------------------------------------------------------
+
+/// `rediss+cluster://` with `--tls-ca`: one lock on each master (so the
+/// connections the cluster client opens to the masters it learns from
+/// CLUSTER SLOTS are TLS too, with the CA): the key holds a token on the
+/// slot's master while the command runs, and only there, and is released
+/// after; a clean run prints nothing. Then a wrong CA, and the system roots,
+/// fail closed; `--tls-insecure` gets through with its warning.
+#[test]
+fn tls_cluster_runs_on_every_master_and_a_wrong_ca_fails_closed() {
+    if !server_has_tls(
+        "topologies_tls::tls_cluster_runs_on_every_master_and_a_wrong_ca_fails_closed",
+    ) {
+        return;
+    }
+    let certs = Certs::make();
+    let cluster = RedisCluster::builder().tls(&certs).start();
+    eprintln!("TLS cluster (3 masters) up in {:?}", cluster.startup_time());
+    let url = cluster.url();
+    assert!(url.starts_with("rediss+cluster://127.0.0.1:"), "{url}");
+    let ca = certs.pem("ca");
+    let dir = tempdir();
+    for (master, name) in name_per_master(&cluster) {
+        let k = keys(&name);
+        let running = base(&url, &name, &dir)
+            .args(["--tls-ca", &ca])
+            .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
+            .spawn();
+        await_marker(&dir, "held", &running);
+        let value = cluster.node(master).get(k.lock());
+        assert!(
+            value.as_deref().is_some_and(is_token),
+            "{name:?}: no token on master {master}, whose slot it is: {value:?}"
+        );
+        for m in (0..cluster.masters()).filter(|&m| m != master) {
+            // KEYS on one cluster node lists that node's keys only.
+            let there = cluster.node(m).keys();
+            assert!(
+                !there.contains(&k.lock().to_vec()),
+                "{name:?}: the key is on master {m}, not its own"
+            );
+        }
+        touch(&dir, "go");
+        let out = running.wait();
+        out.assert_code(0);
+        assert_eq!(
+            out.stderr, "",
+            "{name:?}: a clean TLS run prints nothing\n{out}"
+        );
+        assert!(
+            cluster.keys().is_empty(),
+            "{name:?}: keys left: {:?}",
+            cluster.keys()
+        );
+        for f in ["held", "go"] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+    }
+
+    let other_ca = certs.pem("other-ca");
+    let cases: [(&str, &[&str]); 2] = [
+        ("unrelated CA", &["--tls-ca", &other_ca]),
+        ("system roots", &[]),
+    ];
+    for (what, extra) in cases {
+        let started = Instant::now();
+        let out = base(&url, "tls-0", &dir)
+            .args(extra)
+            .args(["-c", "touch ran"])
+            .run();
+        assert_tls_refused(what, &out, &dir);
+        assert!(
+            out.stderr.contains("rediss+cluster://"),
+            "[{what}] the error should name the node\n{out}"
+        );
+        eprintln!(
+            "[{what}] refused in {:?}: {}",
+            started.elapsed(),
+            out.stderr.trim_end()
+        );
+        assert!(cluster.keys().is_empty(), "[{what}] keys left");
+    }
+
+    let out = base(&url, "tls-0", &dir)
+        .args(["--tls-insecure", "--tls-ca", &other_ca])
+        .args(["-c", "touch ran"])
+        .expect_code(0);
+    assert!(dir.has("ran"), "command did not run with --tls-insecure");
+    assert_eq!(
+        out.stderr_lines(),
+        [format!("redlock-run: {TLS_WARNING}")],
+        "--tls-insecure must warn, in one line\n{out}"
+    );
+    assert!(cluster.keys().is_empty(), "keys left");
+}
+
+/// A cluster that wants client certificates (`tls-auth-clients yes`): with
+/// `--tls-cert/--tls-key` from the CA the run works; without, or with a
+/// certificate from another CA, it fails closed.
+#[test]
+fn tls_cluster_with_mutual_tls_needs_a_client_certificate() {
+    if !server_has_tls("topologies_tls::tls_cluster_with_mutual_tls_needs_a_client_certificate") {
+        return;
+    }
+    let certs = Certs::make();
+    let cluster = RedisCluster::builder().mutual_tls(&certs).start();
+    let url = cluster.url();
+    let ca = certs.pem("ca");
+    let dir = tempdir();
+    base(&url, "mtls", &dir)
+        .args(["--tls-ca", &ca])
+        .args(["--tls-cert", &certs.pem("client")])
+        .args(["--tls-key", &certs.key("client")])
+        .args(["-c", "touch done"])
+        .expect_code(0);
+    assert!(
+        dir.has("done"),
+        "command did not run with a client certificate"
+    );
+    assert!(cluster.keys().is_empty(), "keys left: {:?}", cluster.keys());
+
+    let (stranger, stranger_key) = (certs.pem("stranger"), certs.key("stranger"));
+    let cases: [(&str, &[&str]); 2] = [
+        ("no client certificate", &[]),
+        (
+            "client certificate from another CA",
+            &["--tls-cert", &stranger, "--tls-key", &stranger_key],
+        ),
+    ];
+    for (what, extra) in cases {
+        let out = base(&url, "mtls", &dir)
+            .args(["--tls-ca", &ca])
+            .args(extra)
+            .args(["-c", "touch ran"])
+            .run();
+        assert_eq!(out.code, Some(UNAVAILABLE), "[{what}] want 69\n{out}");
+        out.assert_one_error_line();
+        assert!(!dir.has("ran"), "[{what}] the command ran\n{out}");
+        assert!(cluster.keys().is_empty(), "[{what}] keys left");
+    }
+}
