@@ -129,7 +129,7 @@ fn tls_cluster_runs_on_every_master_and_a_wrong_ca_fails_closed() {
     let mut in_nodes: Vec<u16> = cluster.view(0).iter().map(|l| l.port).collect();
     in_nodes.sort_unstable();
     assert_eq!(in_nodes, ours, "CLUSTER NODES should name the TLS ports");
-    let slots: Vec<Vec<redis::Value>> = cluster.node(0).cmd(&redis::cmd("CLUSTER").arg("SLOTS"));
+    let slots: Vec<Vec<redis::Value>> = cluster.node(0).cmd(redis::cmd("CLUSTER").arg("SLOTS"));
     let masters: Vec<u16> = slots
         .iter()
         .map(|range| match &range[2] {
@@ -319,7 +319,7 @@ fn tls_sentinel_runs_on_the_primary_and_a_wrong_ca_fails_closed() {
     );
     assert_eq!(
         group.get_on_replicas(k.lock()),
-        [value.clone()],
+        std::slice::from_ref(&value),
         "--replicas 1: the replica should have the lock"
     );
     touch(&dir, "go");
