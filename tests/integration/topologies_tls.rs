@@ -18,6 +18,11 @@ use crate::support::{
 const BUSY: i32 = 75;
 const UNAVAILABLE: i32 = 69;
 
+/// [`WAIT_FOR_GO`], bounded at ~60 s rather than ~15 s: the failover test
+/// holds through several 5 s heartbeats.
+const WAIT_LONG_FOR_GO: &str =
+    "i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done";
+
 const TLS_WARNING: &str =
     "--tls-insecure: certificates and host names of rediss:// nodes are not checked";
 
@@ -43,12 +48,14 @@ fn extensions(running: &Running) -> usize {
 }
 
 /// Starts contenders one after another until `stop` says so; each must find
-/// the lock busy. Returns how many tried.
+/// the lock busy (on failure the holder's log so far is shown too). Returns
+/// how many tried.
 fn contend_until(
     url: &str,
     name: &str,
     dir: &TempDir,
     extra: &[&str],
+    holder: &Running,
     mut stop: impl FnMut() -> bool,
 ) -> usize {
     let mut tries = 0;
@@ -57,10 +64,14 @@ fn contend_until(
         assert_eq!(
             out.code,
             Some(BUSY),
-            "contender {tries} was not busy: a second holder\n{out}"
+            "contender {tries} was not busy: a second holder\n{out}\n--- the holder's stderr so far \
+             ---\n{}",
+            holder.stderr_so_far()
         );
         tries += 1;
-        std::thread::sleep(Duration::from_millis(100));
+        // Each contender is some TLS handshakes of a debug build: spaced out
+        // more than in the plain tests, so as not to starve the failover.
+        std::thread::sleep(Duration::from_millis(250));
     }
     tries
 }
@@ -377,9 +388,24 @@ fn tls_sentinel_runs_on_the_primary_and_a_wrong_ca_fails_closed() {
     assert_eq!(group.get(k.lock()), None, "not released");
 }
 
-/// SENTINEL FAILOVER while a holder with --ttl 6s --replicas 1 holds, all
-/// over TLS: the heartbeat asks the sentinels (TLS), follows the new primary
-/// (TLS), contenders stay busy throughout, and the holder exits 0.
+/// SENTINEL FAILOVER while a holder with --replicas 1 holds, all over TLS:
+/// the heartbeat asks the sentinels (TLS), follows the new primary (TLS),
+/// contenders stay busy throughout, and the holder exits 0.
+///
+/// The plain test's `--ttl 6s` is too tight here. The failover must fit
+/// between two heartbeats: one that falls inside it extends on the old
+/// primary (still a master, and named by a sentinel that has not heard of
+/// the new one yet, whose answer may come first), where WAIT finds no
+/// replica left, and the lock is lost (safely: exit 76, the command
+/// stopped). On TLS the fixture's own handshakes (the test binary's rustls
+/// is a debug build) delay the SENTINEL FAILOVER by about 0.3 s and the
+/// failover took 1.3 s to 2.9 s to be seen done (1.2 s plain) on a loaded
+/// 2-core machine, where one run in five lost the lock with a heartbeat
+/// every 2 s. Hence `--ttl 15s` (a heartbeat every 5 s), and
+/// `--node-timeout 1500ms` (the most 15 s allows): a sentinel search is six
+/// TLS handshakes, which took up to 0.6 s there. The hold then lasts some
+/// 20 s, past [`WAIT_FOR_GO`]'s bound: the command waits with
+/// [`WAIT_LONG_FOR_GO`].
 #[test]
 fn tls_sentinel_failover_is_followed_by_the_heartbeat() {
     if !server_has_tls("topologies_tls::tls_sentinel_failover_is_followed_by_the_heartbeat") {
@@ -393,32 +419,44 @@ fn tls_sentinel_failover_is_followed_by_the_heartbeat() {
     let dir = tempdir();
     let holder = base(&url, "failover", &dir)
         .args(tls)
-        .args(["-v", "--ttl", "6s", "--replicas", "1"])
-        .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .args([
+            "-v",
+            "--ttl",
+            "15s",
+            "--node-timeout",
+            "1500ms",
+            "--replicas",
+            "1",
+        ])
+        .args(["-c", &format!("touch held; {WAIT_LONG_FOR_GO}")])
         .spawn();
     await_marker(&dir, "held", &holder);
+    let old = group.primary_port();
+    // Right after a heartbeat: the failover then has until the next one.
     assert!(
-        wait_until(Duration::from_secs(10), || extensions(&holder) >= 1),
-        "no extension within 10s\n{}",
+        wait_until(Duration::from_secs(30), || extensions(&holder) >= 1),
+        "no extension within 30s\n{}",
         holder.stderr_so_far()
     );
-    let old = group.primary_port();
+    let extended = Instant::now();
     let took = group.failover();
     let promoted = Instant::now();
     let new = group.primary_port();
     assert_ne!(old, new);
     let before = extensions(&holder);
-    let tries = contend_until(&url, "failover", &dir, &tls, || {
+    let tries = contend_until(&url, "failover", &dir, &tls, &holder, || {
         extensions(&holder) > before && holder.stderr_so_far().contains("is now 127.0.0.1:")
     });
     let followed = promoted.elapsed();
     let before = extensions(&holder);
-    let more = contend_until(&url, "failover", &dir, &tls, || {
+    let more = contend_until(&url, "failover", &dir, &tls, &holder, || {
         extensions(&holder) >= before + 2
     });
     eprintln!(
-        "TLS SENTINEL FAILOVER: promoted in {took:?}; the heartbeat extended on the new \
-         primary {followed:?} after the promotion; {} contenders busy",
+        "TLS SENTINEL FAILOVER: seen done {:?} after a heartbeat ({took:?} after it was \
+         accepted); the heartbeat extended on the new primary {followed:?} after that \
+         (heartbeat every 5 s); {} contenders busy",
+        promoted - extended,
         tries + more
     );
     let value = group.get(keys("failover").lock());

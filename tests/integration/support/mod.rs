@@ -103,7 +103,16 @@ pub fn keys(name: &str) -> redlock_run::lock::keys::Keys {
 /// Polls `cond` every 10 ms until it returns true or `timeout` elapses.
 /// Returns whether the condition became true (it is checked one last time
 /// after the deadline).
-pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+pub fn wait_until(timeout: Duration, cond: impl FnMut() -> bool) -> bool {
+    wait_until_every(timeout, Duration::from_millis(10), cond)
+}
+
+/// [`wait_until`], pausing `every` between checks.
+pub fn wait_until_every(
+    timeout: Duration,
+    every: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
         if cond() {
@@ -112,7 +121,7 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         if Instant::now() >= deadline {
             return cond();
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(every);
     }
 }
 

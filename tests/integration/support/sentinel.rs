@@ -34,7 +34,7 @@ use super::cluster::role_of;
 use super::redis_node::{
     RedisNode, free_port, helper_client, scheme_url, sentinel_command, server_pid, url_encode,
 };
-use super::{TempDir, tempdir, wait_until};
+use super::{TempDir, tempdir, wait_until, wait_until_every};
 
 /// Upper bound for the group to form, and for a failover to be seen done.
 const CONVERGE: Duration = Duration::from_secs(60);
@@ -362,7 +362,7 @@ impl SentinelGroup {
     pub fn failover(&self) -> Duration {
         let old = self.primary_port();
         let mut refusal = String::new();
-        let accepted = wait_until(CONVERGE, || {
+        let accepted = self.poll(|| {
             match self.try_sentinel_cmd::<String>(
                 0,
                 redis::cmd("SENTINEL").arg("FAILOVER").arg(&self.name),
@@ -463,7 +463,7 @@ impl SentinelGroup {
     /// here: the sentinels would do the same, but only 10-20 s later (they
     /// wait for a slave-period INFO and then 8 s more).
     pub fn settle(&self) {
-        let ok = wait_until(CONVERGE, || {
+        let ok = self.poll(|| {
             self.demote_stale_primaries();
             self.settled()
         });
@@ -472,6 +472,15 @@ impl SentinelGroup {
             "the sentinel group did not settle within {CONVERGE:?}:\n{}",
             self.describe()
         );
+    }
+
+    /// Polls `cond` for up to [`CONVERGE`]: every 10 ms, or every 100 ms on
+    /// TLS, where each check is several TLS handshakes (the harness's rustls
+    /// is a debug build: polled every 10 ms, they kept a core busy and slowed
+    /// the very failover being watched).
+    fn poll(&self, cond: impl FnMut() -> bool) -> bool {
+        let every = if self.tls.is_some() { 100 } else { 10 };
+        wait_until_every(CONVERGE, Duration::from_millis(every), cond)
     }
 
     fn demote_stale_primaries(&self) {
@@ -546,7 +555,7 @@ impl SentinelGroup {
     /// Waits until every live sentinel names the same primary, not `old`,
     /// and that node's ROLE says master.
     fn await_promotion(&self, old: u16) {
-        let ok = wait_until(CONVERGE, || {
+        let ok = self.poll(|| {
             let live: Vec<usize> = (0..self.sentinels.len())
                 .filter(|&i| self.sentinel_up(i))
                 .collect();
