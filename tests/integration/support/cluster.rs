@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ErrorKind, FromRedisValue, ServerErrorKind};
 
+use super::certs::{Certs, NodeTls};
 use super::redis_node::{RedisNode, free_port};
 use super::{process_state, wait_until};
 
@@ -41,6 +42,7 @@ pub struct ClusterBuilder {
     replicas: usize,
     node_timeout: Duration,
     full_coverage: bool,
+    tls: Option<NodeTls>,
 }
 
 impl ClusterBuilder {
@@ -73,6 +75,24 @@ impl ClusterBuilder {
         self
     }
 
+    /// Every node on TLS only ([`Certs::node_tls`]): `--port 0`, `--tls-port`
+    /// and `--tls-cluster yes` (the bus, and the ports the nodes announce in
+    /// CLUSTER SLOTS and NODES, are the TLS ones), `--tls-replication yes`.
+    /// The fixture's own connections use TLS too, and [`RedisCluster::url`]
+    /// is `rediss+cluster://`.
+    pub fn tls(mut self, certs: &Certs) -> ClusterBuilder {
+        self.tls = Some(certs.node_tls());
+        self
+    }
+
+    /// [`ClusterBuilder::tls`] with `tls-auth-clients yes`: every client
+    /// must present a certificate from the test CA (the nodes present
+    /// `client` to each other).
+    pub fn mutual_tls(mut self, certs: &Certs) -> ClusterBuilder {
+        self.tls = Some(certs.mutual_node_tls());
+        self
+    }
+
     /// Starts the nodes and forms the cluster; returns once every node says
     /// `cluster_state:ok` with all 16384 slots, and every replica replicates
     /// its master with the link up, as every node sees it.
@@ -88,6 +108,7 @@ pub struct RedisCluster {
     masters: usize,
     replicas: usize,
     startup: Duration,
+    tls: bool,
 }
 
 /// A slot left half-migrated by [`RedisCluster::begin_slot_migration`]:
@@ -180,6 +201,7 @@ impl RedisCluster {
             replicas: 0,
             node_timeout: Duration::from_secs(2),
             full_coverage: true,
+            tls: None,
         }
     }
 
@@ -200,7 +222,7 @@ impl RedisCluster {
         );
         let began = Instant::now();
         let node_timeout = b.node_timeout.as_millis().to_string();
-        let args = [
+        let mut args = vec![
             "--cluster-enabled",
             "yes",
             // Relative: each node's --dir is its own temp directory.
@@ -221,9 +243,12 @@ impl RedisCluster {
             "--repl-diskless-sync-delay",
             "0",
         ];
+        if b.tls.is_some() {
+            args.extend(["--tls-cluster", "yes"]);
+        }
         let total = b.masters * (1 + b.replicas);
         let nodes: Vec<RedisNode> = (0..total)
-            .map(|_| RedisNode::start_custom(&args, None, free_cluster_port))
+            .map(|_| RedisNode::start_with_tls(&args, None, b.tls.as_ref(), free_cluster_port))
             .collect();
         let mut cluster = RedisCluster {
             ids: Vec::new(),
@@ -231,6 +256,7 @@ impl RedisCluster {
             masters: b.masters,
             replicas: b.replicas,
             startup: Duration::ZERO,
+            tls: b.tls.is_some(),
         };
         cluster.ids = (0..total)
             .map(|i| cluster.cmd::<String>(i, redis::cmd("CLUSTER").arg("MYID")))
@@ -295,17 +321,24 @@ impl RedisCluster {
     }
 
     /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,...`: the masters as seeds,
-    /// for redlock-run's `-r`.
+    /// for redlock-run's `-r`; `rediss+cluster://...` on TLS.
     pub fn url(&self) -> String {
         let seeds: Vec<String> = self
             .master_ports()
             .iter()
             .map(|p| format!("127.0.0.1:{p}"))
             .collect();
-        format!("redis+cluster://{}", seeds.join(","))
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        format!("{scheme}+cluster://{}", seeds.join(","))
     }
 
-    /// `redis://127.0.0.1:P` of every master, for `redis::cluster::ClusterClient`.
+    /// Whether the nodes listen on TLS only.
+    pub fn is_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// `redis://127.0.0.1:P` (`rediss://` on TLS) of every master, for
+    /// `redis::cluster::ClusterClient`.
     pub fn seed_urls(&self) -> Vec<String> {
         (0..self.masters).map(|i| self.nodes[i].url()).collect()
     }

@@ -5,6 +5,9 @@
 //!   else `redis-server` on PATH); [`server_caps`] says what it can do.
 //! * [`RedisCluster`]: a Redis Cluster (masters, replicas, slot migration);
 //!   [`SentinelGroup`]: a primary, replicas and three sentinels.
+//! * [`Certs`]: a private CA and certificates made per test; [`NodeTls`]:
+//!   how fixture nodes serve TLS with them (`ClusterBuilder::tls`,
+//!   `SentinelBuilder::tls`).
 //! * [`FaultProxy`]: a userspace TCP proxy that can delay, black-hole or reset
 //!   traffic to a node at runtime.
 //! * [`Test`]: a builder around the compiled `redlock-run` binary.
@@ -15,6 +18,7 @@
 // helper (or re-export), so unused items are expected here.
 #![allow(dead_code, unused_imports)]
 
+pub mod certs;
 pub mod cluster;
 pub mod cmd;
 pub mod proxy;
@@ -27,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub use certs::{Certs, NodeTls, server_has_tls, tls_provider};
 pub use cluster::{ClusterBuilder, RedisCluster, SlotMigration};
 pub use cmd::{RunOutput, Running, Test};
 pub use proxy::{FaultProxy, Mode};
@@ -98,7 +103,16 @@ pub fn keys(name: &str) -> redlock_run::lock::keys::Keys {
 /// Polls `cond` every 10 ms until it returns true or `timeout` elapses.
 /// Returns whether the condition became true (it is checked one last time
 /// after the deadline).
-pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+pub fn wait_until(timeout: Duration, cond: impl FnMut() -> bool) -> bool {
+    wait_until_every(timeout, Duration::from_millis(10), cond)
+}
+
+/// [`wait_until`], pausing `every` between checks.
+pub fn wait_until_every(
+    timeout: Duration,
+    every: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
         if cond() {
@@ -107,7 +121,7 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         if Instant::now() >= deadline {
             return cond();
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(every);
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use redis::FromRedisValue;
 
+use super::certs::NodeTls;
 use super::{TempDir, tempdir, wait_until};
 
 /// Timeout for every helper connection and command (the helpers are for
@@ -36,6 +37,9 @@ pub struct RedisNode {
     extra: Vec<String>,
     /// `requirepass` of the server, which every helper connection must give.
     password: Option<String>,
+    /// Listening on TLS only (`--port 0 --tls-port PORT`); the helpers
+    /// connect with `rediss://`.
+    tls: Option<NodeTls>,
 }
 
 impl RedisNode {
@@ -64,6 +68,19 @@ impl RedisNode {
         password: Option<&str>,
         pick_port: impl Fn() -> u16,
     ) -> RedisNode {
+        RedisNode::start_with_tls(extra, password, None, pick_port)
+    }
+
+    /// [`RedisNode::start_custom`], on TLS only when `tls` is given: the
+    /// server listens on `--tls-port` (with `--port 0`) and takes `tls`'s
+    /// directives, and [`RedisNode::url`] and every helper use `rediss://`.
+    pub fn start_with_tls(
+        extra: &[&str],
+        password: Option<&str>,
+        tls: Option<&NodeTls>,
+        pick_port: impl Fn() -> u16,
+    ) -> RedisNode {
+        let tls = tls.cloned();
         let dir = tempdir();
         let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         if let Some(password) = password {
@@ -73,7 +90,7 @@ impl RedisNode {
         let mut last_error = String::new();
         for _attempt in 0..5 {
             let port = pick_port();
-            match spawn_server(port, &dir, &extra, password.as_deref()) {
+            match spawn_server(port, &dir, &extra, password.as_deref(), tls.as_ref()) {
                 Ok(child) => {
                     return RedisNode {
                         port,
@@ -81,6 +98,7 @@ impl RedisNode {
                         child: Some(child),
                         extra,
                         password,
+                        tls,
                     };
                 }
                 Err(e) => last_error = e,
@@ -90,9 +108,14 @@ impl RedisNode {
     }
 
     /// `redis://127.0.0.1:PORT`, or `redis://:PASSWORD@127.0.0.1:PORT` for a
-    /// node started with a password.
+    /// node started with a password; `rediss://` on TLS.
     pub fn url(&self) -> String {
-        node_url(self.port, self.password.as_deref())
+        scheme_url(self.tls.is_some(), self.port, self.password.as_deref())
+    }
+
+    /// How the node serves TLS, if it does.
+    pub fn tls(&self) -> Option<&NodeTls> {
+        self.tls.as_ref()
     }
 
     /// The node's `requirepass`, if it has one.
@@ -163,7 +186,13 @@ impl RedisNode {
         // The port may linger briefly; retry for a little while.
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            match spawn_server(self.port, &self.dir, &self.extra, self.password.as_deref()) {
+            match spawn_server(
+                self.port,
+                &self.dir,
+                &self.extra,
+                self.password.as_deref(),
+                self.tls.as_ref(),
+            ) {
                 Ok(child) => {
                     self.child = Some(child);
                     return;
@@ -180,7 +209,7 @@ impl RedisNode {
 
     /// Opens a fresh connection with short timeouts.
     pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
-        let client = redis::Client::open(self.url())?;
+        let client = helper_client(&self.url(), self.tls.as_ref())?;
         let con = client.get_connection_with_timeout(HELPER_TIMEOUT)?;
         con.set_read_timeout(Some(HELPER_TIMEOUT))?;
         con.set_write_timeout(Some(HELPER_TIMEOUT))?;
@@ -445,9 +474,24 @@ pub fn require(have: bool, test: &str, what: &str) -> bool {
 
 /// `redis://127.0.0.1:PORT`, with `:PASSWORD@` when there is one.
 pub fn node_url(port: u16, password: Option<&str>) -> String {
+    scheme_url(false, port, password)
+}
+
+/// [`node_url`], or its `rediss://` form when `tls`.
+pub fn scheme_url(tls: bool, port: u16, password: Option<&str>) -> String {
+    let scheme = if tls { "rediss" } else { "redis" };
     match password {
-        Some(pw) => format!("redis://:{}@127.0.0.1:{port}", url_encode(pw)),
-        None => format!("redis://127.0.0.1:{port}"),
+        Some(pw) => format!("{scheme}://:{}@127.0.0.1:{port}", url_encode(pw)),
+        None => format!("{scheme}://127.0.0.1:{port}"),
+    }
+}
+
+/// A client for `url`: a plain one, or with `tls` one that trusts the test
+/// CA and presents the test client certificate.
+pub fn helper_client(url: &str, tls: Option<&NodeTls>) -> redis::RedisResult<redis::Client> {
+    match tls {
+        Some(tls) => tls.client(url),
+        None => redis::Client::open(url),
     }
 }
 
@@ -527,21 +571,25 @@ fn spawn_server(
     dir: &TempDir,
     extra: &[String],
     password: Option<&str>,
+    tls: Option<&NodeTls>,
 ) -> Result<Child, String> {
     assert_ne!(port, 6379, "never use the default Redis port");
     let binary = redis_server_binary();
     let log_path = dir.join("redis.log");
     let mut command = server_command(dir.path(), "warning");
-    command
-        .arg("--port")
-        .arg(port.to_string())
-        .args(["--bind", "127.0.0.1"])
-        .args(extra);
+    match tls {
+        Some(tls) => command
+            .args(["--port", "0", "--tls-port"])
+            .arg(port.to_string())
+            .args(tls.args()),
+        None => command.arg("--port").arg(port.to_string()),
+    };
+    command.args(["--bind", "127.0.0.1"]).args(extra);
     let mut child = command
         .spawn()
         .map_err(|e| format!("spawn {}: {e}", binary.display()))?;
 
-    let url = node_url(port, password);
+    let url = scheme_url(tls.is_some(), port, password);
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -552,7 +600,7 @@ fn spawn_server(
         }
         // Check the answering server is ours (another process could own the
         // port if our server failed to bind and has not exited yet).
-        if server_pid(&url) == Some(child.id()) {
+        if server_pid(&url, tls) == Some(child.id()) {
             return Ok(child);
         }
         if Instant::now() >= deadline {
@@ -567,10 +615,11 @@ fn spawn_server(
     }
 }
 
-/// `process_id` reported by `INFO server`, if the server answers.
-pub fn server_pid(url: &str) -> Option<u32> {
+/// `process_id` reported by `INFO server`, if the server answers (over TLS
+/// with `tls`).
+pub fn server_pid(url: &str, tls: Option<&NodeTls>) -> Option<u32> {
     let attempt = || -> redis::RedisResult<String> {
-        let client = redis::Client::open(url)?;
+        let client = helper_client(url, tls)?;
         let mut con = client.get_connection_with_timeout(Duration::from_millis(200))?;
         con.set_read_timeout(Some(Duration::from_millis(200)))?;
         redis::cmd("INFO").arg("server").query(&mut con)

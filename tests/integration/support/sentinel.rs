@@ -29,9 +29,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::FromRedisValue;
 
+use super::certs::{Certs, NodeTls};
 use super::cluster::role_of;
-use super::redis_node::{RedisNode, free_port, node_url, sentinel_command, server_pid, url_encode};
-use super::{TempDir, tempdir, wait_until};
+use super::redis_node::{
+    RedisNode, free_port, helper_client, scheme_url, sentinel_command, server_pid, url_encode,
+};
+use super::{TempDir, tempdir, wait_until, wait_until_every};
 
 /// Upper bound for the group to form, and for a failover to be seen done.
 const CONVERGE: Duration = Duration::from_secs(60);
@@ -47,6 +50,7 @@ pub struct SentinelBuilder {
     sentinel_password: Option<String>,
     down_after: Duration,
     failover_timeout: Duration,
+    tls: Option<NodeTls>,
 }
 
 impl SentinelBuilder {
@@ -87,6 +91,16 @@ impl SentinelBuilder {
     /// whose failover needs a second try).
     pub fn failover_timeout(mut self, d: Duration) -> SentinelBuilder {
         self.failover_timeout = d;
+        self
+    }
+
+    /// Data nodes and sentinels on TLS only ([`Certs::node_tls`]): each with
+    /// `port 0`, `tls-port` and `tls-replication yes` (so replicas reach their
+    /// primary, and the sentinels every server and each other, over TLS, and
+    /// they announce their TLS ports). The fixture's own connections use TLS
+    /// too, and [`SentinelGroup::url`] is `rediss+sentinel://`.
+    pub fn tls(mut self, certs: &Certs) -> SentinelBuilder {
+        self.tls = Some(certs.node_tls());
         self
     }
 
@@ -131,6 +145,7 @@ pub struct SentinelGroup {
     data_password: Option<String>,
     sentinel_password: Option<String>,
     startup: Duration,
+    tls: Option<NodeTls>,
 }
 
 impl SentinelGroup {
@@ -144,6 +159,7 @@ impl SentinelGroup {
             sentinel_password: None,
             down_after: Duration::from_secs(1),
             failover_timeout: Duration::from_secs(5),
+            tls: None,
         }
     }
 
@@ -167,13 +183,14 @@ impl SentinelGroup {
             args.extend(["--masterauth", pw]);
         }
         let pw = b.data_password.as_deref();
-        let primary = RedisNode::start_custom(&args, pw, free_port);
+        let tls = b.tls.as_ref();
+        let primary = RedisNode::start_with_tls(&args, pw, tls, free_port);
         let primary_port = primary.port().to_string();
         let mut data = vec![primary];
         for _ in 0..b.replicas {
             let mut replica_args = args.clone();
             replica_args.extend(["--replicaof", "127.0.0.1", &primary_port]);
-            data.push(RedisNode::start_custom(&replica_args, pw, free_port));
+            data.push(RedisNode::start_with_tls(&replica_args, pw, tls, free_port));
         }
         let linked = wait_until(CONVERGE, || {
             data[1..]
@@ -196,6 +213,7 @@ impl SentinelGroup {
                         data_password: b.data_password.clone(),
                         sentinel_password: b.sentinel_password.clone(),
                         startup: Duration::ZERO,
+                        tls: b.tls.clone(),
                     };
                     group.settle();
                     group.startup = began.elapsed();
@@ -218,7 +236,7 @@ impl SentinelGroup {
     /// one password; the user is left empty, which means `default`), and the
     /// password is percent-encoded. The data nodes' password is not in the
     /// URL: it is the password of another set of servers, see
-    /// [`SentinelGroup::data_password`].
+    /// [`SentinelGroup::data_password`]. On TLS: `rediss+sentinel://...`.
     pub fn url(&self) -> String {
         let auth = self
             .sentinel_password
@@ -230,15 +248,34 @@ impl SentinelGroup {
             .iter()
             .map(|p| format!("127.0.0.1:{p}"))
             .collect();
-        format!("redis+sentinel://{auth}{}/{}", hosts.join(","), self.name)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!(
+            "{scheme}+sentinel://{auth}{}/{}",
+            hosts.join(","),
+            self.name
+        )
     }
 
-    /// `redis://[:PASSWORD@]127.0.0.1:S` of each sentinel, for the redis crate.
+    /// `redis://[:PASSWORD@]127.0.0.1:S` (`rediss://` on TLS) of each
+    /// sentinel, for the redis crate.
     pub fn sentinel_urls(&self) -> Vec<String> {
         self.sentinel_ports()
             .iter()
-            .map(|&p| node_url(p, self.sentinel_password.as_deref()))
+            .map(|&p| self.sentinel_url(p))
             .collect()
+    }
+
+    fn sentinel_url(&self, port: u16) -> String {
+        scheme_url(self.tls.is_some(), port, self.sentinel_password.as_deref())
+    }
+
+    /// How the data nodes and sentinels serve TLS, if they do.
+    pub fn tls(&self) -> Option<&NodeTls> {
+        self.tls.as_ref()
     }
 
     /// The master name the sentinels monitor.
@@ -325,7 +362,7 @@ impl SentinelGroup {
     pub fn failover(&self) -> Duration {
         let old = self.primary_port();
         let mut refusal = String::new();
-        let accepted = wait_until(CONVERGE, || {
+        let accepted = self.poll(|| {
             match self.try_sentinel_cmd::<String>(
                 0,
                 redis::cmd("SENTINEL").arg("FAILOVER").arg(&self.name),
@@ -426,7 +463,7 @@ impl SentinelGroup {
     /// here: the sentinels would do the same, but only 10-20 s later (they
     /// wait for a slave-period INFO and then 8 s more).
     pub fn settle(&self) {
-        let ok = wait_until(CONVERGE, || {
+        let ok = self.poll(|| {
             self.demote_stale_primaries();
             self.settled()
         });
@@ -435,6 +472,15 @@ impl SentinelGroup {
             "the sentinel group did not settle within {CONVERGE:?}:\n{}",
             self.describe()
         );
+    }
+
+    /// Polls `cond` for up to [`CONVERGE`]: every 10 ms, or every 100 ms on
+    /// TLS, where each check is several TLS handshakes (the harness's rustls
+    /// is a debug build: polled every 10 ms, they kept a core busy and slowed
+    /// the very failover being watched).
+    fn poll(&self, cond: impl FnMut() -> bool) -> bool {
+        let every = if self.tls.is_some() { 100 } else { 10 };
+        wait_until_every(CONVERGE, Duration::from_millis(every), cond)
     }
 
     fn demote_stale_primaries(&self) {
@@ -509,7 +555,7 @@ impl SentinelGroup {
     /// Waits until every live sentinel names the same primary, not `old`,
     /// and that node's ROLE says master.
     fn await_promotion(&self, old: u16) {
-        let ok = wait_until(CONVERGE, || {
+        let ok = self.poll(|| {
             let live: Vec<usize> = (0..self.sentinels.len())
                 .filter(|&i| self.sentinel_up(i))
                 .collect();
@@ -575,8 +621,8 @@ impl SentinelGroup {
         s: usize,
         cmd: &redis::Cmd,
     ) -> redis::RedisResult<T> {
-        let url = node_url(self.sentinels[s].port, self.sentinel_password.as_deref());
-        let client = redis::Client::open(url)?;
+        let url = self.sentinel_url(self.sentinels[s].port);
+        let client = helper_client(&url, self.tls.as_ref())?;
         let mut con = client.get_connection_with_timeout(HELPER_TIMEOUT)?;
         con.set_read_timeout(Some(HELPER_TIMEOUT))?;
         con.set_write_timeout(Some(HELPER_TIMEOUT))?;
@@ -699,7 +745,16 @@ fn start_sentinels(b: &SentinelBuilder, data: &[RedisNode]) -> Result<Vec<Sentin
     for (k, &port) in ports.iter().enumerate() {
         let dir = tempdir();
         let mut conf = String::new();
-        let _ = writeln!(conf, "port {port}");
+        match &b.tls {
+            Some(tls) => {
+                let _ = writeln!(conf, "port 0");
+                let _ = writeln!(conf, "tls-port {port}");
+                conf.push_str(&tls.conf());
+            }
+            None => {
+                let _ = writeln!(conf, "port {port}");
+            }
+        }
         let _ = writeln!(conf, "bind 127.0.0.1");
         let _ = writeln!(conf, "daemonize no");
         let _ = writeln!(conf, "dir {}", quote(&dir.display()));
@@ -757,7 +812,8 @@ fn start_sentinels(b: &SentinelBuilder, data: &[RedisNode]) -> Result<Vec<Sentin
             dir,
         });
     }
-    let url = |p: u16| node_url(p, b.sentinel_password.as_deref());
+    let tls = b.tls.as_ref();
+    let url = |p: u16| scheme_url(tls.is_some(), p, b.sentinel_password.as_deref());
     for s in &mut sentinels {
         let child = s.child.as_mut().expect("just spawned");
         let pid = child.id();
@@ -770,7 +826,7 @@ fn start_sentinels(b: &SentinelBuilder, data: &[RedisNode]) -> Result<Vec<Sentin
                     s.log()
                 ));
             }
-            if server_pid(&url(s.port)) == Some(pid) {
+            if server_pid(&url(s.port), tls) == Some(pid) {
                 break;
             }
             if Instant::now() >= deadline {
