@@ -5,9 +5,12 @@ Subcommands (each writes one JSON file given by --out):
   freeports N            print N free loopback TCP ports (never 6379)
   handoff                section 3: release -> next holder's command, with --wait
   memory                 section 4: peak RSS via /usr/bin/time -f %M
-  herd                   section 5: M wrappers with --wait on one key, overlap check
+  herd                   section 5: N wrappers with --wait on one key, started while it
+                         is held; overlap check, Redis commands per run (all, and
+                         client requests only; optionally cross-checked by MONITOR)
   scale                  section 6: nodes x contenders, try-once, same key
   redisbench             section 6: raw SET rates of one node (redis-benchmark)
+  fleet                  section 10: examples/fleet scenarios with Redis counters and CPU
 
 Only the standard library is used. Times come from CLOCK_MONOTONIC
 (time.monotonic_ns) in this process, or from `date +%s%N` (CLOCK_REALTIME)
@@ -27,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 
@@ -120,6 +124,176 @@ def redis_stats(port):
         "commands": int(d.get("total_commands_processed", 0)),
         "connections": int(d.get("total_connections_received", 0)),
     }
+
+
+class Resp:
+    """A minimal RESP2 client on one kept connection (binary-safe, unlike
+    redis-cli arguments), counting every command it sends so that the
+    harness's own commands can be taken out of Redis's counters."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.file = self.sock.makefile("rb")
+        self.sent = 0
+        self.port = port
+        self.local_port = self.sock.getsockname()[1]
+
+    def send(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            if isinstance(a, str):
+                a = a.encode()
+            elif isinstance(a, int):
+                a = str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+        self.sent += 1
+
+    def read(self):
+        line = self.file.readline()
+        if not line:
+            raise ConnectionError("connection closed")
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"+":
+            return rest.decode(errors="replace")
+        if kind == b"-":
+            raise RuntimeError(rest.decode(errors="replace"))
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.file.read(n + 2)
+            return data[:-2]
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise RuntimeError(f"unexpected reply {line!r}")
+
+    def cmd(self, *args):
+        self.send(*args)
+        return self.read()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+# Commands Lua scripts never call (EVAL and the connection/pub-sub
+# commands are refused inside a script, or redlock-run's scripts have no
+# use for them): counting these in INFO commandstats gives the requests the
+# clients sent. Everything else (SET, GET, ZADD, PUBLISH, TIME, ...) is
+# counted by Redis whether a client or a script called it.
+CLIENT_ONLY = ("eval", "evalsha", "eval_ro", "evalsha_ro", "subscribe", "unsubscribe",
+               "psubscribe", "punsubscribe", "hello", "client", "auth", "select", "ping",
+               "quit", "reset", "wait", "readonly")
+
+
+def parse_info(text):
+    d, cs = {}, {}
+    for line in text.splitlines():
+        if ":" not in line or line.startswith("#"):
+            continue
+        k, v = line.split(":", 1)
+        if k.startswith("cmdstat_"):
+            calls = 0
+            for kv in v.split(","):
+                if kv.startswith("calls="):
+                    calls = int(kv[6:])
+            cs[k[len("cmdstat_"):]] = calls
+        else:
+            d[k.strip()] = v.strip()
+    return d, cs
+
+
+def snapshot(conn):
+    """INFO all (stats, cpu, commandstats) in one command, with how many
+    commands this connection had sent before it."""
+    sent = conn.sent
+    d, cs = parse_info(conn.cmd("INFO", "all").decode())
+    return {"sent": sent, "commands": int(d.get("total_commands_processed", 0)),
+            "connections": int(d.get("total_connections_received", 0)),
+            "cpu": float(d.get("used_cpu_sys", 0)) + float(d.get("used_cpu_user", 0)),
+            "cmdstats": cs}
+
+
+def work(before, after):
+    """What the clients cost one node between two snapshots, the harness's
+    own commands taken out. total_commands_processed counts a command once it
+    has run, so the earlier INFO is in the later figure and the later one is
+    not: every command this connection sent from the first snapshot up to
+    (not including) the second one is ours."""
+    ours = after["sent"] - before["sent"]
+    cs = {k: v - before["cmdstats"].get(k, 0) for k, v in after["cmdstats"].items()
+          if v - before["cmdstats"].get(k, 0) > 0}
+    for k in ("info", "pubsub|channels", "pubsub|numsub", "echo", "monitor"):
+        cs.pop(k, None)
+    client = sum(v for k, v in cs.items() if k.split("|")[0] in CLIENT_ONLY)
+    return {"commands": after["commands"] - before["commands"] - ours,
+            "client_requests": client,
+            "connections": after["connections"] - before["connections"],
+            "cpu_s": after["cpu"] - before["cpu"],
+            "cmdstats": dict(sorted(cs.items(), key=lambda kv: -kv[1]))}
+
+
+def sum_work(per_node):
+    tot = {"commands": 0, "client_requests": 0, "connections": 0, "cpu_s": 0.0, "cmdstats": {}}
+    for w in per_node:
+        for k in ("commands", "client_requests", "connections", "cpu_s"):
+            tot[k] += w[k]
+        for k, v in w["cmdstats"].items():
+            tot["cmdstats"][k] = tot["cmdstats"].get(k, 0) + v
+    tot["cmdstats"] = dict(sorted(tot["cmdstats"].items(), key=lambda kv: -kv[1]))
+    return tot
+
+
+class Monitor:
+    """MONITOR on one node, in a thread: counts the lines a client sent
+    (tagged with its address) apart from those a script ran (tagged `lua`),
+    leaving out the harness's own connection."""
+
+    def __init__(self, port, exclude_port):
+        self.conn = Resp(port)
+        self.exclude = f":{exclude_port}]"
+        self.marker = f"monitor-end-{random.getrandbits(48):x}"
+        self.client, self.lua, self.names = 0, 0, {}
+        if self.conn.cmd("MONITOR") != "OK":
+            raise RuntimeError("MONITOR refused")
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        while True:
+            try:
+                line = self.conn.read()
+            except (ConnectionError, OSError, RuntimeError):
+                return
+            if not isinstance(line, str):
+                continue
+            if self.marker in line:
+                return
+            tag = line[line.find("[") + 1:line.find("]")]
+            name = line[line.find("]") + 3:].split('"', 1)[0].lower()
+            if tag.endswith(" lua"):
+                self.lua += 1
+            elif self.exclude in line[:line.find("]") + 1]:
+                continue
+            else:
+                self.client += 1
+                self.names[name] = self.names.get(name, 0) + 1
+
+    def finish(self, conn):
+        """Waits for the harness's ECHO (sent on `conn` after its last
+        snapshot) to come through: every earlier command is in by then."""
+        conn.cmd("ECHO", self.marker)
+        self.thread.join(30)
+        self.conn.close()
+        return {"client_lines": self.client, "lua_lines": self.lua,
+                "client_commands": dict(sorted(self.names.items(), key=lambda kv: -kv[1]))}
 
 
 def spawn(argv, env=None, stdout=None, stderr=None):
@@ -345,56 +519,149 @@ HERD_SECTION = (
 )
 
 
+def subscribers(conn):
+    """Clients subscribed to any channel on this node (PUBSUB CHANNELS, then
+    NUMSUB of each): a fair waiter has its own channel, an unfair one shares
+    the lock's."""
+    chans = conn.cmd("PUBSUB", "CHANNELS") or []
+    if not chans:
+        return 0
+    r = conn.cmd("PUBSUB", "NUMSUB", *chans)
+    return sum(r[1::2])
+
+
+def section_cost(section, env, reps=20):
+    """Median wall time (s) of the critical section alone, `sh -c` included:
+    the herd's floor is count x this."""
+    t = []
+    for _ in range(reps):
+        t0 = time.monotonic_ns()
+        subprocess.run(["sh", "-c", section], env=env, check=False)
+        t.append((time.monotonic_ns() - t0) / 1e9)
+    return statistics.median(t)
+
+
+def herd_once(a, n, conns, url, d, env, section, monitor):
+    """One herd: a holder takes the key; n wrappers with --wait 120s are
+    started and have all subscribed (so all have queued) before the holder
+    lets go. Counters cover the waiters' whole runs and the holder's release."""
+    key = f"herd-{'u' if a.unfair else 'f'}{'m' if monitor else ''}-{len(a.ports)}-{n}"
+    holder = subprocess.Popen([a.bin, "-q", "-k", key, "-r", url, "--", "head", "-c", "1"],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not all(c.cmd("EXISTS", "lock:" + key) == 1 for c in conns):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the holder did not take the lock on every node")
+        time.sleep(0.002)
+    mons = [Monitor(c.port, c.local_port) for c in conns] if monitor else []
+    before = [snapshot(c) for c in conns]
+    extra = ["--wait-unfair"] if a.unfair else []
+    t0 = time.monotonic_ns()
+    pids = [spawn([a.bin, "-q", "-k", key, "-r", url, "--wait", "120s", *extra, "-c", section],
+                  env=env, stderr=os.path.join(d, f"err-{key}-{i}")) for i in range(n)]
+    t_launched = time.monotonic_ns()
+    deadline = time.monotonic() + 60 + n
+    all_subscribed = True
+    while not all(subscribers(c) >= n for c in conns):
+        if time.monotonic() > deadline:
+            all_subscribed = False
+            break
+        time.sleep(0.01)
+    t_queued = time.monotonic_ns()
+    holder.stdin.write(b"x")
+    holder.stdin.close()
+    t_release = time.monotonic_ns()
+    done = reap_all(pids, 180)
+    holder.wait(30)
+    t_end = time.monotonic_ns()
+    after = [snapshot(c) for c in conns]
+    mon = [m.finish(c) for m, c in zip(mons, conns)]
+    per_node = [work(b, x) for b, x in zip(before, after)]
+    tot = sum_work(per_node)
+    ends = sorted(t for _, t in done.values())
+    codes = [c for c, _ in done.values()]
+    res = {
+        "count": n, "nodes": len(a.ports), "unfair": a.unfair, "monitored": monitor,
+        "all_subscribed_before_release": all_subscribed,
+        "hold_s": a.hold,
+        "launch_s": (t_launched - t0) / 1e9,
+        "queued_s": (t_queued - t0) / 1e9,
+        "herd_s": (ends[-1] - t_release) / 1e9 if ends else None,
+        "first_s": (ends[0] - t_release) / 1e9 if ends else None,
+        "handoffs_per_s": (n - 1) / ((ends[-1] - ends[0]) / 1e9) if n > 1 and ends[-1] > ends[0] else None,
+        "ok": sum(1 for c in codes if c == 0),
+        "failed": sum(1 for c in codes if c != 0),
+        "exit_codes": sorted(set(map(str, codes))),
+        "holder_exit": holder.returncode,
+        # Totals over the nodes; the holder's release is in them (one
+        # release script per node), its acquire is not.
+        "commands": tot["commands"],
+        "client_requests": tot["client_requests"],
+        "commands_per_run": tot["commands"] / n,
+        "client_requests_per_run": tot["client_requests"] / n,
+        "connections": tot["connections"],
+        "redis_cpu_ms": tot["cpu_s"] * 1e3,
+        "cmdstats": tot["cmdstats"],
+        "per_node": [{k: w[k] for k in ("commands", "client_requests", "connections", "cpu_s")}
+                     for w in per_node],
+    }
+    if monitor:
+        res["monitor"] = {
+            "client_lines": sum(m["client_lines"] for m in mon),
+            "lua_lines": sum(m["lua_lines"] for m in mon),
+            "client_commands": sum_counts(m["client_commands"] for m in mon),
+        }
+    return res, key
+
+
+def sum_counts(dicts):
+    out = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0) + v
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def cmd_herd(a):
     url = ",".join(f"redis://127.0.0.1:{p}" for p in a.ports)
     d = tempfile.mkdtemp(prefix="herd.", dir=a.tmp)
     env = dict(os.environ, HERD_CS=os.path.join(d, "cs"),
                HERD_OVERLAPS=os.path.join(d, "overlaps"))
     section = HERD_SECTION.format(hold=a.hold)
-    before = [redis_stats(p) for p in a.ports]
-    before_cs = [redis_cmdstats(p) for p in a.ports]
-    t0 = time.monotonic_ns()
-    pids = [spawn([a.bin, "-q", "-k", "herd", "-r", url, "--wait", "120s", "-c", section],
-                  env=env, stderr=os.path.join(d, f"err{i}")) for i in range(a.count)]
-    t_launched = time.monotonic_ns()
-    done = reap_all(pids, 180)
-    t1 = time.monotonic_ns()
-    after = [redis_stats(p) for p in a.ports]
-    after_cs = [redis_cmdstats(p) for p in a.ports]
-    try:
-        overlaps = len(open(env["HERD_OVERLAPS"]).read().split())
-    except OSError:
-        overlaps = 0
-    codes = [c for c, _ in done.values()]
-    total = (t1 - t0) / 1e9
-    ends = sorted(t for _, t in done.values())
-    res = {
-        "count": a.count, "nodes": len(a.ports), "hold_s": a.hold,
-        "launch_s": (t_launched - t0) / 1e9,
-        "total_s": total,
-        "handoffs_per_s": (a.count - 1) / ((ends[-1] - ends[0]) / 1e9) if len(ends) > 1 and ends[-1] > ends[0] else None,
-        "runs_per_s": a.count / total,
-        "floor_s": a.count * a.hold,
-        "overlaps": overlaps,
-        "ok": sum(1 for c in codes if c == 0),
-        "failed": sum(1 for c in codes if c != 0),
-        "exit_codes": sorted(set(map(str, codes))),
-        "redis_commands_per_node": [x["commands"] - y["commands"] - 1 for x, y in zip(after, before)],
-        "redis_connections_per_node": [x["connections"] - y["connections"] - 1 for x, y in zip(after, before)],
-        "redis_commandstats_node0": cmdstats_delta(after_cs[0], before_cs[0]),
-    }
-    errs = []
-    for i in range(a.count):
+    conns = [Resp(p) for p in a.ports]
+    floor = section_cost(section, env)
+    runs = []
+    for n in a.counts:
         try:
-            e = open(os.path.join(d, f"err{i}")).read().strip()
-            if e:
-                errs.append(e.splitlines()[-1])
+            os.unlink(env["HERD_OVERLAPS"])
         except OSError:
             pass
-    res["stderr_samples"] = sorted(set(errs))[:5]
-    print(f"  herd: {res}", file=sys.stderr)
+        res, key = herd_once(a, n, conns, url, d, env, section, a.monitor)
+        try:
+            res["overlaps"] = len(open(env["HERD_OVERLAPS"]).read().split())
+        except OSError:
+            res["overlaps"] = 0
+        res["section_s"] = floor
+        res["floor_s"] = n * floor
+        errs = []
+        for i in range(n):
+            try:
+                e = open(os.path.join(d, f"err-{key}-{i}")).read().strip()
+                if e:
+                    errs.append(e.splitlines()[-1])
+            except OSError:
+                pass
+        res["stderr_samples"] = sorted(set(errs))[:5]
+        runs.append(res)
+        short = {k: res[k] for k in ("count", "nodes", "unfair", "herd_s", "overlaps", "ok",
+                                     "commands_per_run", "client_requests_per_run", "redis_cpu_ms")}
+        if "monitor" in res:
+            short["monitor"] = {k: res["monitor"][k] for k in ("client_lines", "lua_lines")}
+        print(f"  herd: {short}", file=sys.stderr)
+    for c in conns:
+        c.close()
     shutil.rmtree(d, ignore_errors=True)
-    write(a.out, res)
+    write(a.out, {"runs": runs})
 
 
 # ---------------------------------------------------------------- scale
@@ -449,6 +716,57 @@ def cmd_scale(a):
                   f"winners={winners}", file=sys.stderr)
     shutil.rmtree(d, ignore_errors=True)
     write(a.out, {"hold_s": a.hold, "rows": rows})
+
+
+# ---------------------------------------------------------------- fleet
+
+def cmd_fleet(a):
+    """Section 10: `examples/fleet` (N hosts as threads of one process, each
+    doing a try-once run with redlock-run's own library) for each HOSTSxKEYS
+    scenario, with every node's counters and CPU around it."""
+    url = ",".join(f"redis://127.0.0.1:{p}" for p in a.ports)
+    conns = [Resp(p) for p in a.ports]
+    rows = []
+    for sc in a.scenarios:
+        hosts, keys = (int(x) for x in sc.split("x"))
+        for rep in range(a.reps):
+            name = f"fleet-{hosts}x{keys}-{rep}"
+            before = [snapshot(c) for c in conns]
+            t0 = time.monotonic_ns()
+            r = subprocess.run([a.fleet, "--redis", url, "--hosts", str(hosts), "--keys", str(keys),
+                                "--name", name], capture_output=True, text=True, timeout=600)
+            wall = (time.monotonic_ns() - t0) / 1e9
+            after = [snapshot(c) for c in conns]
+            if r.returncode != 0:
+                raise RuntimeError(f"fleet {sc}: exit {r.returncode}: {r.stderr.strip()[-500:]}")
+            out = json.loads(r.stdout)
+            per_node = [work(b, x) for b, x in zip(before, after)]
+            tot = sum_work(per_node)
+            out.update({
+                "scenario": sc, "rep": rep, "process_wall_s": wall,
+                "stderr_tail": r.stderr.strip().splitlines()[-3:],
+                "commands": tot["commands"], "client_requests": tot["client_requests"],
+                "commands_per_run": tot["commands"] / hosts,
+                "client_requests_per_run": tot["client_requests"] / hosts,
+                "connections": tot["connections"],
+                "cmdstats": tot["cmdstats"],
+                "redis_cpu_ms_per_node": [w["cpu_s"] * 1e3 for w in per_node],
+                "commands_per_node": [w["commands"] for w in per_node],
+                "client_requests_per_node": [w["client_requests"] for w in per_node],
+            })
+            # Per run, per node: what one invocation costs each Redis.
+            cpu = statistics.fmean(out["redis_cpu_ms_per_node"])
+            out["redis_cpu_us_per_run_per_node"] = cpu * 1e3 / hosts
+            rows.append(out)
+            print(f"  fleet {sc} rep {rep}: decision p50 {out['decision_ms'].get('p50')} "
+                  f"p99 {out['decision_ms'].get('p99')} ms, winners {out['winners']} "
+                  f"(keys with one {out['keys_with_one_winner']}/{keys}), busy {out['busy']}, "
+                  f"unavailable {out['unavailable']}, cmds/run {out['commands_per_run']:.1f} "
+                  f"(client {out['client_requests_per_run']:.1f}), Redis CPU/node {cpu:.1f} ms",
+                  file=sys.stderr)
+    for c in conns:
+        c.close()
+    write(a.out, {"rows": rows, "nofile": a.nofile})
 
 
 # ---------------------------------------------------------------- redis-benchmark
@@ -571,7 +889,10 @@ def main():
     p = sub.add_parser("herd")
     p.add_argument("--bin", required=True); p.add_argument("--ports", type=lambda s: [int(x) for x in s.split(",")], required=True)
     p.add_argument("--tmp", required=True); p.add_argument("--out", required=True)
-    p.add_argument("--count", type=int, default=100); p.add_argument("--hold", type=float, default=0.005)
+    p.add_argument("--counts", type=lambda s: [int(x) for x in s.split(",")], default=[100])
+    p.add_argument("--hold", type=float, default=0.005)
+    p.add_argument("--unfair", action="store_true", help="the waiters race (--wait-unfair)")
+    p.add_argument("--monitor", action="store_true", help="count commands with MONITOR too")
 
     p = sub.add_parser("scale")
     p.add_argument("--bin", required=True); p.add_argument("--ports", type=lambda s: [int(x) for x in s.split(",")], required=True)
@@ -579,6 +900,14 @@ def main():
     p.add_argument("--nodes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 3, 5])
     p.add_argument("--contenders", type=lambda s: [int(x) for x in s.split(",")], default=[1, 10, 50, 100])
     p.add_argument("--reps", type=int, default=3); p.add_argument("--hold", type=float, default=1.0)
+
+    p = sub.add_parser("fleet")
+    p.add_argument("--fleet", required=True, help="the examples/fleet binary")
+    p.add_argument("--ports", type=lambda s: [int(x) for x in s.split(",")], required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--scenarios", type=lambda s: s.split(","), default=["1000x1", "1000x50"])
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--nofile", type=int, default=0, help="ulimit -n it ran with, for the report")
 
     p = sub.add_parser("redisbench")
     p.add_argument("--port", type=int, required=True); p.add_argument("--out", required=True)
@@ -597,7 +926,7 @@ def main():
         print(" ".join(map(str, freeports(a.n, a.below))))
     else:
         {"handoff": cmd_handoff, "degraded": cmd_degraded, "memory": cmd_memory, "herd": cmd_herd,
-         "scale": cmd_scale, "redisbench": cmd_redisbench,
+         "scale": cmd_scale, "redisbench": cmd_redisbench, "fleet": cmd_fleet,
          "proxyrtt": cmd_proxyrtt, "profile": cmd_profile}[a.cmd](a)
 
 

@@ -279,34 +279,69 @@ def main():
     md.append("")
 
     # 5. herd
-    md.append("## 5. Herd: 100 wrappers with `--wait 120s` on one key\n")
-    herds = [h for h in (load("herd-1.json"), load("herd-3.json")) if h]
-    if not herds or "skipped" in herds[0]:
-        md.append(f"**Skipped:** {escape((herds[0] if herds else {}).get('skipped', 'no data'))}.\n")
+    md.append("## 5. Herd: wrappers with `--wait 120s` on one key, started while it is held\n")
+    h1, h3, hu, hm = (load(f) for f in ("herd-1.json", "herd-3.json", "herd-3-unfair.json",
+                                        "herd-3-monitor.json"))
+    if not h1 or "skipped" in h1:
+        md.append(f"**Skipped:** {escape((h1 or {}).get('skipped', 'no data'))}.\n")
     else:
-        md.append("Each wrapper's command: `mkdir $CS || record overlap; sleep HOLD; rmdir $CS || record overlap`. "
-                  "All are started at once (posix_spawn in a loop).\n")
-        md.append("| nodes | wrappers | hold s | launch s | total s | floor (count × hold) s | handoffs/s | overlaps | ok | failed | Redis cmds/node | connections/node |")
-        md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        herd_extra = []
-        for h in herds:
-            md.append(f"| {h['nodes']} | {h['count']} | {h['hold_s']} | {h['launch_s']:.2f} | {h['total_s']:.2f} | "
-                      f"{h['floor_s']:.2f} | {ms(h['handoffs_per_s'], 1)} | **{h['overlaps']}** | {h['ok']} | {h['failed']} | "
-                      f"{max(h['redis_commands_per_node'])} | {max(h['redis_connections_per_node'])} |")
-            extra = []
-            if h.get("redis_commandstats_node0"):
-                cs = ", ".join(f"{k} {v}" for k, v in h["redis_commandstats_node0"].items())
-                extra.append(f"Redis commands on node 0 during the {h['nodes']}-node herd "
-                             f"({h['count']} wrappers; one SET + one release each would be {h['count']} SET + "
-                             f"{h['count']} EVAL, and the scripts' own GET/DEL/PUBLISH are counted too): {cs}")
-            if h.get("stderr_samples"):
-                extra.append(f"stderr seen (nodes={h['nodes']}): " + "; ".join(f"`{escape(s)}`" for s in h["stderr_samples"]))
-            herd_extra.extend(extra)
+        runs = [r for h in (h1, h3, hu) if h for r in h.get("runs", [])]
+        md.append("A holder takes the key (`redlock-run -- head -c 1`); N wrappers are started at once "
+                  "(posix_spawn in a loop) with `--wait 120s -c SECTION`, and once every one of them has "
+                  "subscribed on every node (so all have queued) the holder is let go. SECTION is "
+                  "`mkdir $CS || record overlap; sleep HOLD; rmdir $CS || record overlap`. "
+                  "*herd* = holder let go → last wrapper's exit; *floor* = N × the section alone "
+                  "(`sh -c SECTION`, median of 20). Redis figures are totals over the nodes, **per run** "
+                  "(÷ N), for the waiters' whole runs plus the holder's release (its acquire is before "
+                  "the counters): *client requests* = commands the wrappers sent (INFO commandstats "
+                  "of EVAL, SUBSCRIBE and the other commands a script cannot call); *all commands* = "
+                  "`total_commands_processed`, which **also counts every command the Lua scripts "
+                  "ran** (GET, SET, ZADD, TIME, PUBLISH …). The harness's own commands are taken out.\n")
+        md.append("| nodes | waiters | mode | herd s | floor s | first exit s | handoffs/s | overlaps | ok / failed | client requests per run | all commands per run (incl. Lua's) | Redis CPU ms (all nodes) | connections per run |")
+        md.append("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in runs:
+            md.append(f"| {r['nodes']} | {r['count']} | {'unfair' if r['unfair'] else 'fair'} | "
+                      f"{ms(r['herd_s'])} | {ms(r['floor_s'])} | {ms(r['first_s'], 3)} | "
+                      f"{ms(r['handoffs_per_s'], 1)} | **{r['overlaps']}** | {r['ok']} / {r['failed']} | "
+                      f"{r['client_requests_per_run']:.1f} | {r['commands_per_run']:.1f} | "
+                      f"{r['redis_cpu_ms']:.0f} | {r['connections'] / r['count']:.1f} |")
         md.append("")
-        md.extend(f"- {e}" for e in herd_extra)
-        overl = sum(h["overlaps"] for h in herds)
+        for r in runs:
+            if r["count"] == max(x["count"] for x in runs) and r["nodes"] == 3:
+                cs = ", ".join(f"{k} {v}" for k, v in r["cmdstats"].items())
+                md.append(f"- Commands on the 3 nodes together, {r['count']} waiters, "
+                          f"{'unfair' if r['unfair'] else 'fair'}: {cs}")
+            if not r.get("all_subscribed_before_release", True):
+                md.append(f"- {r['nodes']} nodes, {r['count']} waiters: not every waiter had subscribed "
+                          "when the holder was let go (the harness gave up waiting).")
+            if r.get("stderr_samples"):
+                md.append(f"- stderr seen ({r['nodes']} nodes, {r['count']} waiters): "
+                          + "; ".join(f"`{escape(x)}`" for x in r["stderr_samples"]))
+        for r in (hm or {}).get("runs", []):
+            mo = r["monitor"]
+            agree = mo["client_lines"] == r["client_requests"]
+            agree_all = mo["client_lines"] + mo["lua_lines"] == r["commands"]
+            md.append(f"- Cross-check with MONITOR on every node ({r['count']} waiters, fair, 3 nodes, a "
+                      f"separate run): {mo['client_lines']} lines from clients "
+                      f"({', '.join(f'{k} {v}' for k, v in mo['client_commands'].items())}) against "
+                      f"{r['client_requests']} client requests from commandstats "
+                      f"({'equal' if agree else 'DIFFERENT'}); plus {mo['lua_lines']} lines tagged `lua` = "
+                      f"{mo['client_lines'] + mo['lua_lines']} against total_commands_processed "
+                      f"{r['commands']} ({'equal' if agree_all else 'DIFFERENT'}).")
+        md.append("")
+        overl = sum(r["overlaps"] for r in runs)
         targets.append(("herd overlaps = 0", str(overl), overl == 0))
-        md.append("")
+        big = [r for r in runs if r["nodes"] == 3 and r["count"] == 100 and not r["unfair"]]
+        if big:
+            r = big[0]
+            targets.append(("100 waiters on one key over 3 nodes: ≤ 30 Redis commands per run across "
+                            "the nodes (client requests; incl. the scripts' own commands beside)",
+                            f"{r['client_requests_per_run']:.1f} client requests "
+                            f"({r['commands_per_run']:.1f} incl. the scripts' own)",
+                            r["client_requests_per_run"] <= 30))
+            targets.append(("100 waiters on one key over 3 nodes: ≤ 1 s in all (holder let go → last exit)",
+                            f"{r['herd_s']:.2f} s (floor {r['floor_s']:.2f} s: 100 × the section alone)",
+                            r["herd_s"] <= 1.0))
 
     # 6. scale
     sc = load("scale.json") or {}
@@ -380,6 +415,50 @@ def main():
             ratio = r["median"] / base["median"] if base else None
             md.append(f"| {escape(r['name'])} | {ms(r['median'])} | {ms(r['p99'])} | {ms(ratio)}× |")
         md.append("")
+
+    # 10. fleet
+    fl = load("fleet.json")
+    if fl and fl.get("rows"):
+        md.append("## 10. Fleet: N hosts fire one cron job at the same instant\n")
+        md.append("`examples/fleet`: one thread per simulated host, each with its own `Lock` built as "
+                  "redlock-run builds it (its arguments through the real parser, its own connection to "
+                  "each node), all let go by one barrier; each makes one try-once acquire, and a key's "
+                  "winner releases once every host of that key has decided. Host i contends for key "
+                  "i mod K. *decision* = the host's own start → the acquire's verdict; *barrier → "
+                  "verdict* adds the wait for a CPU (thousands of threads on this machine's cores). "
+                  "Redis figures as in section 5, per run (÷ hosts); CPU = `used_cpu_sys + "
+                  "used_cpu_user` delta of each node (mean over the nodes).\n")
+        md.append("| hosts × keys | rep | decision p50 / p99 ms | barrier → verdict p50 / p99 ms | winners (keys with exactly 1) | busy | unavailable | client requests per run | all commands per run (incl. Lua's) | connections per run | Redis CPU ms per node | Redis CPU µs per run per node |")
+        md.append("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+        exact = True
+        for r in fl["rows"]:
+            d, b = r["decision_ms"], r["barrier_to_decision_ms"]
+            cpu = statistics.fmean(r["redis_cpu_ms_per_node"])
+            exact &= r["keys_with_one_winner"] == r["keys"]
+            md.append(f"| {r['hosts']} × {r['keys']} | {r['rep']} | {ms(d.get('p50'), 1)} / {ms(d.get('p99'), 1)} | "
+                      f"{ms(b.get('p50'), 1)} / {ms(b.get('p99'), 1)} | {r['winners']} "
+                      f"({r['keys_with_one_winner']}/{r['keys']}) | {r['busy']} | {r['unavailable']} | "
+                      f"{r['client_requests_per_run']:.2f} | {r['commands_per_run']:.2f} | "
+                      f"{r['connections'] / r['hosts']:.2f} | {cpu:.0f} | {r['redis_cpu_us_per_run_per_node']:.0f} |")
+        md.append("")
+        for r in fl["rows"]:
+            if r["rep"] == 0:
+                cs = ", ".join(f"{k} {v}" for k, v in r["cmdstats"].items())
+                md.append(f"- {r['hosts']} × {r['keys']}, commands on the 3 nodes together: {cs}")
+            if r.get("unavailable_samples"):
+                md.append(f"- {r['hosts']} × {r['keys']} rep {r['rep']}, unavailable: "
+                          + "; ".join(f"`{escape(x)}`" for x in r["unavailable_samples"]))
+        us = statistics.fmean(r["redis_cpu_us_per_run_per_node"] for r in fl["rows"])
+        per_s = 1e6 / us
+        md.append(f"- At {us:.0f} µs of Redis CPU per run per node (mean of the rows above), one node's "
+                  f"core at 100 % serves ≈ {per_s:,.0f} runs/s, ≈ {per_s * 60:,.0f} host × job runs per "
+                  "minute if they were spread over the minute; see bench/README.md for the burst.")
+        md.append(f"- ulimit -n for this run: {fl.get('nofile')}.")
+        md.append("")
+        shapes = sorted({(r["hosts"], r["keys"]) for r in fl["rows"]}, key=lambda x: x[1])
+        targets.append(("fleet: exactly 1 winner per key ("
+                        + ", ".join(f"{h} hosts × {k} key{'s' if k > 1 else ''}" for h, k in shapes) + ")",
+                        ", ".join(f"{r['keys_with_one_winner']}/{r['keys']}" for r in fl["rows"]), exact))
 
     # targets up front
     tmd = ["## Targets\n", "| target | measured | verdict |", "|---|---:|---|"]
