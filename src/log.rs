@@ -93,6 +93,11 @@ impl Log {
         self.write("error", e.into());
     }
 
+    /// Whether -q hides notices: work done only to word one can be skipped.
+    pub fn is_quiet(&self) -> bool {
+        self.verbosity < 0
+    }
+
     /// Outcomes a cron job may want silenced (busy, timed out): hidden by -q.
     pub fn notice(&self, e: impl Into<Entry>) {
         if self.verbosity >= 0 {

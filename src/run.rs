@@ -552,7 +552,12 @@ fn wait_loop(
                 }
             });
         }
-        if failure.is_none() && told.is_none_or(|t| t.elapsed() >= WAIT_NOTE_EVERY) {
+        // Under -q the note is not shown: no lookup of the holder for it
+        // (a request to every node).
+        if failure.is_none()
+            && !log.is_quiet()
+            && told.is_none_or(|t| t.elapsed() >= WAIT_NOTE_EVERY)
+        {
             let waited = start.elapsed();
             let by = lock.holder().map_or(String::new(), |h| format!(" by {h}"));
             let limit = match config.wait {

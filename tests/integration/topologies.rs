@@ -816,8 +816,18 @@ fn least_privilege_users_work_on_a_cluster_and_a_sentinel_group() {
         group.master_name()
     );
     base(&url, "acl", &dir)
-        .args(["--replicas", "1", "--fence", "-t", "900ms"])
-        .args(["-c", "sleep 1"])
+        // A heartbeat (at 2 s) included; a node timeout that a loaded
+        // machine's WAIT fits in.
+        .args([
+            "--replicas",
+            "1",
+            "--fence",
+            "-t",
+            "6s",
+            "--node-timeout",
+            "600ms",
+        ])
+        .args(["-c", "sleep 2.5"])
         .expect_code(0);
     crate::support::Test::new()
         .args(["status", "-r", &url, "-k", "acl"])

@@ -146,6 +146,44 @@ pub struct SentinelGroup {
     sentinel_password: Option<String>,
     startup: Duration,
     tls: Option<NodeTls>,
+    // Dropped last, once every process of the group is gone. Groups run one
+    // at a time: several at once on 2 cores (each 3 sentinels and 3 data
+    // nodes, tests polling them) starved one another into spurious
+    // failovers and replicas that acknowledged late.
+    _alone: Alone,
+}
+
+static ONE_GROUP_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+thread_local! {
+    static HOLDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// [`ONE_GROUP_AT_A_TIME`], taken by a thread's first group; a test that
+/// forms several groups (Redlock over groups) holds it once for all of them.
+struct Alone(Option<std::sync::MutexGuard<'static, ()>>);
+
+impl Alone {
+    fn take() -> Alone {
+        if HOLDING.with(|h| h.get()) {
+            return Alone(None);
+        }
+        // A test that panicked while holding it leaves the lock poisoned,
+        // not the next group's processes.
+        let guard = ONE_GROUP_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        HOLDING.with(|h| h.set(true));
+        Alone(Some(guard))
+    }
+}
+
+impl Drop for Alone {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            HOLDING.with(|h| h.set(false));
+        }
+    }
 }
 
 impl SentinelGroup {
@@ -169,6 +207,7 @@ impl SentinelGroup {
     }
 
     fn form(b: SentinelBuilder) -> SentinelGroup {
+        let alone = Alone::take();
         let began = Instant::now();
         let mut args = vec![
             // Replicas sync at once (7.0's diskless default waits 5 s for
@@ -214,6 +253,7 @@ impl SentinelGroup {
                         sentinel_password: b.sentinel_password.clone(),
                         startup: Duration::ZERO,
                         tls: b.tls.clone(),
+                        _alone: alone,
                     };
                     group.settle();
                     group.startup = began.elapsed();
