@@ -67,7 +67,7 @@ return 0";
 /// Deletes only our own lock, then wakes waiters subscribed to ARGV[2] (in
 /// the same script, so no waiter can miss it); an empty ARGV[2] wakes nobody.
 /// -1 tells the log the key had already gone.
-const RELEASE: &str = "\
+pub(crate) const RELEASE: &str = "\
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('DEL', KEYS[1])
@@ -83,7 +83,7 @@ return 0";
 
 /// Leaves our lock to expire after ARGV[2] ms (--hold), saying so in its
 /// record: the command exited (ARGV[3] ms) with status ARGV[4].
-const HOLD: &str = "\
+pub(crate) const HOLD: &str = "\
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
@@ -737,7 +737,7 @@ impl Session {
 
     // Plain EVAL rather than EVALSHA: a once-per-run CLI would pay a NOSCRIPT
     // round trip and a SCRIPT LOAD on every fresh node, and the scripts are tiny.
-    fn eval(&mut self, cmd: &redis::Cmd) -> Result<Value, NodeError> {
+    pub(crate) fn eval(&mut self, cmd: &redis::Cmd) -> Result<Value, NodeError> {
         match self.query(|c| cmd.query::<Value>(c))? {
             Value::ServerError(e) => Err(self.server_error(&e)),
             v => Ok(v),
@@ -753,7 +753,7 @@ impl Session {
     /// redlock-run sends gives the same answer when repeated (an acquire for
     /// our own token, a compare-and-delete that finds the key gone), so a
     /// retry cannot change what happened.
-    fn query<T>(
+    pub(crate) fn query<T>(
         &mut self,
         f: impl Fn(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T, NodeError> {
@@ -874,7 +874,7 @@ impl Session {
     }
 
     /// An error reply, worded with the fix where there is one.
-    fn server_error(&self, e: &redis::ServerError) -> NodeError {
+    pub(crate) fn server_error(&self, e: &redis::ServerError) -> NodeError {
         let what = match e.code() {
             "NOPERM" => permission_denied(&e.to_string()),
             "NOAUTH" => needs_password(),
@@ -928,7 +928,7 @@ impl Session {
         }
     }
 
-    fn unexpected(&self, what: &str, reply: &str) -> NodeError {
+    pub(crate) fn unexpected(&self, what: &str, reply: &str) -> NodeError {
         NodeError::new(format!(
             "{}: unexpected reply to {what}: {reply}",
             self.name
