@@ -19,6 +19,7 @@ mod generated;
 mod metrics_format;
 mod operability;
 mod operator;
+mod outcomes;
 mod readme;
 mod safety;
 mod terminal;
