@@ -30,12 +30,16 @@ Examples:
   redlock-run -q -E 0 -k rotate --hold 30s -- ./rotate-logs
   redlock-run -q -E 0 -k digest --once-per 1h -- ./send-digest
 
-  # every 10 minutes until one host has succeeded this hour; two retries under the lock
-  redlock-run -q -E 0 -k digest --once-per-success 1h --retry 2 -- ./send-digest
+  # fired every 10 minutes: runs until one host has succeeded this hour, each
+  # firing trying up to 3 times under the lock
+  */10 * * * * redlock-run -q -E 0 -k digest --once-per-success 1h --retry 2 -- ./send-digest
 
-  # metrics for node_exporter's textfile collector; a ping only the winning host sends
-  redlock-run -k backup --metrics-file /var/lib/node_exporter/textfile/cron.prom \\
-    -c './backup.sh && curl -fsS https://hc.example/ping/UUID'";
+  # metrics for node_exporter's textfile collector; a health-check ping only the winner sends
+  redlock-run -k backup --metrics-file /var/lib/prometheus/node-exporter/cron.prom -- ./backup.sh
+  redlock-run -k backup -c './backup.sh && curl -fsS https://hc.example/ping/UUID'
+
+  # which host ran it, when, and how it ended
+  redlock-run history -k backup -n 5";
 
 /// The pause before the first --retry when --retry-delay does not say.
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -80,7 +84,7 @@ pub struct Target {
     )]
     pub redis: Vec<String>,
 
-    /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]
+    /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]
     #[arg(long, value_name = "DURATION", value_parser = parse_short)]
     pub node_timeout: Option<Duration>,
 

@@ -117,10 +117,14 @@ impl CustomNode {
         query(&self.admin, cmd)
     }
 
+    /// Every key but the run histories, as text (see `RedisNode::keys`).
     fn keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self.cmd(redis::cmd("KEYS").arg("*"));
+        let mut keys: Vec<Vec<u8>> = self.cmd(redis::cmd("KEYS").arg("*"));
+        keys.retain(|k| !crate::support::is_history_key(k));
         keys.sort();
-        keys
+        keys.iter()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .collect()
     }
 
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
@@ -635,7 +639,8 @@ fn tls_options_with_unreadable_or_bad_files_are_usage_errors() {
 // ---------------------------------------------------------------------------
 
 /// The smallest command set with which every feature works (a run with its
-/// holder record and heartbeat, --wait, status, unlock, --once-per).
+/// holder record and heartbeat, --wait, status, unlock, --once-per, the run
+/// history).
 const MINIMAL_ACL: &[&str] = &[
     "+set",
     "+eval",
@@ -647,6 +652,10 @@ const MINIMAL_ACL: &[&str] = &[
     "+pttl",
     "+hgetall",
     "+subscribe",
+    "+lpush",
+    "+ltrim",
+    "+lindex",
+    "+lrange",
 ];
 
 /// `ACL SETUSER name reset on >password ~lock:* resetchannels &lock:* RULES...` on `node`
@@ -739,6 +748,11 @@ fn acl_user_with_the_minimal_commands_can_run_wait_and_ask_status() {
         .args(["status", "-r", &url, "-k", "acl"])
         .expect_code(0);
     assert!(status.stdout.contains("free"), "status\n{status}");
+    // The holder, the waiter and the --once-per run, as the same user.
+    let history = Test::new()
+        .args(["history", "-r", &url, "-k", "acl"])
+        .expect_code(0);
+    assert_eq!(history.stdout.lines().count(), 4, "history\n{history}");
     let left: Vec<String> = string_keys(&node)
         .into_iter()
         .filter(|k| !k.starts_with("lock:acl\0once:"))
@@ -1149,7 +1163,8 @@ fn unix_socket_ipv6_and_tcp_nodes_form_one_quorum() {
     ];
     assert_eq!(after, [None, None, None], "not released on every node");
     assert!(unix.keys().is_empty() && v6.keys().is_empty(), "keys left");
-    let left: Vec<String> = query(&tcp_db2, redis::cmd("KEYS").arg("*"));
+    let mut left: Vec<Vec<u8>> = query(&tcp_db2, redis::cmd("KEYS").arg("*"));
+    left.retain(|k| !crate::support::is_history_key(k));
     assert!(left.is_empty(), "keys left in tcp db 2: {left:?}");
 }
 
