@@ -358,8 +358,11 @@ fn take_and_run(
         attempts,
         fence,
     );
+    // --hold keeps a lock whose command ran; one that never started (or
+    // could not be watched) is given back for the next firing to try.
+    let ran_to_its_end = attempts > 0 && !matches!(exit, Exit::Lost | Exit::Unavailable);
     let ending = match config.hold.and_then(|h| h.checked_sub(since.elapsed())) {
-        Some(left) if exit != Exit::Lost && !left.is_zero() => Ending::Hold {
+        Some(left) if ran_to_its_end && !left.is_zero() => Ending::Hold {
             left,
             exit_code: exit.code(),
         },

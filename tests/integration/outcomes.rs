@@ -778,6 +778,41 @@ fn the_history_keeps_the_newest_hundred_runs() {
     assert_eq!(runs[99].id, "old-005");
 }
 
+/// With --hold the record goes out with the hold (its pipeline), and the
+/// lock is kept as before: status says both.
+#[test]
+fn a_held_run_is_recorded_and_keeps_its_lock() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let urls = cluster.urls();
+    base(&urls, "kept", &dir)
+        .env("REDLOCK_TEST_HOST", "web7")
+        .args(["--hold", "5s", "-c", "exit 4"])
+        .expect_code(4);
+    let key = lock_key("kept");
+    assert_eq!(cluster.holders(&key).len(), 3, "--hold let go of the lock");
+    assert!(
+        cluster
+            .iter()
+            .all(|n| (3000..=5000).contains(&n.pttl(&key)))
+    );
+    let runs = history_runs(&urls, "kept");
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0].host.as_str(), runs[0].exit_code), ("web7", 4));
+    let status = Test::new()
+        .args(["status", "-r", &urls, "-k", "kept"])
+        .expect_code(1);
+    let lines: Vec<&str> = status.stdout.lines().collect();
+    assert!(
+        lines[lines.len() - 2].contains("its command exited (status 4)"),
+        "{status}"
+    );
+    assert!(
+        lines[lines.len() - 1].starts_with("last run: failed (exit 4) on web7"),
+        "{status}"
+    );
+}
+
 /// Busy attempts and skipped windows are not runs: not recorded.
 #[test]
 fn busy_and_skipped_attempts_are_not_recorded() {
