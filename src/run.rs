@@ -1,5 +1,6 @@
 //! One run: parse, acquire (waiting per --jitter and --wait), check
-//! --once-per, start the command, hand it to `supervise`, release or hold,
+//! --once-per(-success), run the command's attempts (`attempts`), release or
+//! hold with the run's history record, write --report and --metrics-file,
 //! and pick the exit status.
 
 use std::ffi::OsString;

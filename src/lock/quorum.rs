@@ -59,8 +59,8 @@ pub fn not_answering(node: &Node) -> bool {
 }
 
 /// Sends `op` (given each node's index) to the nodes listed in `which`, in
-/// parallel, and collects
-/// replies until `until` says stop (`None`) or the moment it names passes.
+/// parallel, and collects replies until `until` says stop (`None`) or the
+/// moment it names passes.
 /// Replies come back in arrival order, carrying indexes into `nodes`; the
 /// receiver for the ones still to come is returned beside them.
 fn fan_out<T, F, U>(
