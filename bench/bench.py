@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import random
 import socket
 import statistics
 import subprocess
@@ -31,11 +32,26 @@ import time
 
 # ---------------------------------------------------------------- helpers
 
-def freeports(n):
+def freeports(n, below=None):
+    """n ports free a moment ago; with `below`, from 10000..below (a Cluster
+    node's bus port is port + 10000 and must not land in the ephemeral range,
+    where the kernel hands ports out to other connections)."""
     socks, ports = [], []
+    candidates = iter(random.sample(range(10000, below), below - 10000)) if below else None
     while len(ports) < n:
         s = socket.socket()
-        s.bind(("127.0.0.1", 0))
+        try:
+            if candidates is None:
+                s.bind(("127.0.0.1", 0))
+            else:
+                p = next(candidates)
+                s.bind(("127.0.0.1", p))
+                probe = socket.socket()
+                probe.bind(("127.0.0.1", p + 10000))
+                socks.append(probe)
+        except OSError:
+            s.close()
+            continue
         p = s.getsockname()[1]
         socks.append(s)
         if p != 6379:
@@ -527,6 +543,7 @@ def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("freeports"); p.add_argument("n", type=int)
+    p.add_argument("--below", type=int)
 
     p = sub.add_parser("handoff")
     p.add_argument("--bin", required=True); p.add_argument("--port", type=int)
@@ -577,7 +594,7 @@ def main():
 
     a = ap.parse_args()
     if a.cmd == "freeports":
-        print(" ".join(map(str, freeports(a.n))))
+        print(" ".join(map(str, freeports(a.n, a.below))))
     else:
         {"handoff": cmd_handoff, "degraded": cmd_degraded, "memory": cmd_memory, "herd": cmd_herd,
          "scale": cmd_scale, "redisbench": cmd_redisbench,

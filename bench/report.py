@@ -365,6 +365,22 @@ def main():
         targets.append(("one of 3 nodes stopped: run and hand-off ≤ 1.5× healthy", f"{worst:.2f}×",
                         worst <= 1.5))
 
+    # 9. topologies
+    tp = hf_rows(load("topologies.json"))
+    if tp:
+        md.append("## 9. Topologies: a Cluster and a Sentinel group as one node\n")
+        md.append("hyperfine `-N` medians of `redlock-run -k K -r URL -- true`, in ms. *cluster*: "
+                  "`redis+cluster://` with 3 masters and 3 replicas (the seeds are the masters); "
+                  "*sentinel*: `redis+sentinel://` over 3 sentinels watching a primary with one "
+                  "replica. `--replicas 1` adds a `WAIT 1` after each write.\n")
+        base = find(tp, "servers, 3 nodes")
+        md.append("| node | median | p99 | ratio to 3 servers |")
+        md.append("|---|---:|---:|---:|")
+        for r in tp:
+            ratio = r["median"] / base["median"] if base else None
+            md.append(f"| {escape(r['name'])} | {ms(r['median'])} | {ms(r['p99'])} | {ms(ratio)}× |")
+        md.append("")
+
     # targets up front
     tmd = ["## Targets\n", "| target | measured | verdict |", "|---|---:|---|"]
     for name, val, ok in targets:

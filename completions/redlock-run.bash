@@ -21,25 +21,25 @@ _redlock_run_spec()
     opts= takes= letters= subs= first=0 positionals=0 repeats=0 cmdpos=0
     case $1 in
     'redlock-run')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure -t --ttl --kill-after -w --wait --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --fence --limit -E --busy-exit-code -c --command -q --quiet -v --verbose --log-format --record-command --report --metrics-file -h --help -V --version'
-        takes=' --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --ttl --kill-after --wait --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --limit --busy-exit-code --command --log-format --record-command --report --metrics-file '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure -t --ttl --kill-after -w --wait --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --fence --replicas --limit -E --busy-exit-code -c --command -q --quiet -v --verbose --log-format --record-command --report --metrics-file -h --help -V --version'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --ttl --kill-after --wait --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --replicas --limit --busy-exit-code --command --log-format --record-command --report --metrics-file '
         letters='krtwEc'
         subs='status unlock history help'
         first=1 positionals=1 repeats=1 cmdpos=1
         ;;
     'redlock-run status')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --json --limit -h --help'
-        takes=' --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --limit '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --json --limit -h --help'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --limit '
         letters='kr'
         ;;
     'redlock-run unlock')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --token --force -h --help'
-        takes=' --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --token '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --token --force -h --help'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --token '
         letters='kr'
         ;;
     'redlock-run history')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --tls-insecure --json -n --count -h --help'
-        takes=' --key --prefix --redis --node-timeout --password-file --tls-ca --tls-cert --tls-key --count '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --json -n --count -h --help'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --count '
         letters='krn'
         ;;
     'redlock-run help')
@@ -81,6 +81,7 @@ _redlock_run_value()
     'redlock-run:--retry-delay' | \
     'redlock-run:--max-runtime' | \
     'redlock-run:--jitter' | \
+    'redlock-run:--replicas' | \
     'redlock-run:--limit' | \
     'redlock-run:-E' | \
     'redlock-run:--busy-exit-code' | \
@@ -113,20 +114,24 @@ _redlock_run_value()
         _redlock_run_urls
         ;;
     'redlock-run:--password-file' | \
+    'redlock-run:--sentinel-password-file' | \
     'redlock-run:--tls-ca' | \
     'redlock-run:--tls-cert' | \
     'redlock-run:--tls-key' | \
     'redlock-run:--report' | \
     'redlock-run:--metrics-file' | \
     'redlock-run status:--password-file' | \
+    'redlock-run status:--sentinel-password-file' | \
     'redlock-run status:--tls-ca' | \
     'redlock-run status:--tls-cert' | \
     'redlock-run status:--tls-key' | \
     'redlock-run unlock:--password-file' | \
+    'redlock-run unlock:--sentinel-password-file' | \
     'redlock-run unlock:--tls-ca' | \
     'redlock-run unlock:--tls-cert' | \
     'redlock-run unlock:--tls-key' | \
     'redlock-run history:--password-file' | \
+    'redlock-run history:--sentinel-password-file' | \
     'redlock-run history:--tls-ca' | \
     'redlock-run history:--tls-cert' | \
     'redlock-run history:--tls-key')

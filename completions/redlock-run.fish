@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= prefix= r/redis= node-timeout= password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= hold= once-per= once-per-success= retry= retry-delay= max-runtime= timeout= leftovers= jitter= fence limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= metrics-file= h/help V/version
+    string join \n k/key= prefix= r/redis= node-timeout= password-file= sentinel-password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= hold= once-per= once-per-success= retry= retry-delay= max-runtime= timeout= leftovers= jitter= fence replicas= limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= metrics-file= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -28,9 +28,10 @@ end
 
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -d 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group\'s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l sentinel-password-file -d 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
@@ -47,6 +48,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l timeout -d 'Not
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l leftovers -d 'When the command exits but processes it started still run: keep the lock until the last one has exited (wait), or stop them all (kill: SIGTERM, then SIGKILL after --kill-after) and then release' -r -f -a "wait\t'Keep the lock until the last of them has exited'
 kill\t'Stop them (SIGTERM, then SIGKILL after --kill-after), then release'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l jitter -d 'Sleep a random time in [0, DURATION) before the first attempt' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'Count a node\'s write (the lock, each extension, the fencing token) only once N of its replicas acknowledged it (WAIT N within --node-timeout), so that a failover to one of them keeps the lock' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l busy-exit-code -d 'Exit status when the lock is held elsewhere' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l command -d 'Run STRING with /bin/sh -c instead of a command given after --' -r -f -a "(__fish_complete_command)"
@@ -68,9 +70,10 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "history" -d 'S
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -d 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group\'s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l sentinel-password-file -d 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
@@ -80,9 +83,10 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json 
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s r -l redis -d 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group\'s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l sentinel-password-file -d 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
@@ -92,9 +96,10 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l force
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s h -l help -d 'Print help'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s r -l redis -d 'Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s r -l redis -d 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group\'s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l sentinel-password-file -d 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F

@@ -71,7 +71,9 @@ pub struct Target {
     )]
     pub prefix: String,
 
-    /// Redis node URL; repeat it or separate with commas for a Redlock quorum of N nodes
+    /// Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT...
+    /// (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group's
+    /// primary); repeat it or separate with commas for a Redlock quorum of N nodes
     /// [default: redis://127.0.0.1:6379]
     #[arg(
         short,
@@ -79,7 +81,6 @@ pub struct Target {
         value_name = "URL",
         env = "REDLOCK_REDIS",
         hide_env_values = true,
-        value_delimiter = ',',
         value_hint = ValueHint::Url
     )]
     pub redis: Vec<String>,
@@ -92,6 +93,12 @@ pub struct Target {
     /// REDLOCK_USERNAME names an ACL user)
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub password_file: Option<std::path::PathBuf>,
+
+    /// Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set
+    /// REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it
+    /// sentinels are sent no password
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub sentinel_password_file: Option<std::path::PathBuf>,
 
     /// Trust this CA (PEM) for rediss:// nodes instead of the system roots
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
@@ -132,11 +139,7 @@ impl Target {
         let urls: Vec<String> = if defaulted {
             vec![DEFAULT_NODE.to_string()]
         } else {
-            self.redis
-                .iter()
-                .map(|u| u.trim().to_string())
-                .filter(|u| !u.is_empty())
-                .collect()
+            split_urls(&self.redis)
         };
         if urls.is_empty() {
             return Err("--redis names no node".into());
@@ -144,24 +147,33 @@ impl Target {
         let read = |flag: &str, path: &std::path::Path| {
             std::fs::read(path).map_err(|e| format!("cannot read {flag} {}: {e}", path.display()))
         };
-        let password = match &self.password_file {
+        let secret = |flag: &str, path: &Option<std::path::PathBuf>, var: &str| match path {
             Some(path) => {
-                let bytes = read("--password-file", path)?;
+                let bytes = read(flag, path)?;
                 let text = String::from_utf8(bytes)
-                    .map_err(|_| format!("--password-file {} is not UTF-8", path.display()))?;
+                    .map_err(|_| format!("{flag} {} is not UTF-8", path.display()))?;
                 // A file written by `echo` ends in a newline that is not part of it.
-                Some(text.trim_end_matches(['\n', '\r']).to_string())
+                Ok::<_, String>(Some(text.trim_end_matches(['\n', '\r']).to_string()))
             }
-            None => std::env::var("REDLOCK_PASSWORD")
-                .ok()
-                .filter(|p| !p.is_empty()),
+            None => Ok(std::env::var(var).ok().filter(|p| !p.is_empty())),
         };
+        let password = secret("--password-file", &self.password_file, "REDLOCK_PASSWORD")?;
+        let sentinel_password = secret(
+            "--sentinel-password-file",
+            &self.sentinel_password_file,
+            "REDLOCK_SENTINEL_PASSWORD",
+        )?;
         let options = node::Options {
             timeout: Duration::ZERO,
             username: std::env::var("REDLOCK_USERNAME")
                 .ok()
                 .filter(|u| !u.is_empty()),
             password,
+            sentinel_username: std::env::var("REDLOCK_SENTINEL_USERNAME")
+                .ok()
+                .filter(|u| !u.is_empty()),
+            sentinel_password,
+            replicas: 0,
             tls_ca: self
                 .tls_ca
                 .as_deref()
@@ -185,6 +197,32 @@ impl Target {
             options,
         })
     }
+}
+
+/// The node URLs in `args`, each of which may be a comma-separated list. A
+/// piece without a scheme continues the URL before it: the seeds of a
+/// `redis+cluster://` URL and the sentinels of a `redis+sentinel://` one are
+/// themselves separated by commas.
+fn split_urls(args: &[String]) -> Vec<String> {
+    let mut urls: Vec<String> = Vec::new();
+    for arg in args {
+        let mut fresh = true;
+        for piece in arg.split(',') {
+            let piece = piece.trim();
+            if piece.is_empty() {
+                continue;
+            }
+            match urls.last_mut() {
+                Some(last) if !fresh && !piece.contains("://") => {
+                    last.push(',');
+                    last.push_str(piece);
+                }
+                _ => urls.push(piece.to_string()),
+            }
+            fresh = false;
+        }
+    }
+    urls
 }
 
 /// rustls presents only X.509 v3 certificates (webpki refuses v1 with
@@ -386,6 +424,12 @@ pub struct Cli {
     /// Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder's
     #[arg(long, conflicts_with = "limit")]
     pub fence: bool,
+
+    /// Count a node's write (the lock, each extension, the fencing token) only once N of its
+    /// replicas acknowledged it (WAIT N within --node-timeout), so that a failover to one of
+    /// them keeps the lock
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100), default_value_t = 0, hide_default_value = true)]
+    pub replicas: u32,
 
     /// Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -674,6 +718,7 @@ impl Cli {
             }
         };
         options.timeout = node_timeout;
+        options.replicas = self.replicas;
         Ok(Config {
             name,
             options,
@@ -753,6 +798,29 @@ mod tests {
         ])
         .expect("valid");
         assert_eq!(c.urls, ["redis://a", "redis://b", "redis://c"]);
+    }
+
+    #[test]
+    fn cluster_seeds_and_sentinels_stay_in_their_url() {
+        let c = parse(&[
+            "-k",
+            "j",
+            "-r",
+            "redis+cluster://a:1,b:2,redis://c, redis+sentinel://s1,s2:3/m",
+            "-r",
+            "d:4",
+            "true",
+        ])
+        .expect("valid");
+        assert_eq!(
+            c.urls,
+            [
+                "redis+cluster://a:1,b:2",
+                "redis://c",
+                "redis+sentinel://s1,s2:3/m",
+                "d:4"
+            ]
+        );
     }
 
     #[test]

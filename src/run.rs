@@ -687,7 +687,7 @@ fn check_once_per(lock: &Lock, config: &Config, log: &Log) -> Result<Option<u64>
 
 /// Environment variables that may carry a password: the command never sees them.
 fn secret_env() -> Vec<&'static str> {
-    let mut remove = vec!["REDLOCK_PASSWORD"];
+    let mut remove = vec!["REDLOCK_PASSWORD", "REDLOCK_SENTINEL_PASSWORD"];
     if std::env::var("REDLOCK_REDIS").is_ok_and(|v| v.split(',').any(|u| node::redact(u) != u)) {
         remove.push("REDLOCK_REDIS");
     }

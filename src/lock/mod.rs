@@ -219,6 +219,7 @@ impl Lock {
         *self.last_round.lock().unwrap_or_else(|p| p.into_inner()) = Some(round);
         match outcome {
             Judged::Held(held) => {
+                self.undo_unreplicated(log);
                 if !self.fence {
                     return Acquired::Yes(held);
                 }
@@ -243,6 +244,22 @@ impl Lock {
                 outcome
             }
         }
+    }
+
+    /// --replicas: a node whose replicas did not acknowledge the lock does not
+    /// count, even when a quorum did without it; its copy, which a failover
+    /// would lose, is taken back (an extension may set it again, acknowledged).
+    fn undo_unreplicated(&self, log: &Log) {
+        let which: Vec<usize> = self
+            .last_round
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .flat_map(|round| &round.replies)
+            .filter(|r| r.result.as_ref().is_err_and(|e| e.is_unreplicated()))
+            .map(|r| r.node)
+            .collect();
+        self.release_on(&which, false, log);
     }
 
     /// What an acquire round's verdict means for us.
@@ -675,6 +692,11 @@ impl Lock {
     }
 
     fn log_round<T: Vote>(&self, what: &'static str, round: &Round<T>, log: &Log) {
+        for node in self.nodes.iter() {
+            for note in node.notes() {
+                log.info(|| ev("topology", note).node(node.name()));
+            }
+        }
         for r in &round.replies {
             self.log_reply(what, r, log, "");
         }

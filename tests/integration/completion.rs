@@ -174,6 +174,14 @@ pub fn scripts(bin: &str) -> Vec<(String, Vec<u8>)> {
 
 // ---------------------------------------------------------------- bash
 
+/// The separator of a list value: clap's, or a comma for `--redis`, which
+/// the program splits itself (a Cluster's seeds and a Sentinel group's
+/// sentinels are comma-separated inside one URL, so clap must not split it).
+fn delimiter(arg: &clap::Arg) -> Option<char> {
+    arg.get_value_delimiter()
+        .or_else(|| (arg.get_value_hint() == clap::ValueHint::Url).then_some(','))
+}
+
 /// One command or subcommand, named by its path (`redlock-run status`).
 struct Context {
     path: String,
@@ -364,7 +372,7 @@ pub fn bash(bin: &str) -> String {
             let action = bash_action(&values(arg));
             for s in spellings(arg) {
                 let key = format!("{path}:{s}");
-                if let Some(d) = arg.get_value_delimiter() {
+                if let Some(d) = delimiter(arg) {
                     lists.push((key.clone(), d));
                 }
                 arms.push((key, action.clone()));
@@ -714,7 +722,7 @@ fn zsh_option(cmd: &Command, arg: &Arg) -> String {
             rest,
             ":{}:{}",
             zsh_help(&name),
-            zsh_action(&values(arg), arg.get_value_delimiter())
+            zsh_action(&values(arg), delimiter(arg))
         );
     }
     // `-k+` and `--key=` need no quotes; brace expansion gives each the rest.
@@ -781,7 +789,7 @@ pub fn zsh(bin: &str) -> String {
                 specs.push(zsh_quote(&format!(
                     "{position}:{}:{}",
                     zsh_help(&name),
-                    zsh_action(&values(arg), arg.get_value_delimiter())
+                    zsh_action(&values(arg), delimiter(arg))
                 )));
             }
         }

@@ -641,7 +641,7 @@ fn tls_options_with_unreadable_or_bad_files_are_usage_errors() {
 /// The smallest command set with which every feature works (a run with its
 /// holder record and heartbeat, --wait, status, unlock, --once-per, the run
 /// history).
-const MINIMAL_ACL: &[&str] = &[
+pub(crate) const MINIMAL_ACL: &[&str] = &[
     "+set",
     "+eval",
     "+get",
@@ -800,6 +800,42 @@ fn acl_user_without_eval_fails_closed_with_noperm_and_leaves_no_key() {
         ));
     }
     assert!(failures.is_empty(), "{}\n{out}", failures.join("\n"));
+}
+
+/// The history is information only too: a user that may not LPUSH takes,
+/// uses and releases the lock, and the log says the run was not recorded (the
+/// append fails inside the release's script, which stands).
+#[test]
+fn acl_user_without_lpush_releases_and_says_the_run_was_not_recorded() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let rules: Vec<&str> = MINIMAL_ACL
+        .iter()
+        .copied()
+        .filter(|r| *r != "+lpush")
+        .collect();
+    let url = acl_user(&node, "nolpush", "nolpush-pw", &rules);
+    let out = base(&url, "acl", &dir)
+        .args(["-vv", "-c", "touch ran"])
+        .run();
+    assert!(
+        out.code == Some(0) && dir.has("ran"),
+        "a refused history append must not cost the lock\n{out}"
+    );
+    assert!(
+        out.stderr.contains("run not recorded in the history")
+            && out.stderr.to_ascii_lowercase().contains("lpush"),
+        "no word of the refused append\n{out}"
+    );
+    assert!(
+        out.stderr.contains(": released"),
+        "the release failed\n{out}"
+    );
+    assert!(
+        string_keys(&node).is_empty(),
+        "keys left: {:?}",
+        string_keys(&node)
+    );
 }
 
 #[test]

@@ -23,4 +23,5 @@ mod outcomes;
 mod readme;
 mod safety;
 mod terminal;
+mod topologies;
 mod topology_fixtures;

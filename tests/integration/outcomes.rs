@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use crate::cron::{align_to_window, line_count, stamp, unix_now};
 use crate::metrics_format::require_prometheus_client;
 use crate::support::{
-    Cluster, FaultProxy, Mode, RedisNode, RunOutput, Running, TempDir, Test, WAIT_FOR_GO,
-    await_marker, base, free_port, keys, lock_key, proxied_urls, python, tempdir, touch,
-    wait_until,
+    Cluster, FaultProxy, Mode, RedisCluster, RedisNode, RunOutput, Running, TempDir, Test,
+    WAIT_FOR_GO, await_marker, base, free_port, keys, lock_key, proxied_urls, python, tempdir,
+    touch, wait_until,
 };
 
 const BUSY: i32 = 75;
@@ -665,6 +665,73 @@ fn history_merges_the_runs_of_several_hosts_newest_first() {
     assert_eq!(empty.stdout, "no runs of lock 'never' recorded\n");
 }
 
+/// A Redis Cluster as the one node, each master with a replica and
+/// --replicas 1: the record goes out with the release and with a hold (one
+/// script each, in the lock's slot, acknowledged by the replica), and
+/// `history` and `status` read it back from the slot's master.
+#[test]
+fn history_on_a_cluster_is_written_and_read_back() {
+    let cluster = RedisCluster::builder().replicas(1).start();
+    let url = cluster.url();
+    let dir = tempdir();
+    for (host, extra, cmd) in [
+        ("web1", &[][..], "true"),
+        ("web2", &["--fence"][..], "exit 3"),
+        ("web3", &["--hold", "30s"][..], "true"),
+    ] {
+        let code = if cmd == "exit 3" { 3 } else { 0 };
+        base(&url, "clustered", &dir)
+            .env("REDLOCK_TEST_HOST", host)
+            .args(["-v", "--replicas", "1"])
+            .args(extra)
+            .args(["-c", cmd])
+            .expect_code(code);
+        thread::sleep(Duration::from_millis(5));
+    }
+    let k = keys("clustered");
+    let slot = cluster.keyslot(k.lock());
+    assert_eq!(
+        cluster.keyslot(&k.history()),
+        slot,
+        "history outside the lock's slot"
+    );
+    let len: i64 = cluster.key_cmd(&k.history(), redis::cmd("LLEN").arg(k.history()));
+    assert_eq!(len, 3, "records on the slot's master");
+    let master = cluster.master_for_slot(slot);
+    for r in cluster.replicas_of(master) {
+        let mut conn = cluster.node(r).connection().expect("replica connection");
+        let (_, n): (String, i64) = redis::pipe()
+            .cmd("READONLY")
+            .cmd("LLEN")
+            .arg(k.history())
+            .query(&mut conn)
+            .expect("LLEN on the replica");
+        assert_eq!(n, 3, "records on replica {r}");
+    }
+
+    let runs = history_runs(&url, "clustered");
+    let summary: Vec<(&str, &str, u8)> = runs
+        .iter()
+        .map(|r| (r.host.as_str(), r.outcome.as_str(), r.exit_code))
+        .collect();
+    assert_eq!(
+        summary,
+        [("web3", "ok", 0), ("web2", "failed", 3), ("web1", "ok", 0)]
+    );
+    assert!(runs[1].fencing_token.is_some_and(|t| t >= 1));
+    let status = Test::new()
+        .args(["status", "-r", &url, "-k", "clustered"])
+        .expect_code(1);
+    assert!(
+        status
+            .stdout
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("last run: ok (exit 0) on web3")),
+        "{status}"
+    );
+}
+
 /// Each node misses some runs (its connections reset while they ran), none
 /// misses all; any quorum of nodes still gives the whole history, and fewer
 /// say that runs may be missing.
@@ -778,7 +845,7 @@ fn the_history_keeps_the_newest_hundred_runs() {
     assert_eq!(runs[99].id, "old-005");
 }
 
-/// With --hold the record goes out with the hold (its pipeline), and the
+/// With --hold the record goes out with the hold (in its script), and the
 /// lock is kept as before: status says both.
 #[test]
 fn a_held_run_is_recorded_and_keeps_its_lock() {

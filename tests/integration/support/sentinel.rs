@@ -356,10 +356,17 @@ impl SentinelGroup {
     /// SIGKILLs the primary, then waits (as [`SentinelGroup::failover`]) until
     /// a replica is promoted; returns the time from the kill.
     pub fn kill_primary(&mut self) -> Duration {
+        self.kill_primary_then(|_| {})
+    }
+
+    /// [`SentinelGroup::kill_primary`], running `then` between the kill and
+    /// the wait for the promotion (to thaw a frozen replica, say).
+    pub fn kill_primary_then(&mut self, then: impl FnOnce(&SentinelGroup)) -> Duration {
         let old = self.primary_port();
         let i = self.primary_index();
         let began = Instant::now();
         self.data[i].kill();
+        then(self);
         self.await_promotion(old);
         began.elapsed()
     }

@@ -1,0 +1,239 @@
+//! What a failed request says: one clause naming the node (without its
+//! password), worded with the fix where there is one.
+
+use std::fmt;
+use std::time::Duration;
+
+#[derive(Debug)]
+pub struct NodeError {
+    msg: String,
+    /// The node did not answer in time (as opposed to answering an error or
+    /// refusing the connection): not worth waiting for again in this run.
+    timeout: bool,
+    /// Failed before the request could be written (no connection): the
+    /// node cannot have applied it.
+    unsent: bool,
+    /// Applied, but fewer replicas than --replicas acknowledged it.
+    unreplicated: bool,
+}
+
+impl NodeError {
+    pub(super) fn new(msg: String) -> NodeError {
+        NodeError {
+            msg,
+            timeout: false,
+            unsent: false,
+            unreplicated: false,
+        }
+    }
+
+    pub(super) fn timed_out(msg: String) -> NodeError {
+        NodeError {
+            msg,
+            timeout: true,
+            unsent: false,
+            unreplicated: false,
+        }
+    }
+
+    pub fn is_timeout(&self) -> bool {
+        self.timeout
+    }
+
+    /// Whether the request can have reached the node.
+    pub fn maybe_applied(&self) -> bool {
+        !self.unsent
+    }
+
+    /// The write landed on the node but not on enough of its replicas.
+    pub fn is_unreplicated(&self) -> bool {
+        self.unreplicated
+    }
+
+    pub(super) fn unsent(mut self) -> NodeError {
+        self.unsent = true;
+        self
+    }
+
+    pub(super) fn unreplicated(mut self) -> NodeError {
+        self.unreplicated = true;
+        self
+    }
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+/// A failed connect: worth one more try when it was only interrupted.
+pub(super) enum Failure {
+    Interrupted(NodeError),
+    Other(NodeError),
+}
+
+impl Failure {
+    pub(super) fn of(name: &str, timeout: Duration, e: &redis::RedisError) -> Failure {
+        if interrupted(e) {
+            Failure::Interrupted(wording(name, timeout, e))
+        } else {
+            Failure::Other(wording(name, timeout, e))
+        }
+    }
+
+    pub(super) fn into_error(self) -> NodeError {
+        match self {
+            Failure::Interrupted(e) | Failure::Other(e) => e,
+        }
+    }
+}
+
+/// Whether `e` is EINTR from a read, write or connect.
+pub(super) fn interrupted(e: &redis::RedisError) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::Interrupted;
+        }
+        source = s.source();
+    }
+    e.to_string().contains("(os error 4)")
+}
+
+/// A client-side error (I/O, timeout, refused, TLS, a cluster that cannot
+/// be reached) as one clause about node `name`.
+pub(super) fn wording(name: &str, timeout: Duration, e: &redis::RedisError) -> NodeError {
+    let timed_out = e.is_timeout();
+    let what = if timed_out {
+        no_answer(timeout)
+    } else if e.is_connection_refusal() {
+        "connection refused".to_string()
+    } else if e.kind() == redis::ErrorKind::AuthenticationFailed || e.code() == Some("WRONGPASS") {
+        wrong_password()
+    } else if e.code() == Some("NOPERM") {
+        permission_denied(e.detail().unwrap_or("no permission"))
+    } else if e.kind() == redis::ErrorKind::ClusterConnectionNotFound
+        || e.to_string().contains("Slot refresh error")
+    {
+        format!(
+            "{e} (no node of the cluster could be used: check the seeds, and that the user may \
+             run PING and CLUSTER SLOTS; see \"Connecting\" in the README)"
+        )
+    } else if let Some(hint) = e.code().and_then(topology_hint) {
+        format!("{e} {hint}")
+    } else if is_tls_error(e) {
+        format!(
+            "TLS handshake failed: {e} (check --tls-ca, that the URL's host name is in the \
+             certificate, and --tls-cert/--tls-key if the server wants a client certificate)"
+        )
+    } else if let Some(detail) = e
+        .detail()
+        .filter(|d| d.starts_with("Failed to connect to each cluster node"))
+    {
+        // The crate's wording of "no seed answered", with each seed's reason.
+        format!(
+            "no seed node of the cluster could be reached: {}",
+            detail
+                .trim_start_matches("Failed to connect to each cluster node")
+                .trim()
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+        )
+    } else {
+        e.to_string()
+    };
+    NodeError {
+        msg: format!("{name}: {what}"),
+        timeout: timed_out,
+        unsent: false,
+        unreplicated: false,
+    }
+}
+
+/// An error reply from the server.
+pub(super) fn server_error(name: &str, e: &redis::ServerError) -> NodeError {
+    let what = match e.code() {
+        "NOPERM" => permission_denied(&e.to_string()),
+        "NOAUTH" => needs_password(),
+        "WRONGPASS" => wrong_password(),
+        code => match topology_hint(code) {
+            Some(hint) => format!("{e} {hint}"),
+            None => e.to_string(),
+        },
+    };
+    NodeError::new(format!("{name}: {what}"))
+}
+
+/// An error a script caught with pcall and answered as text, `<COMMAND>:
+/// <error>`. Redis words a command its ACL denies inside a script
+/// `NOPERM ...` from 7.2 on, and `ERR The user executing the script can't run
+/// this command or subcommand` before.
+pub(super) fn script_error(name: &str, text: &str) -> NodeError {
+    let what = if text.contains("NOPERM") || text.contains("can't run this command") {
+        permission_denied(text)
+    } else {
+        text.to_string()
+    };
+    NodeError::new(format!("{name}: {what}"))
+}
+
+/// What to do about an answer that means the URL names the wrong kind of node.
+fn topology_hint(code: &str) -> Option<&'static str> {
+    match code {
+        "READONLY" => Some(
+            "(the node is a replica: give the primary, a redis+sentinel:// URL that follows \
+             failovers, or a redis+cluster:// URL)",
+        ),
+        "CROSSSLOT" | "MOVED" | "ASK" | "CLUSTERDOWN" => Some(
+            "(the node is part of a Redis Cluster: give it as \
+             redis+cluster://HOST:PORT[,HOST:PORT...])",
+        ),
+        _ => None,
+    }
+}
+
+pub(super) fn unexpected(name: &str, what: &str, reply: &str) -> NodeError {
+    NodeError::new(format!("{name}: unexpected reply to {what}: {reply}"))
+}
+
+pub(super) fn no_answer(timeout: Duration) -> String {
+    format!(
+        "no answer within {} (--node-timeout)",
+        humantime::format_duration(timeout)
+    )
+}
+
+fn wrong_password() -> String {
+    "authentication failed: wrong user name or password (check the URL, --password-file or \
+     REDLOCK_PASSWORD)"
+        .to_string()
+}
+
+fn needs_password() -> String {
+    "authentication required: give the password in the URL, with --password-file or in \
+     REDLOCK_PASSWORD"
+        .to_string()
+}
+
+fn permission_denied(detail: &str) -> String {
+    format!(
+        "the server's ACL denies this user: {detail}; see \"Connecting\" in the README for the \
+         commands and keys redlock-run needs"
+    )
+}
+
+fn is_tls_error(e: &redis::RedisError) -> bool {
+    let text = e.to_string().to_ascii_lowercase();
+    [
+        "certificate",
+        "tls",
+        "handshake",
+        "unknownissuer",
+        "notvalidforname",
+        "alert",
+        "unknownca",
+    ]
+    .iter()
+    .any(|w| text.contains(w))
+}

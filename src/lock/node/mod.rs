@@ -1,0 +1,440 @@
+//! One node of the quorum: a plain Redis server, a Sentinel group (whichever
+//! server its sentinels name primary), or a whole Redis Cluster (the master
+//! of the lock's hash slot). Each is reached through one lazily opened
+//! connection with every step bounded by the node timeout.
+//!
+//! Each node has one `Session` (its connection) and, once several nodes are
+//! in play, one worker thread that runs the node's requests strictly in the
+//! order they were submitted. So a release always reaches a node after an
+//! acquire still in flight there (a reply we gave up on may still have been
+//! applied), and a round costs no thread start.
+//!
+//! - `url`: the URL forms, and the redaction of their passwords;
+//! - `server`, `sentinel`, `cluster`: connecting to each topology;
+//! - `conn`: one connection, whichever topology it reaches;
+//! - `session`: the lock's requests, and `--replicas`;
+//! - `scripts`: the Lua every request runs;
+//! - `error`: what a failure says.
+
+mod cluster;
+mod conn;
+mod error;
+mod scripts;
+mod sentinel;
+mod server;
+mod session;
+mod url;
+
+use std::fmt;
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::lock::redlock::Answer;
+
+pub use error::NodeError;
+pub use session::Session;
+pub use url::{push_masked_authority, redact};
+
+use conn::Target;
+
+/// The keys one acquire, extension or release touches.
+#[derive(Clone, Debug)]
+pub struct Books {
+    pub lock: Vec<u8>,
+    pub holder: Vec<u8>,
+    pub fence: Vec<u8>,
+    pub released: Vec<u8>,
+    /// With --limit N: the key that records N, and N.
+    pub limit: Option<(Vec<u8>, u32)>,
+}
+
+/// An acquire's answer, with the fence counter found beside the lock when asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Granted {
+    pub answer: Answer,
+    pub fence: Option<u64>,
+}
+
+impl crate::lock::quorum::Vote for Granted {
+    fn answer(&self) -> Answer {
+        self.answer
+    }
+}
+
+/// What `inspect` found on one node.
+#[derive(Clone, Debug, Default)]
+pub struct Inspection {
+    pub value: Option<Vec<u8>>,
+    /// Milliseconds left; negative as Redis reports (-2 no key, -1 no expiry).
+    pub pttl: i64,
+    pub holder: Vec<(String, String)>,
+}
+
+/// What an extension found on the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extension {
+    Extended,
+    /// The key is gone here (expired, or the node restarted empty).
+    Absent,
+    /// Another token holds it.
+    NotOurs,
+}
+
+impl crate::lock::quorum::Vote for Extension {
+    fn answer(&self) -> Answer {
+        match self {
+            Extension::Extended => Answer::Granted,
+            Extension::Absent | Extension::NotOurs => Answer::Refused,
+        }
+    }
+}
+
+/// What a release found on the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Released {
+    Deleted,
+    AlreadyGone,
+    /// Another token holds the key: left alone.
+    NotOurs,
+}
+
+/// How a node has fared in this run, for rounds and reports.
+#[derive(Default)]
+struct Health {
+    /// When each request submitted and not yet answered was submitted,
+    /// oldest first.
+    pending: std::collections::VecDeque<Instant>,
+    /// A request timed out: rounds that wait for every reply do not wait for
+    /// this node again.
+    timed_out: bool,
+    /// The first error it answered (or its first timeout), for the report.
+    first_error: Option<String>,
+    /// It answered at least one request without an error.
+    answered: bool,
+}
+
+/// What a node's run looked like, for the report and the closing warning.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fared {
+    /// Every request it got an answer to went fine.
+    Answered,
+    /// It failed at least once: the first error.
+    Failed(String),
+    /// Not a single answer yet.
+    Silent,
+}
+
+/// A request for a node, run with its session.
+pub type Job = Box<dyn FnOnce(&mut Session) + Send>;
+
+pub struct Node {
+    /// Redacted URL: safe for logs and errors.
+    name: String,
+    timeout: Duration,
+    target: Arc<Target>,
+    session: Arc<Mutex<Session>>,
+    /// Started on the first `submit`.
+    worker: Mutex<Option<Sender<Job>>>,
+    health: Mutex<Health>,
+    /// What the session noticed about the topology (a Sentinel group's new
+    /// primary), for the log; see `Node::notes`.
+    notes: Arc<Mutex<Vec<String>>>,
+}
+
+impl Node {
+    /// Parses the URL and applies `opts`; no I/O. The error names the node
+    /// without its password.
+    pub fn new(url: &str, opts: &Options) -> Result<Node, String> {
+        let name = redact(url);
+        let target = Arc::new(Target::new(url::parse(url, &name)?, &name, opts)?);
+        let notes = Arc::new(Mutex::new(Vec::new()));
+        Ok(Node {
+            session: Arc::new(Mutex::new(Session::new(
+                &name,
+                Arc::clone(&target),
+                opts,
+                Arc::clone(&notes),
+            ))),
+            name,
+            timeout: opts.timeout,
+            target,
+            worker: Mutex::new(None),
+            health: Mutex::new(Health::default()),
+            notes,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// What happened to the node's topology since the last call (a Sentinel
+    /// group that answered from a new primary), oldest first.
+    pub fn notes(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.notes))
+    }
+
+    /// Counts a request as outstanding; `finish` counts its answer.
+    pub fn begin(&self) {
+        lock(&self.health).pending.push_back(Instant::now());
+    }
+
+    pub fn finish<T>(&self, result: &Result<T, NodeError>) {
+        let mut h = lock(&self.health);
+        h.pending.pop_front();
+        match result {
+            Ok(_) => h.answered = true,
+            Err(e) => {
+                h.timed_out |= e.is_timeout();
+                if h.first_error.is_none() {
+                    h.first_error = Some(e.to_string());
+                }
+            }
+        }
+    }
+
+    /// When the oldest request still outstanding here was submitted.
+    pub fn waiting_since(&self) -> Option<Instant> {
+        lock(&self.health).pending.front().copied()
+    }
+
+    /// A request timed out earlier in this run.
+    pub fn timed_out(&self) -> bool {
+        lock(&self.health).timed_out
+    }
+
+    /// How this node has fared in the run so far.
+    pub fn fared(&self) -> Fared {
+        let h = lock(&self.health);
+        match (&h.first_error, h.answered) {
+            (Some(e), _) => Fared::Failed(e.clone()),
+            (None, true) => Fared::Answered,
+            (None, false) => Fared::Silent,
+        }
+    }
+
+    /// Runs `job` on this node's worker thread, after every job submitted
+    /// before it. Returns at once.
+    pub fn submit(&self, job: Job) {
+        let mut worker = lock(&self.worker);
+        if worker.is_none() {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let session = Arc::clone(&self.session);
+            let spawned = thread::Builder::new()
+                .name(format!("node {}", self.name))
+                .spawn(move || {
+                    for job in rx {
+                        job(&mut lock(&session));
+                    }
+                });
+            if spawned.is_ok() {
+                *worker = Some(tx);
+            }
+        }
+        let job = match worker.as_ref() {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                Err(mpsc::SendError(job)) => job,
+            },
+            None => job,
+        };
+        // No worker thread to be had: run it here, late but in order (we hold
+        // the worker slot, so nothing else can be submitted meanwhile).
+        job(&mut lock(&self.session));
+    }
+
+    /// Runs `f` on the calling thread. For a lock on a single node, where
+    /// there is nothing to overlap and a thread hop would only add latency.
+    pub fn run<T>(&self, f: impl FnOnce(&mut Session) -> T) -> T {
+        f(&mut lock(&self.session))
+    }
+
+    /// Blocks on a connection of its own subscribed to `channels`: `ready` once
+    /// the subscription stands (or failed), then `wake` for every message,
+    /// until the connection fails or `wake` returns false.
+    ///
+    /// A release PUBLISHes from the node that held the lock: on a Sentinel
+    /// group that is the primary, and on a Cluster any node hears it (Cluster
+    /// forwards PUBLISH to every node), so the first seed that answers does.
+    pub fn watch(
+        &self,
+        channels: &[Vec<u8>],
+        ready: impl FnOnce(Result<(), NodeError>),
+        mut wake: impl FnMut() -> bool,
+    ) {
+        // A connection of its own: a subscribed connection can do nothing else.
+        let mut conn = match self.target.plain(&self.name, self.timeout) {
+            Ok(c) => c,
+            Err(e) => return ready(Err(e)),
+        };
+        let mut pubsub = conn.as_pubsub();
+        if let Err(e) = pubsub.subscribe(channels) {
+            return ready(Err(error::wording(&self.name, self.timeout, &e)));
+        }
+        ready(Ok(()));
+        // Messages may be far apart; a dead node ends the loop through its
+        // connection, and the waiter's backoff poll covers the gap.
+        if pubsub.set_read_timeout(None).is_err() {
+            return;
+        }
+        while pubsub.get_message().is_ok() && wake() {}
+    }
+}
+
+/// How to reach the nodes, beyond what their URLs say.
+#[derive(Clone, Default)]
+pub struct Options {
+    /// Bound on connect (and name resolution), read and write.
+    pub timeout: Duration,
+    /// For nodes whose URL has no password (from --password-file or
+    /// REDLOCK_PASSWORD, REDLOCK_USERNAME).
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// For the sentinels of a `redis+sentinel://` node (from
+    /// --sentinel-password-file or REDLOCK_SENTINEL_PASSWORD,
+    /// REDLOCK_SENTINEL_USERNAME); without it they are sent no AUTH.
+    pub sentinel_username: Option<String>,
+    pub sentinel_password: Option<String>,
+    /// PEM: a private CA for rediss:// nodes instead of the system roots.
+    pub tls_ca: Option<Vec<u8>>,
+    /// PEM: client certificate and key, for servers that require them.
+    pub tls_client: Option<(Vec<u8>, Vec<u8>)>,
+    /// No certificate or host-name checks.
+    pub tls_insecure: bool,
+    /// --replicas N: a write counts only once N replicas of the node
+    /// acknowledged it (WAIT).
+    pub replicas: u32,
+}
+
+impl Options {
+    fn certificates(&self) -> Option<redis::TlsCertificates> {
+        if self.tls_ca.is_none() && self.tls_client.is_none() {
+            return None;
+        }
+        Some(redis::TlsCertificates {
+            client_tls: self
+                .tls_client
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: self.tls_ca.clone(),
+        })
+    }
+}
+
+// By hand, so that no `{:?}` anywhere can print a password or the key.
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("timeout", &self.timeout)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("sentinel_username", &self.sentinel_username)
+            .field(
+                "sentinel_password",
+                &self.sentinel_password.as_ref().map(|_| "***"),
+            )
+            .field("tls_ca", &self.tls_ca.is_some())
+            .field("tls_client", &self.tls_client.is_some())
+            .field("tls_insecure", &self.tls_insecure)
+            .field("replicas", &self.replicas)
+            .finish()
+    }
+}
+
+/// Locks a mutex, shrugging off poisoning: a panic mid-request leaves at
+/// worst a connection in an unknown state, and that one is dropped.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The rustls crypto provider, installed before the first TLS connection.
+/// The crate's rustls comes without one. Installing twice (several rediss://
+/// nodes) is harmless and reported as Err.
+fn tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_urls_are_rejected_without_echoing_secrets() {
+        for url in [
+            "notaurl://x",
+            "redis://:pw@[::1",
+            "http://h",
+            "redis+cluster://:pw@",
+            "redis+sentinel://:pw@h:1",
+            "redis+sentinel://:pw@h:1/",
+            "redis+sentinel://:pw@h:x/m",
+            "redis+cluster://:pw@h:1,,h:2",
+        ] {
+            let err = Node::new(url, &Options::default())
+                .err()
+                .expect("must fail");
+            assert!(err.starts_with("invalid Redis URL"), "{err}");
+            assert!(!err.contains("pw@"), "{err}");
+        }
+    }
+
+    #[test]
+    fn every_url_form_makes_a_node() {
+        for url in [
+            "redis://127.0.0.1:1",
+            "unix:///run/r.sock",
+            "redis+cluster://127.0.0.1:1,127.0.0.1:2",
+            "redis+cluster://u:p@[::1]:1",
+            "redis+sentinel://127.0.0.1:1,127.0.0.1:2/mymaster",
+            "redis+sentinel://:p@h1,h2:3/mymaster/2",
+            "rediss+cluster://h:1",
+            "rediss+sentinel://h:1/m",
+        ] {
+            if let Err(e) = Node::new(url, &Options::default()) {
+                panic!("{url}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn jobs_run_in_submission_order_on_one_thread() {
+        let node = Node::new("redis://127.0.0.1:1", &Options::default()).expect("valid url");
+        let (tx, rx) = mpsc::channel();
+        for i in 0..20 {
+            let tx = tx.clone();
+            node.submit(Box::new(move |_| {
+                // Early jobs take longest: a pool would let later ones overtake.
+                thread::sleep(Duration::from_millis(20u64.saturating_sub(i)));
+                let _ = tx.send((i, thread::current().id()));
+            }));
+        }
+        let got: Vec<_> = rx.iter().take(20).collect();
+        assert_eq!(
+            got.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            (0..20).collect::<Vec<_>>()
+        );
+        assert!(
+            got.iter().all(|(_, t)| *t == got[0].1),
+            "one worker thread per node"
+        );
+    }
+
+    #[test]
+    fn millis_never_sends_zero() {
+        assert_eq!(millis(Duration::from_micros(10)), 1);
+        assert_eq!(millis(Duration::from_secs(2)), 2000);
+    }
+}

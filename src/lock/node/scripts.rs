@@ -1,0 +1,213 @@
+//! The Lua scripts every request runs. One script is one atomic step on the
+//! node, and it is the same text on a plain server, a Sentinel group's
+//! primary or a Cluster (where every key a script names is in one hash slot,
+//! so the cluster routes it by its first key).
+
+// Every script touches the lock's books only while the lock holds our token.
+// Calls that only inform (the holder record, the PUBLISH that wakes waiters)
+// go through pcall: an ACL that denies them must not cost a lock or a
+// release. Keys are passed as KEYS (one hash slot, see `keys`), never spliced
+// into the Lua text.
+
+/// Takes the lock: SET NX PX, or, when it already holds our token (a retry
+/// after a lost reply), renews it. In the same atomic step: writes the
+/// holder record (KEYS[2]) when fields are given from ARGV[5], reads the
+/// --fence counter (KEYS[3]) when ARGV[3] is '1', and with --limit records
+/// the number of slots (ARGV[4]) in KEYS[4] for `status`.
+pub(super) const ACQUIRE: &str = "\
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return {0}
+  end
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if #ARGV > 4 then
+  redis.pcall('DEL', KEYS[2])
+  redis.pcall('HSET', KEYS[2], unpack(ARGV, 5))
+  redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
+end
+if ARGV[4] ~= '' then
+  redis.pcall('SET', KEYS[4], ARGV[4], 'PX', ARGV[2])
+end
+if ARGV[3] == '1' then
+  return {1, redis.call('GET', KEYS[3])}
+end
+return {1}";
+
+/// Extends only our own lock (its record, and with --limit the slot count,
+/// KEYS[3]); never re-creates one (see `retake`). 1 extended, -1 no key
+/// here, 0 another token.
+pub(super) const EXTEND: &str = "\
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
+  redis.pcall('PEXPIRE', KEYS[3], ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+elseif v == false then
+  return -1
+end
+return 0";
+
+// RELEASE's text, also inside RELEASE_RECORDING.
+macro_rules! release {
+    () => {
+        "\
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.pcall('DEL', KEYS[2])
+  if ARGV[2] ~= '' then
+    redis.pcall('PUBLISH', ARGV[2], '')
+  end
+  return 1
+elseif v == false then
+  return -1
+end
+return 0"
+    };
+}
+
+/// Deletes only our own lock, then wakes waiters subscribed to ARGV[2] (in
+/// the same script, so no waiter can miss it); an empty ARGV[2] wakes nobody.
+/// -1 tells the log the key had already gone.
+pub(super) const RELEASE: &str = release!();
+
+// HOLD's text, also inside HOLD_RECORDING.
+macro_rules! hold {
+    () => {
+        "\
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.pcall('HSET', KEYS[2], 'exited_ms', ARGV[3], 'exit_code', ARGV[4])
+redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1"
+    };
+}
+
+/// Leaves our lock to expire after ARGV[2] ms (--hold), saying so in its
+/// record: the command exited (ARGV[3] ms) with status ARGV[4].
+pub(super) const HOLD: &str = hold!();
+
+/// `unlock --token`: deletes the lock where its token starts with ARGV[1]
+/// (the whole token, or the prefix `status` shows), and wakes waiters.
+/// A plain byte comparison: no Lua patterns.
+pub(super) const UNLOCK: &str = "\
+local v = redis.call('GET', KEYS[1])
+if v == false then
+  return -1
+end
+if string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+redis.pcall('DEL', KEYS[2])
+redis.pcall('PUBLISH', ARGV[2], '')
+return 1";
+
+/// Deletes a key only while it holds our token (undoing a --once-per marker).
+pub(super) const DROP: &str = "\
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0";
+
+/// --fence, second phase: raise the counter to ARGV[2] (never lower it), only
+/// while the lock holds our token here.
+pub(super) const FENCE: &str = "\
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+if c < tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[2], ARGV[2])
+end
+return 1";
+
+/// `unlock --force`: deletes whatever holds the lock, and wakes waiters.
+pub(super) const FORCE: &str = "\
+local n = redis.call('DEL', KEYS[1])
+redis.pcall('DEL', KEYS[2])
+if n == 1 then
+  redis.pcall('PUBLISH', ARGV[1], '')
+end
+return n";
+
+/// `status`: the lock's value, its PTTL and its holder record in one step.
+/// A script rather than a pipeline, which a Cluster connection cannot route.
+pub(super) const INSPECT: &str = "\
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('HGETALL', KEYS[2])}";
+
+// The run history (see `lock::history`). A run's record goes out in the same
+// script as its release or hold where the lock was ours, so recording costs
+// no request of its own; the history key is a helper key, in the lock's slot.
+
+/// Lua: `record(key, entry, cap, ttl)` pushes `entry` onto the list `key`
+/// unless it is the newest entry there already (the same request repeated
+/// after EINTR), keeps the newest `cap` entries, and sets the list to expire
+/// in `ttl` ms. Returns 1, or `'<COMMAND>: <error>'` for the first step that
+/// failed: through pcall, so that a refused append (an ACL without LPUSH, a
+/// server out of memory) leaves the release or hold beside it standing, and
+/// as text, since an error nested in a reply would fail the whole reply in
+/// the client.
+macro_rules! record {
+    () => {
+        "\
+local function record(key, entry, cap, ttl)
+  local function failed(r)
+    return type(r) == 'table' and r.err ~= nil
+  end
+  local step, r = 'LINDEX', redis.pcall('LINDEX', key, 0)
+  if not failed(r) and r ~= entry then
+    step, r = 'LPUSH', redis.pcall('LPUSH', key, entry)
+  end
+  if not failed(r) then
+    step, r = 'LTRIM', redis.pcall('LTRIM', key, 0, tonumber(cap) - 1)
+  end
+  if not failed(r) then
+    step, r = 'PEXPIRE', redis.pcall('PEXPIRE', key, ttl)
+  end
+  if failed(r) then
+    return step .. ': ' .. r.err
+  end
+  return 1
+end
+"
+    };
+}
+
+/// Appends ARGV[1] to the history KEYS[1], keeping ARGV[2] entries and
+/// expiring in ARGV[3] ms, on a node the lock was not on: `record`'s answer.
+pub(super) const APPEND: &str = concat!(
+    record!(),
+    "return record(KEYS[1], ARGV[1], ARGV[2], ARGV[3])"
+);
+
+/// RELEASE (KEYS[1..2], ARGV[1..2]), then the append of ARGV[3] to the
+/// history KEYS[3] (ARGV[4], ARGV[5] as in APPEND): {RELEASE's answer,
+/// `record`'s}.
+pub(super) const RELEASE_RECORDING: &str = concat!(
+    record!(),
+    "local function release()\n",
+    release!(),
+    "
+end
+local released = release()
+local recorded = record(KEYS[3], ARGV[3], ARGV[4], ARGV[5])
+return {released, recorded}"
+);
+
+/// HOLD (KEYS[1..2], ARGV[1..4]), then the append of ARGV[5] to the history
+/// KEYS[3] (ARGV[6], ARGV[7] as in APPEND): {HOLD's answer, `record`'s}.
+pub(super) const HOLD_RECORDING: &str = concat!(
+    record!(),
+    "local function hold()\n",
+    hold!(),
+    "
+end
+local held = hold()
+local recorded = record(KEYS[3], ARGV[5], ARGV[6], ARGV[7])
+return {held, recorded}"
+);

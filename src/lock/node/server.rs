@@ -1,0 +1,151 @@
+//! One Redis server (`redis://`, `rediss://`, `unix://`): its client, and a
+//! connection with every step bounded, name resolution included. A Sentinel
+//! group's primary is reached the same way once it is known.
+
+use std::net::{IpAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use redis::{Client, Connection, ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
+
+use super::Options;
+use super::error::{Failure, NodeError};
+
+/// The client for `url`, with the options' credentials filling in for a
+/// URL that carries none.
+pub(super) fn client(url: &str, tls: bool, name: &str, opts: &Options) -> Result<Client, String> {
+    if tls {
+        super::tls_provider();
+    }
+    let mut url = url.to_string();
+    if tls && opts.tls_insecure && !url.contains('#') {
+        url.push_str("#insecure");
+    }
+    let info = url
+        .as_str()
+        .into_connection_info()
+        .map_err(|_| format!("invalid Redis URL '{name}': it does not parse"))?;
+    // Credentials from a file or the environment fill in for a URL that
+    // carries none, so a crontab never needs a password in argv.
+    let mut settings = info.redis_settings().clone();
+    if settings.password().is_none()
+        && let Some(password) = &opts.password
+    {
+        settings = settings.set_password(password);
+        if settings.username().is_none()
+            && let Some(user) = &opts.username
+        {
+            settings = settings.set_username(user);
+        }
+    }
+    let info = lean(info.set_redis_settings(settings));
+    match (tls, opts.certificates()) {
+        (true, Some(certs)) => Client::build_with_tls(info, certs),
+        _ => Client::open(info),
+    }
+    .map_err(|e| {
+        format!(
+            "cannot use Redis node '{name}': {}",
+            e.detail().unwrap_or("bad TLS files")
+        )
+    })
+}
+
+/// `info` without what would cost a round trip or a delayed packet on every
+/// connection: CLIENT SETINFO, and Nagle's algorithm.
+pub(super) fn lean(info: ConnectionInfo) -> ConnectionInfo {
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    let tcp = info.tcp_settings().clone().set_nodelay(true);
+    info.set_redis_settings(settings).set_tcp_settings(tcp)
+}
+
+/// A connection to `client`'s server, with read and write bounded by
+/// `timeout` as well as the connect.
+pub(super) fn connect(
+    client: &Client,
+    name: &str,
+    timeout: Duration,
+) -> Result<Connection, Failure> {
+    let conn = match client.get_connection_info().addr() {
+        // The crate's connect timeout does not cover name resolution: a
+        // hung DNS server would hold this node (and its queue) far longer
+        // than the node timeout. Resolve here, bounded, and connect to the
+        // address found.
+        ConnectionAddr::Tcp(host, port) if host.parse::<IpAddr>().is_err() => {
+            // Every address in turn, as a resolver-backed connect would:
+            // "localhost" is often ::1 first and 127.0.0.1 second.
+            let mut last = None;
+            for ip in resolve(host, *port, name, timeout).map_err(Failure::Other)? {
+                let info = client.get_connection_info().clone();
+                match Client::open(info.set_addr(ConnectionAddr::Tcp(ip.to_string(), *port)))
+                    .and_then(|c| c.get_connection_with_timeout(timeout))
+                {
+                    Ok(conn) => {
+                        last = Some(Ok(conn));
+                        break;
+                    }
+                    Err(e) => last = Some(Err(e)),
+                }
+            }
+            match last {
+                Some(result) => result,
+                None => {
+                    return Err(Failure::Other(NodeError::new(format!(
+                        "{name}: {host} has no address"
+                    ))));
+                }
+            }
+        }
+        // TLS checks the certificate against the name, so the crate must
+        // connect by name; resolving once first still bounds a hung lookup
+        // (the crate's own lookup then finds the answer in the resolver's cache
+        // where there is one).
+        ConnectionAddr::TcpTls { host, port, .. } if host.parse::<IpAddr>().is_err() => {
+            resolve(host, *port, name, timeout).map_err(Failure::Other)?;
+            client.get_connection_with_timeout(timeout)
+        }
+        _ => client.get_connection_with_timeout(timeout),
+    }
+    .map_err(|e| Failure::of(name, timeout, &e))?;
+    // The crate bounds only the connect; reads and writes would block forever
+    // on a node that is stopped but still completes TCP handshakes.
+    conn.set_read_timeout(Some(timeout))
+        .and_then(|()| conn.set_write_timeout(Some(timeout)))
+        .map_err(|e| Failure::of(name, timeout, &e))?;
+    Ok(conn)
+}
+
+/// The addresses `host` resolves to, within `timeout`.
+pub(super) fn resolve(
+    host: &str,
+    port: u16,
+    name: &str,
+    timeout: Duration,
+) -> Result<Vec<IpAddr>, NodeError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let lookup = (host.trim_matches(['[', ']']).to_string(), port);
+    let spawned = std::thread::Builder::new()
+        .name("resolve".into())
+        .spawn(move || {
+            let _ = tx.send(
+                lookup
+                    .to_socket_addrs()
+                    .map(|a| a.map(|a| a.ip()).collect::<Vec<_>>()),
+            );
+        });
+    if let Err(e) = spawned {
+        return Err(NodeError::new(format!(
+            "{name}: cannot resolve {host}: {e}"
+        )));
+    }
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
+        Ok(Ok(_)) => Err(NodeError::new(format!("{name}: {host} has no address"))),
+        Ok(Err(e)) => Err(NodeError::new(format!(
+            "{name}: cannot resolve {host}: {e}"
+        ))),
+        Err(_) => Err(NodeError::timed_out(format!(
+            "{name}: {host} did not resolve within {} (--node-timeout)",
+            humantime::format_duration(timeout)
+        ))),
+    }
+}

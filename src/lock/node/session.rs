@@ -1,0 +1,631 @@
+//! The lock's requests on one node, over whichever connection its topology
+//! gives (see `conn`), and `--replicas`: a write counts only once enough
+//! replicas of the node acknowledged it.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use super::conn::{Conn, Target};
+use super::error::{self, Failure, NodeError, interrupted, server_error, unexpected};
+use super::scripts::*;
+use super::{Books, Extension, Granted, Inspection, Options, Released, millis};
+use crate::lock::history::{Ended, Ending, Finish, HISTORY_CAP, HISTORY_TTL};
+use crate::lock::redlock::Answer;
+
+/// How late Redis may answer a WAIT after its timeout (see `write`).
+const WAIT_LATE: Duration = Duration::from_millis(250);
+
+/// One node's connection and what it needs to (re)connect and to word errors.
+pub struct Session {
+    name: String,
+    target: Arc<Target>,
+    timeout: Duration,
+    /// --replicas N.
+    replicas: u32,
+    conn: Option<Conn>,
+    /// Shared with the node: what the log should hear about the topology.
+    notes: Arc<Mutex<Vec<String>>>,
+}
+
+impl Session {
+    pub(super) fn new(
+        name: &str,
+        target: Arc<Target>,
+        opts: &Options,
+        notes: Arc<Mutex<Vec<String>>>,
+    ) -> Session {
+        Session {
+            name: name.to_string(),
+            target,
+            timeout: opts.timeout,
+            replicas: opts.replicas,
+            conn: None,
+            notes,
+        }
+    }
+
+    /// Takes `books.lock` for `token` (see ACQUIRE); with a non-empty
+    /// `record`, the holder record goes out in the same script, and with
+    /// `fence` the counter is read in it.
+    pub fn acquire(
+        &mut self,
+        books: &Books,
+        token: &str,
+        ttl: Duration,
+        record: &[(&str, String)],
+        fence: bool,
+    ) -> Result<Granted, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(ACQUIRE)
+            .arg(4)
+            .arg(&books.lock)
+            .arg(&books.holder)
+            .arg(&books.fence);
+        // Without --limit KEYS[4] is unused: the fence key stands in, in the
+        // same hash slot.
+        let (limit_key, n) = match &books.limit {
+            Some((key, n)) => (key, n.to_string()),
+            None => (&books.fence, String::new()),
+        };
+        cmd.arg(limit_key)
+            .arg(token)
+            .arg(millis(ttl))
+            .arg(u8::from(fence))
+            .arg(n);
+        for (k, v) in record {
+            cmd.arg(*k).arg(v);
+        }
+        self.take(&cmd, &books.lock, fence)
+    }
+
+    /// Sets a --once-per marker (idempotent for the same token).
+    pub fn mark(
+        &mut self,
+        marker: &[u8],
+        token: &str,
+        ttl: Duration,
+    ) -> Result<Granted, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(ACQUIRE)
+            .arg(1)
+            .arg(marker)
+            .arg(token)
+            .arg(millis(ttl))
+            .arg("0")
+            .arg("");
+        self.take(&cmd, marker, false)
+    }
+
+    fn take(&mut self, cmd: &redis::Cmd, key: &[u8], fence: bool) -> Result<Granted, NodeError> {
+        let reply = self.write(
+            cmd,
+            key,
+            |v| matches!(v, Value::Array(parts) if parts.first() == Some(&Value::Int(1))),
+        )?;
+        let parts = match &reply {
+            Value::Array(parts) => parts.as_slice(),
+            other => return Err(self.unexpected("acquire script", &format!("{other:?}"))),
+        };
+        let answer = match parts.first() {
+            Some(Value::Int(1)) => Answer::Granted,
+            Some(Value::Int(0)) => Answer::Refused,
+            other => return Err(self.unexpected("acquire script", &format!("{other:?}"))),
+        };
+        let fence = match (fence, answer, parts.get(1)) {
+            (false, _, _) | (_, Answer::Refused, _) => None,
+            (true, _, None | Some(Value::Nil)) => Some(0),
+            (true, _, Some(Value::BulkString(b))) => Some(
+                std::str::from_utf8(b)
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .ok_or_else(|| self.unexpected("GET fence counter", &format!("{b:?}")))?,
+            ),
+            (true, _, Some(other)) => {
+                return Err(self.unexpected("GET fence counter", &format!("{other:?}")));
+            }
+        };
+        Ok(Granted { answer, fence })
+    }
+
+    /// Compare-and-PEXPIRE (the record too): `Refused` when the key no
+    /// longer holds our token, `Failed`-free `Absent` when it is gone.
+    pub fn extend(
+        &mut self,
+        books: &Books,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<Extension, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(EXTEND).arg(3).arg(&books.lock).arg(&books.holder);
+        // Without --limit there is no count to refresh: the record again.
+        cmd.arg(books.limit.as_ref().map_or(&books.holder, |(k, _)| k));
+        cmd.arg(token).arg(millis(ttl));
+        self.follow_primary();
+        match self.write(&cmd, &books.lock, |v| *v == Value::Int(1))? {
+            Value::Int(1) => Ok(Extension::Extended),
+            Value::Int(-1) => Ok(Extension::Absent),
+            Value::Int(0) => Ok(Extension::NotOurs),
+            other => Err(self.unexpected("extend script", &format!("{other:?}"))),
+        }
+    }
+
+    /// `SET NX PX` of our token on a node that lost the key (restarted empty,
+    /// or expired early by its clock) while a quorum still holds it for us:
+    /// so that losses spread over a long run do not add up. Only ever sent
+    /// within the validity the extension round just won.
+    pub fn retake(&mut self, books: &Books, token: &str, ttl: Duration) -> Result<bool, NodeError> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&books.lock)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(ttl));
+        match self.write(&cmd, &books.lock, |v| *v == Value::Okay)? {
+            Value::Okay => Ok(true),
+            Value::Nil => Ok(false),
+            other => Err(self.unexpected("SET NX", &format!("{other:?}"))),
+        }
+    }
+
+    /// Compare-and-delete (the record too). `announce` wakes waiters: right
+    /// for a lock that was held, wrong for undoing a failed attempt, which
+    /// would wake every waiter for nothing (and each of their failed attempts
+    /// would wake them all again).
+    pub fn release(
+        &mut self,
+        books: &Books,
+        token: &str,
+        announce: bool,
+    ) -> Result<Released, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(RELEASE)
+            .arg(2)
+            .arg(&books.lock)
+            .arg(&books.holder)
+            .arg(token);
+        if announce {
+            cmd.arg(&books.released);
+        } else {
+            cmd.arg("");
+        }
+        match self.eval(&cmd)? {
+            Value::Int(1) => Ok(Released::Deleted),
+            Value::Int(-1) => Ok(Released::AlreadyGone),
+            Value::Int(0) => Ok(Released::NotOurs),
+            other => Err(self.unexpected("release script", &format!("{other:?}"))),
+        }
+    }
+
+    /// --hold: leaves the lock to expire in `left`, recording the exit.
+    pub fn hold(
+        &mut self,
+        books: &Books,
+        token: &str,
+        left: Duration,
+        exit_code: u8,
+    ) -> Result<Answer, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(HOLD).arg(2).arg(&books.lock).arg(&books.holder);
+        cmd.arg(token)
+            .arg(millis(left))
+            .arg(crate::lock::unix_ms())
+            .arg(exit_code);
+        match self.write(&cmd, &books.lock, |v| *v == Value::Int(1))? {
+            Value::Int(1) => Ok(Answer::Granted),
+            Value::Int(0) => Ok(Answer::Refused),
+            other => Err(self.unexpected("hold script", &format!("{other:?}"))),
+        }
+    }
+
+    /// `unlock --token`: deletes the lock if its token starts with `prefix`.
+    pub fn unlock(&mut self, books: &Books, prefix: &str) -> Result<Released, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(UNLOCK).arg(2).arg(&books.lock).arg(&books.holder);
+        cmd.arg(prefix).arg(&books.released);
+        match self.eval(&cmd)? {
+            Value::Int(1) => Ok(Released::Deleted),
+            Value::Int(-1) => Ok(Released::AlreadyGone),
+            Value::Int(0) => Ok(Released::NotOurs),
+            other => Err(self.unexpected("unlock script", &format!("{other:?}"))),
+        }
+    }
+
+    /// With --limit N recorded beside the lock: N.
+    pub fn limit(&mut self, key: &[u8]) -> Result<Option<u32>, NodeError> {
+        let v: Option<String> = self.query(|c| redis::cmd("GET").arg(key).query(c))?;
+        Ok(v.and_then(|v| v.parse().ok()))
+    }
+
+    /// Deletes `key` only while it holds our token.
+    pub fn drop_ours(&mut self, key: &[u8], token: &str) -> Result<bool, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(DROP).arg(1).arg(key).arg(token);
+        match self.eval(&cmd)? {
+            Value::Int(n) => Ok(n == 1),
+            other => Err(self.unexpected("drop script", &format!("{other:?}"))),
+        }
+    }
+
+    /// Raises the fence counter to `t` while the lock holds our token here.
+    pub fn commit_fence(
+        &mut self,
+        books: &Books,
+        token: &str,
+        t: u64,
+    ) -> Result<Answer, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(FENCE)
+            .arg(2)
+            .arg(&books.lock)
+            .arg(&books.fence)
+            .arg(token)
+            .arg(t);
+        match self.write(&cmd, &books.lock, |v| *v == Value::Int(1))? {
+            Value::Int(1) => Ok(Answer::Granted),
+            Value::Int(0) => Ok(Answer::Refused),
+            other => Err(self.unexpected("fence script", &format!("{other:?}"))),
+        }
+    }
+
+    /// Deletes the lock whoever holds it: true if there was one.
+    pub fn force_delete(&mut self, books: &Books) -> Result<bool, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(FORCE)
+            .arg(2)
+            .arg(&books.lock)
+            .arg(&books.holder)
+            .arg(&books.released);
+        match self.eval(&cmd)? {
+            Value::Int(n) => Ok(n == 1),
+            other => Err(self.unexpected("delete script", &format!("{other:?}"))),
+        }
+    }
+
+    /// The lock's value, its PTTL and its holder record, in one round trip.
+    pub fn inspect(&mut self, books: &Books) -> Result<Inspection, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(INSPECT).arg(2).arg(&books.lock).arg(&books.holder);
+        let bad = |s: &Session, v: &Value| s.unexpected("inspect script", &format!("{v:?}"));
+        let reply = self.eval(&cmd)?;
+        let Value::Array(parts) = &reply else {
+            return Err(bad(self, &reply));
+        };
+        let value = match parts.first() {
+            Some(Value::BulkString(b)) => Some(b.clone()),
+            Some(Value::Nil) => None,
+            _ => return Err(bad(self, &reply)),
+        };
+        let Some(Value::Int(pttl)) = parts.get(1) else {
+            return Err(bad(self, &reply));
+        };
+        let mut holder = Vec::new();
+        match parts.get(2) {
+            Some(Value::Array(fields)) => {
+                for pair in fields.chunks(2) {
+                    match pair {
+                        [Value::BulkString(k), Value::BulkString(v)] => holder.push((
+                            String::from_utf8_lossy(k).into_owned(),
+                            String::from_utf8_lossy(v).into_owned(),
+                        )),
+                        _ => return Err(bad(self, &reply)),
+                    }
+                }
+            }
+            None | Some(Value::Nil) => {}
+            _ => return Err(bad(self, &reply)),
+        }
+        Ok(Inspection {
+            value,
+            pttl: *pttl,
+            holder,
+        })
+    }
+
+    /// The end of a run on this node: `ending` where the lock may be ours,
+    /// and the append of `entry` (the history key and the record) to the run
+    /// history, in the same script when there are both (see `lock::history`).
+    /// The append is a write like any other: with --replicas N it counts
+    /// only once N replicas have it, but a release stands either way.
+    pub fn end_run(
+        &mut self,
+        books: &Books,
+        token: &str,
+        ending: Option<Ending>,
+        entry: Option<(&[u8], &str)>,
+    ) -> Result<Ended, NodeError> {
+        match (ending, entry) {
+            (Some(ending), Some((key, record))) => {
+                self.end_recording(books, token, ending, key, record)
+            }
+            (Some(Ending::Release), None) => Ok(Ended {
+                lock: Some(Finish::Released(self.release(books, token, true)?)),
+                recorded: None,
+            }),
+            (Some(Ending::Hold { left, exit_code }), None) => Ok(Ended {
+                lock: Some(Finish::Held(self.hold(books, token, left, exit_code)?)),
+                recorded: None,
+            }),
+            (None, Some((key, record))) => {
+                let mut cmd = redis::cmd("EVAL");
+                cmd.arg(APPEND).arg(1).arg(key);
+                history_args(&mut cmd, record);
+                let recorded = self
+                    .write(&cmd, key, |v| *v == Value::Int(1))
+                    .and_then(|v| self.appended(v));
+                Ok(Ended {
+                    lock: None,
+                    recorded: Some(recorded),
+                })
+            }
+            (None, None) => Ok(Ended {
+                lock: None,
+                recorded: None,
+            }),
+        }
+    }
+
+    /// RELEASE_RECORDING or HOLD_RECORDING: one script, one hash slot.
+    fn end_recording(
+        &mut self,
+        books: &Books,
+        token: &str,
+        ending: Ending,
+        key: &[u8],
+        record: &str,
+    ) -> Result<Ended, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        match ending {
+            Ending::Release => {
+                cmd.arg(RELEASE_RECORDING)
+                    .arg(3)
+                    .arg(&books.lock)
+                    .arg(&books.holder);
+                cmd.arg(key).arg(token).arg(&books.released);
+            }
+            Ending::Hold { left, exit_code } => {
+                cmd.arg(HOLD_RECORDING)
+                    .arg(3)
+                    .arg(&books.lock)
+                    .arg(&books.holder);
+                cmd.arg(key)
+                    .arg(token)
+                    .arg(millis(left))
+                    .arg(crate::lock::unix_ms())
+                    .arg(exit_code);
+            }
+        }
+        history_args(&mut cmd, record);
+        // WAIT after a hold that took, as for HOLD alone, and after an
+        // append; a release alone waits for nobody, as RELEASE does.
+        let hold = matches!(ending, Ending::Hold { .. });
+        let (reply, replicated) = self.write_apart(&cmd, &books.lock, |v| {
+            matches!(v, Value::Array(p) if p.get(1) == Some(&Value::Int(1))
+                || (hold && p.first() == Some(&Value::Int(1))))
+        })?;
+        let bad = |s: &Session| s.unexpected("end of run script", &format!("{reply:?}"));
+        let Value::Array(parts) = &reply else {
+            return Err(bad(self));
+        };
+        let [lock, append] = parts.as_slice() else {
+            return Err(bad(self));
+        };
+        let lock = self.finish_of(ending, lock)?;
+        let recorded = self.appended(append.clone());
+        Ok(match replicated {
+            Ok(()) => Ended {
+                lock: Some(lock),
+                recorded: Some(recorded),
+            },
+            // Too few replicas have the hold: it fails here as HOLD alone
+            // would, and the record with it.
+            Err(e) if matches!(lock, Finish::Held(Answer::Granted)) => return Err(e),
+            Err(e) => Ended {
+                lock: Some(lock),
+                recorded: Some(recorded.and(Err(e))),
+            },
+        })
+    }
+
+    /// The newest `count` records of the history at `key`, as stored.
+    pub fn history(&mut self, key: &[u8], count: usize) -> Result<Vec<String>, NodeError> {
+        let last = isize::try_from(count).unwrap_or(isize::MAX) - 1;
+        let mut cmd = redis::cmd("LRANGE");
+        cmd.arg(key).arg(0).arg(last);
+        let entries: Vec<Vec<u8>> = self.query(|c| cmd.query(c))?;
+        Ok(entries
+            .into_iter()
+            .map(|e| String::from_utf8_lossy(&e).into_owned())
+            .collect())
+    }
+
+    /// The lock's half of an end-of-run reply, read as RELEASE's or HOLD's.
+    fn finish_of(&self, ending: Ending, v: &Value) -> Result<Finish, NodeError> {
+        match (ending, v) {
+            (_, Value::ServerError(e)) => Err(server_error(&self.name, e)),
+            (Ending::Release, Value::Int(1)) => Ok(Finish::Released(Released::Deleted)),
+            (Ending::Release, Value::Int(-1)) => Ok(Finish::Released(Released::AlreadyGone)),
+            (Ending::Release, Value::Int(0)) => Ok(Finish::Released(Released::NotOurs)),
+            (Ending::Hold { .. }, Value::Int(1)) => Ok(Finish::Held(Answer::Granted)),
+            (Ending::Hold { .. }, Value::Int(0)) => Ok(Finish::Held(Answer::Refused)),
+            (Ending::Release, other) => {
+                Err(self.unexpected("release script", &format!("{other:?}")))
+            }
+            (Ending::Hold { .. }, other) => {
+                Err(self.unexpected("hold script", &format!("{other:?}")))
+            }
+        }
+    }
+
+    /// The history's half: 1, or the failed step and its error, as text
+    /// (see `scripts::record`).
+    fn appended(&self, v: Value) -> Result<(), NodeError> {
+        match v {
+            Value::Int(1) => Ok(()),
+            Value::BulkString(b) => Err(error::script_error(
+                &self.name,
+                &String::from_utf8_lossy(&b),
+            )),
+            Value::SimpleString(s) => Err(error::script_error(&self.name, &s)),
+            Value::ServerError(e) => Err(server_error(&self.name, &e)),
+            other => Err(self.unexpected("history script", &format!("{other:?}"))),
+        }
+    }
+
+    // Plain EVAL rather than EVALSHA: a once-per-run CLI would pay a NOSCRIPT
+    // round trip and a SCRIPT LOAD on every fresh node, and the scripts are tiny.
+    fn eval(&mut self, cmd: &redis::Cmd) -> Result<Value, NodeError> {
+        self.write(cmd, b"", |_| false)
+    }
+
+    /// Runs `cmd`, and when `wrote` says it changed the lock on `key` and
+    /// --replicas N asks for it, WAIT for N replicas on the same connection
+    /// (WAIT counts the writes of its own connection) within what is left of
+    /// the node timeout. A write too few replicas acknowledged is an error:
+    /// the node does not count, and the write is undone there like any
+    /// other that failed (a primary that fails over before its replica has
+    /// the key would lose the lock).
+    ///
+    /// A Sentinel group's primary that answers READONLY has been demoted:
+    /// the request goes again to the primary the sentinels name now.
+    fn write(
+        &mut self,
+        cmd: &redis::Cmd,
+        key: &[u8],
+        wrote: impl Fn(&Value) -> bool,
+    ) -> Result<Value, NodeError> {
+        let (reply, replicated) = self.write_apart(cmd, key, wrote)?;
+        replicated.map(|()| reply)
+    }
+
+    /// `write`, with the replicas' verdict kept apart from the reply (`Ok`
+    /// when there was nothing to wait for): for a request whose reply stands
+    /// whatever the replicas did, such as a release that carries the run's
+    /// history record.
+    fn write_apart(
+        &mut self,
+        cmd: &redis::Cmd,
+        key: &[u8],
+        wrote: impl Fn(&Value) -> bool,
+    ) -> Result<(Value, Result<(), NodeError>), NodeError> {
+        let (replicas, timeout, started) = (self.replicas, self.timeout, Instant::now());
+        let mut demoted = 0;
+        loop {
+            let (reply, acked) = self.query(|c| {
+                let v = cmd.query::<Value>(c)?;
+                if replicas == 0 || !wrote(&v) {
+                    return Ok((v, None));
+                }
+                // WAIT gets what is left of the node timeout. Redis checks
+                // blocked clients' timeouts from its event loop, up to 1/hz
+                // (100 ms by default) late: the socket waits that much longer
+                // for this one reply, so that a slow replica reads as too few
+                // acknowledgements, not as a node that did not answer.
+                let left = timeout.saturating_sub(started.elapsed());
+                let mut wait = redis::cmd("WAIT");
+                wait.arg(replicas).arg(millis(left));
+                c.set_read_timeout(left + WAIT_LATE)?;
+                let acked = c.at_key(&wait, key);
+                c.set_read_timeout(timeout)?;
+                Ok((v, Some(acked?)))
+            })?;
+            match reply {
+                Value::ServerError(e)
+                    if e.code() == "READONLY"
+                        && self.target.follows_failover()
+                        && demoted < 2
+                        && started.elapsed() < timeout =>
+                {
+                    demoted += 1;
+                    self.target.forget();
+                    self.conn = None;
+                }
+                Value::ServerError(e) => return Err(server_error(&self.name, &e)),
+                v => {
+                    let replicated = match acked {
+                        None => Ok(()),
+                        Some(Value::Int(n)) if n >= i64::from(replicas) => Ok(()),
+                        Some(Value::Int(n)) => Err(NodeError::new(format!(
+                            "{}: only {n} of {replicas} replicas acknowledged the write within \
+                             {} (--replicas)",
+                            self.name,
+                            humantime::format_duration(timeout)
+                        ))
+                        .unreplicated()),
+                        Some(Value::ServerError(e)) => Err(server_error(&self.name, &e)),
+                        Some(other) => Err(self.unexpected("WAIT", &format!("{other:?}"))),
+                    };
+                    return Ok((v, replicated));
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on this node's connection, connecting first if needed.
+    ///
+    /// A read or connect interrupted by the process being stopped and
+    /// continued (SIGSTOP/SIGCONT, Ctrl-Z and `fg`, a cgroup freezer) fails
+    /// with EINTR even without signal handlers; it is retried on a fresh
+    /// connection for as long as the node timeout allows. Every request
+    /// redlock-run sends gives the same answer when repeated (an acquire for
+    /// our own token, a compare-and-delete that finds the key gone), so a
+    /// retry cannot change what happened.
+    fn query<T>(&mut self, f: impl Fn(&mut Conn) -> redis::RedisResult<T>) -> Result<T, NodeError> {
+        let until = Instant::now() + self.timeout;
+        let retry = || Instant::now() < until;
+        loop {
+            let mut conn = match self.conn.take() {
+                Some(c) => c,
+                None => match self.target.connect(&self.name, self.timeout, &self.notes) {
+                    Ok(c) => c,
+                    Err(Failure::Interrupted(_)) if retry() => continue,
+                    Err(f) => return Err(f.into_error().unsent()),
+                },
+            };
+            match f(&mut conn) {
+                Ok(v) => {
+                    self.conn = Some(conn);
+                    return Ok(v);
+                }
+                // After a timeout a late reply would be read as the answer to
+                // the next request: a connection that saw an error is dropped.
+                Err(e) if interrupted(&e) && retry() => {}
+                // A Sentinel group's primary that answers READONLY has been
+                // demoted: ask again where the primary is now.
+                Err(e)
+                    if e.code() == Some("READONLY")
+                        && self.target.follows_failover()
+                        && retry() =>
+                {
+                    self.target.forget();
+                }
+                Err(e) => {
+                    self.target.forget();
+                    return Err(error::wording(&self.name, self.timeout, &e));
+                }
+            }
+        }
+    }
+
+    /// A Sentinel group's primary may have changed while the connection to
+    /// the old one still works: see `Group::recheck`.
+    fn follow_primary(&mut self) {
+        if self.conn.is_some()
+            && let Some(note) = self.target.recheck(&self.name, self.timeout)
+        {
+            self.conn = None;
+            super::lock(&self.notes).push(note);
+        }
+    }
+
+    fn unexpected(&self, what: &str, reply: &str) -> NodeError {
+        unexpected(&self.name, what, reply)
+    }
+}
+
+/// The record, and the history's length and lifetime (`HISTORY_CAP`,
+/// `HISTORY_TTL`): the last three arguments of every script that appends.
+fn history_args(cmd: &mut redis::Cmd, record: &str) {
+    cmd.arg(record).arg(HISTORY_CAP).arg(millis(HISTORY_TTL));
+}

@@ -1,0 +1,334 @@
+//! The URL forms of a node, and their redaction.
+//!
+//! - `redis://[USER:PASSWORD@]HOST[:PORT][/DB]`, `rediss://...`,
+//!   `unix:///PATH[?db=N&pass=...]`: one server;
+//! - `redis+cluster://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]` and
+//!   `rediss+cluster://...`: a Redis Cluster, through any of these seeds;
+//! - `redis+sentinel://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]`
+//!   and `rediss+sentinel://...`: the primary that the sentinels at these
+//!   addresses name MASTER. USER:PASSWORD are the data nodes' (as in a
+//!   `redis://` URL); the sentinels' own come from the options.
+
+/// What a URL names, parsed but not yet checked against the crate.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Spec {
+    /// The URL as given, for the crate to parse.
+    Server { url: String, tls: bool },
+    Cluster {
+        seeds: Vec<Host>,
+        userinfo: Option<String>,
+        tls: bool,
+    },
+    Sentinel {
+        sentinels: Vec<Host>,
+        userinfo: Option<String>,
+        master: String,
+        db: i64,
+        tls: bool,
+    },
+}
+
+/// One address of a host list; `host` without IPv6 brackets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Host {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Host {
+    /// `host:port`, with brackets around an IPv6 address.
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+const FORMS: &str = "expected redis://HOST[:PORT][/DB], rediss://..., unix:///PATH, \
+                     redis+cluster://HOST[:PORT][,HOST[:PORT]...] or \
+                     redis+sentinel://HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]";
+
+/// Parses `url`; errors name it as `name` (redacted).
+pub fn parse(url: &str, name: &str) -> Result<Spec, String> {
+    let bad = |why: &str| format!("invalid Redis URL '{name}': {why}");
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(bad(FORMS));
+    };
+    let (kind, tls) = match scheme {
+        "redis" | "unix" | "redis+unix" => ("server", false),
+        "rediss" => ("server", true),
+        "redis+cluster" => ("cluster", false),
+        "rediss+cluster" => ("cluster", true),
+        "redis+sentinel" => ("sentinel", false),
+        "rediss+sentinel" => ("sentinel", true),
+        _ => return Err(bad(FORMS)),
+    };
+    if kind == "server" {
+        return Ok(Spec::Server {
+            url: url.to_string(),
+            tls,
+        });
+    }
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(at) => (Some(authority[..at].to_string()), &authority[at + 1..]),
+        None => (None, authority),
+    };
+    let default_port = if kind == "cluster" { 6379 } else { 26379 };
+    let hosts = hosts
+        .split(',')
+        .map(|h| host(h, default_port))
+        .collect::<Result<Vec<Host>, String>>()
+        .map_err(|why| bad(&why))?;
+    if path.contains(['?', '#']) {
+        return Err(bad(
+            "a cluster or sentinel URL takes no ?query or #fragment",
+        ));
+    }
+    if kind == "cluster" {
+        return match path.trim_end_matches('/') {
+            "" | "/0" => Ok(Spec::Cluster {
+                seeds: hosts,
+                userinfo,
+                tls,
+            }),
+            _ => Err(bad("a Redis Cluster has only database 0")),
+        };
+    }
+    let mut parts = path
+        .trim_start_matches('/')
+        .trim_end_matches('/')
+        .split('/');
+    let master = parts.next().unwrap_or_default();
+    if master.is_empty() {
+        return Err(bad(
+            "expected redis+sentinel://HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]: the name the \
+             sentinels monitor is missing",
+        ));
+    }
+    let db = match parts.next() {
+        None => 0,
+        Some(db) => db
+            .parse::<i64>()
+            .ok()
+            .filter(|d| *d >= 0)
+            .ok_or_else(|| bad(&format!("'{db}' is not a database number")))?,
+    };
+    if parts.next().is_some() {
+        return Err(bad("expected /MASTER[/DB] after the sentinels"));
+    }
+    Ok(Spec::Sentinel {
+        sentinels: hosts,
+        userinfo,
+        master: master.to_string(),
+        db,
+        tls,
+    })
+}
+
+fn host(text: &str, default_port: u16) -> Result<Host, String> {
+    let (host, port) = if let Some(v6) = text.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or_else(|| format!("'{text}' has no closing ']'"))?;
+        match after {
+            "" => (host, None),
+            _ => match after.strip_prefix(':') {
+                Some(p) => (host, Some(p)),
+                None => return Err(format!("'{text}': expected :PORT after ']'")),
+            },
+        }
+    } else {
+        match text.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (text, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(if text.is_empty() {
+            "an empty host in the list".to_string()
+        } else {
+            format!("'{text}' has no host")
+        });
+    }
+    if host.contains(['@', ' ', '/']) {
+        return Err(format!("'{host}' is not a host name"));
+    }
+    let port = match port {
+        None => default_port,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("'{p}' is not a port"))?,
+    };
+    Ok(Host {
+        host: host.to_string(),
+        port,
+    })
+}
+
+/// Appends a URL's authority (`user:password@host:port`) with the password
+/// replaced by `***`; a lone user-info (`redis://secret@host`,
+/// `https://TOKEN@host`) is taken for a password.
+pub fn push_masked_authority(out: &mut String, authority: &str) {
+    match authority.rfind('@') {
+        Some(at) => {
+            let userinfo = &authority[..at];
+            match userinfo.find(':') {
+                Some(colon) => {
+                    out.push_str(&userinfo[..colon]);
+                    out.push_str(":***");
+                }
+                None if userinfo.is_empty() => {}
+                None => out.push_str("***"),
+            }
+            out.push_str(&authority[at..]);
+        }
+        None => out.push_str(authority),
+    }
+}
+
+/// The URL with any password replaced by `***`, for logs and errors.
+/// Works on text that does not parse, since that is when it gets printed.
+pub fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let mut out = url[..scheme_end + 3].to_string();
+    push_masked_authority(&mut out, &rest[..authority_end]);
+    out.push_str(&rest[authority_end..]);
+    // unix:///path?pass=secret
+    if let Some(q) = out.find('?') {
+        let (base, query) = out.split_at(q + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _))
+                    if k.eq_ignore_ascii_case("pass") || k.eq_ignore_ascii_case("password") =>
+                {
+                    format!("{k}=***")
+                }
+                _ => kv.to_string(),
+            })
+            .collect();
+        out = format!("{base}{}", query.join("&"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_hides_passwords_only() {
+        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(redact("redis://:s3cret@h:1/0"), "redis://:***@h:1/0");
+        assert_eq!(redact("redis://u:s3cret@h"), "redis://u:***@h");
+        assert_eq!(redact("rediss://u:p@ss:w@h/2"), "rediss://u:***@h/2");
+        assert_eq!(redact("redis://s3cret@h"), "redis://***@h");
+        assert_eq!(
+            redact("unix:///run/r.sock?db=1&pass=s3cret"),
+            "unix:///run/r.sock?db=1&pass=***"
+        );
+        assert_eq!(redact("not a url"), "not a url");
+        assert_eq!(redact("redis://h/0#frag@x"), "redis://h/0#frag@x");
+        assert_eq!(
+            redact("redis+sentinel://u:s3cret@h1:1,h2:2/m"),
+            "redis+sentinel://u:***@h1:1,h2:2/m"
+        );
+        assert_eq!(
+            redact("rediss+cluster://:s3cret@h1,h2"),
+            "rediss+cluster://:***@h1,h2"
+        );
+    }
+
+    fn h(host: &str, port: u16) -> Host {
+        Host {
+            host: host.into(),
+            port,
+        }
+    }
+
+    #[test]
+    fn cluster_urls() {
+        assert_eq!(
+            parse("redis+cluster://a:1,b,[::1]:3", "n"),
+            Ok(Spec::Cluster {
+                seeds: vec![h("a", 1), h("b", 6379), h("::1", 3)],
+                userinfo: None,
+                tls: false
+            })
+        );
+        assert_eq!(
+            parse("rediss+cluster://u:p@a/", "n"),
+            Ok(Spec::Cluster {
+                seeds: vec![h("a", 6379)],
+                userinfo: Some("u:p".into()),
+                tls: true
+            })
+        );
+        for bad in [
+            "redis+cluster://a:1/2",
+            "redis+cluster://a:0",
+            "redis+cluster://a:99999",
+            "redis+cluster://",
+            "redis+cluster://a,",
+            "redis+cluster://[::1",
+            "redis+cluster://a?x=1",
+        ] {
+            assert!(parse(bad, "n").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sentinel_urls() {
+        assert_eq!(
+            parse("redis+sentinel://:pw@s1,s2:5/mymaster/3", "n"),
+            Ok(Spec::Sentinel {
+                sentinels: vec![h("s1", 26379), h("s2", 5)],
+                userinfo: Some(":pw".into()),
+                master: "mymaster".into(),
+                db: 3,
+                tls: false
+            })
+        );
+        assert!(matches!(
+            parse("rediss+sentinel://s/m/", "n"),
+            Ok(Spec::Sentinel {
+                tls: true,
+                db: 0,
+                ..
+            })
+        ));
+        for bad in [
+            "redis+sentinel://s1",
+            "redis+sentinel://s1/",
+            "redis+sentinel://s1/m/x",
+            "redis+sentinel://s1/m/-1",
+            "redis+sentinel://s1/m/1/2",
+            "redis+sentinel://s1:x/m",
+        ] {
+            assert!(parse(bad, "n").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn servers_pass_through() {
+        assert_eq!(
+            parse("rediss://h:1/2", "n"),
+            Ok(Spec::Server {
+                url: "rediss://h:1/2".into(),
+                tls: true
+            })
+        );
+        assert!(parse("http://h", "n").is_err());
+        assert!(parse("h:1", "n").is_err());
+    }
+}
