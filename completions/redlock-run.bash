@@ -21,10 +21,10 @@ _redlock_run_spec()
     opts= takes= letters= subs= first=0 positionals=0 repeats=0 cmdpos=0
     case $1 in
     'redlock-run')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure -t --ttl --kill-after -w --wait --wait-unfair --hold --once-per --max-runtime --leftovers --jitter --fence --replicas --limit -E --busy-exit-code -c --command -q --quiet -v --verbose --log-format --record-command --report -h --help -V --version'
-        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --ttl --kill-after --wait --hold --once-per --max-runtime --leftovers --jitter --replicas --limit --busy-exit-code --command --log-format --record-command --report '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure -t --ttl --kill-after -w --wait --wait-unfair --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --fence --replicas --limit -E --busy-exit-code -c --command -q --quiet -v --verbose --log-format --record-command --report --metrics-file -h --help -V --version'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --ttl --kill-after --wait --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --replicas --limit --busy-exit-code --command --log-format --record-command --report --metrics-file '
         letters='krtwEc'
-        subs='status unlock help'
+        subs='status unlock history help'
         first=1 positionals=1 repeats=1 cmdpos=1
         ;;
     'redlock-run status')
@@ -37,8 +37,13 @@ _redlock_run_spec()
         takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --token '
         letters='kr'
         ;;
+    'redlock-run history')
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --json -n --count -h --help'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --count '
+        letters='krn'
+        ;;
     'redlock-run help')
-        subs='status unlock help'
+        subs='status unlock history help'
         ;;
     esac
 }
@@ -55,7 +60,9 @@ _redlock_run_value()
     'redlock-run status:-r' | \
     'redlock-run status:--redis' | \
     'redlock-run unlock:-r' | \
-    'redlock-run unlock:--redis')
+    'redlock-run unlock:--redis' | \
+    'redlock-run history:-r' | \
+    'redlock-run history:--redis')
         lead=${val%"${val##*,}"} val=${val##*,}
         ;;
     esac
@@ -69,6 +76,9 @@ _redlock_run_value()
     'redlock-run:--kill-after' | \
     'redlock-run:--hold' | \
     'redlock-run:--once-per' | \
+    'redlock-run:--once-per-success' | \
+    'redlock-run:--retry' | \
+    'redlock-run:--retry-delay' | \
     'redlock-run:--max-runtime' | \
     'redlock-run:--jitter' | \
     'redlock-run:--replicas' | \
@@ -84,7 +94,13 @@ _redlock_run_value()
     'redlock-run unlock:--key' | \
     'redlock-run unlock:--prefix' | \
     'redlock-run unlock:--node-timeout' | \
-    'redlock-run unlock:--token')
+    'redlock-run unlock:--token' | \
+    'redlock-run history:-k' | \
+    'redlock-run history:--key' | \
+    'redlock-run history:--prefix' | \
+    'redlock-run history:--node-timeout' | \
+    'redlock-run history:-n' | \
+    'redlock-run history:--count')
         # free text (a duration, a name, a number): nothing to offer
         ;;
     'redlock-run:-r' | \
@@ -92,7 +108,9 @@ _redlock_run_value()
     'redlock-run status:-r' | \
     'redlock-run status:--redis' | \
     'redlock-run unlock:-r' | \
-    'redlock-run unlock:--redis')
+    'redlock-run unlock:--redis' | \
+    'redlock-run history:-r' | \
+    'redlock-run history:--redis')
         _redlock_run_urls
         ;;
     'redlock-run:--password-file' | \
@@ -101,6 +119,7 @@ _redlock_run_value()
     'redlock-run:--tls-cert' | \
     'redlock-run:--tls-key' | \
     'redlock-run:--report' | \
+    'redlock-run:--metrics-file' | \
     'redlock-run status:--password-file' | \
     'redlock-run status:--sentinel-password-file' | \
     'redlock-run status:--tls-ca' | \
@@ -110,7 +129,12 @@ _redlock_run_value()
     'redlock-run unlock:--sentinel-password-file' | \
     'redlock-run unlock:--tls-ca' | \
     'redlock-run unlock:--tls-cert' | \
-    'redlock-run unlock:--tls-key')
+    'redlock-run unlock:--tls-key' | \
+    'redlock-run history:--password-file' | \
+    'redlock-run history:--sentinel-password-file' | \
+    'redlock-run history:--tls-ca' | \
+    'redlock-run history:--tls-cert' | \
+    'redlock-run history:--tls-key')
         _redlock_run_files -f
         ;;
     'redlock-run:-w' | \

@@ -23,7 +23,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --prefix 'Prefix put before the lock name to form the Redis key'
             cand -r 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
             cand --redis 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
-            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]'
             cand --password-file 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)'
             cand --sentinel-password-file 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password'
             cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
@@ -36,6 +36,9 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --wait 'Keep trying this long (or `forever`) while the lock is held elsewhere; waiters queue and are served in arrival order, each woken by the release before its turn'
             cand --hold 'Keep the lock at least this long after taking it, even if the command ends sooner'
             cand --once-per 'Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts'
+            cand --once-per-success 'Like --once-per, but only a run whose command exits 0 uses up the window: a failed, lost, timed-out or killed run frees it for the next firing on any host'
+            cand --retry 'Run the command again, up to N more times, while it exits non-zero, keeping the lock in between; not after a lost lock, --max-runtime or a signal. The exit status is the last attempt''s'
+            cand --retry-delay 'Pause before the first retry, doubled for each later one, with jitter (each pause is a random time between half and all of it) [default: 1s]'
             cand --max-runtime 'Stop the command (its whole tree) after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124 (what timeout(1) does; systemd''s RuntimeMaxSec)'
             cand --timeout 'Not an option: in flock(1) and consul lock a timeout waits for the lock, in timeout(1) it stops the command; say which with --wait or --max-runtime'
             cand --leftovers 'When the command exits but processes it started still run: keep the lock until the last one has exited (wait), or stop them all (kill: SIGTERM, then SIGKILL after --kill-after) and then release'
@@ -49,6 +52,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --log-format 'Log lines on stderr as text, or as one JSON object per line'
             cand --record-command 'What the holder record (shown by status on every host) keeps of the command line: masked (credentials in URLs and password=/--password values masked, cut to 200 characters) or name (the program''s name only)'
             cand --report 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)'
+            cand --metrics-file 'Record the run in FILE, a node_exporter textfile-collector file shared by every run and key on the host: runs by outcome, and the last run''s start, duration, exit status and success time'
             cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
             cand --wait-unfair 'Do not queue: race every other contender for the lock whenever it is released (woken together), and take it even when waiters are queued'
             cand --fence 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder''s'
@@ -62,6 +66,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --version 'Print version'
             cand status 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
             cand unlock 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
+            cand history 'Show the lock''s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock-run;status'= {
@@ -70,7 +75,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --prefix 'Prefix put before the lock name to form the Redis key'
             cand -r 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
             cand --redis 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
-            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]'
             cand --password-file 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)'
             cand --sentinel-password-file 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password'
             cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
@@ -88,7 +93,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --prefix 'Prefix put before the lock name to form the Redis key'
             cand -r 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
             cand --redis 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
-            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]'
             cand --password-file 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)'
             cand --sentinel-password-file 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password'
             cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
@@ -100,14 +105,36 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'redlock-run;history'= {
+            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>'
+            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>'
+            cand --prefix 'Prefix put before the lock name to form the Redis key'
+            cand -r 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
+            cand --redis 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]'
+            cand --password-file 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)'
+            cand --sentinel-password-file 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password'
+            cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
+            cand --tls-cert 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key'
+            cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand -n 'Show the COUNT most recent runs'
+            cand --count 'Show the COUNT most recent runs'
+            cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
+            cand --json 'Print one JSON array of runs instead of a table'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'redlock-run;help'= {
             cand status 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
             cand unlock 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
+            cand history 'Show the lock''s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock-run;help;status'= {
         }
         &'redlock-run;help;unlock'= {
+        }
+        &'redlock-run;help;history'= {
         }
         &'redlock-run;help;help'= {
         }

@@ -28,7 +28,21 @@ Examples:
 
   # short jobs fired on hosts with skewed clocks: run once, not once per host
   redlock-run -q -E 0 -k rotate --hold 30s -- ./rotate-logs
-  redlock-run -q -E 0 -k digest --once-per 1h -- ./send-digest";
+  redlock-run -q -E 0 -k digest --once-per 1h -- ./send-digest
+
+  # fired every 10 minutes: runs until one host has succeeded this hour, each
+  # firing trying up to 3 times under the lock
+  */10 * * * * redlock-run -q -E 0 -k digest --once-per-success 1h --retry 2 -- ./send-digest
+
+  # metrics for node_exporter's textfile collector; a health-check ping only the winner sends
+  redlock-run -k backup --metrics-file /var/lib/prometheus/node-exporter/cron.prom -- ./backup.sh
+  redlock-run -k backup -c './backup.sh && curl -fsS https://hc.example/ping/UUID'
+
+  # which host ran it, when, and how it ended
+  redlock-run history -k backup -n 5";
+
+/// The pause before the first --retry when --retry-delay does not say.
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(1);
 
 /// The node used when neither --redis nor REDLOCK_REDIS names one.
 pub const DEFAULT_NODE: &str = "redis://127.0.0.1:6379";
@@ -71,7 +85,7 @@ pub struct Target {
     )]
     pub redis: Vec<String>,
 
-    /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status and unlock]
+    /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]
     #[arg(long, value_name = "DURATION", value_parser = parse_short)]
     pub node_timeout: Option<Duration>,
 
@@ -262,7 +276,7 @@ fn x509_version(der: &[u8]) -> Option<u8> {
     }
 }
 
-/// Looking at and clearing a lock, for when its holder is gone.
+/// Looking at and clearing a lock, for when its holder is gone, and what its runs did.
 #[derive(Debug, Subcommand)]
 pub enum Admin {
     /// Show the lock on every node (holder, token prefix, TTL left) and a verdict;
@@ -271,6 +285,25 @@ pub enum Admin {
     /// Delete the lock on every node: only where it holds --token, or whatever holds it with
     /// --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown
     Unlock(UnlockArgs),
+    /// Show the lock's last runs, newest first, merged from every node: host, pid, start,
+    /// duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered
+    History(HistoryArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = exit::HISTORY_TABLE)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    pub target: Target,
+
+    /// Print one JSON array of runs instead of a table
+    #[arg(long)]
+    pub json: bool,
+
+    /// Show the COUNT most recent runs
+    #[arg(short = 'n', long = "count", value_name = "COUNT", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub count: u32,
 }
 
 #[derive(Debug, Args)]
@@ -325,7 +358,7 @@ pub struct UnlockArgs {
     max_term_width = 100,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    subcommand_value_name = "status|unlock",
+    subcommand_value_name = "status|unlock|history",
     subcommand_help_heading = "Looking at a lock"
 )]
 pub struct Cli {
@@ -357,6 +390,22 @@ pub struct Cli {
     /// Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts
     #[arg(long, value_name = "DURATION", value_parser = parse_long)]
     pub once_per: Option<Duration>,
+
+    /// Like --once-per, but only a run whose command exits 0 uses up the window: a failed,
+    /// lost, timed-out or killed run frees it for the next firing on any host
+    #[arg(long, value_name = "DURATION", value_parser = parse_long, conflicts_with = "once_per")]
+    pub once_per_success: Option<Duration>,
+
+    /// Run the command again, up to N more times, while it exits non-zero, keeping the lock in
+    /// between; not after a lost lock, --max-runtime or a signal. The exit status is the last
+    /// attempt's
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub retry: Option<u32>,
+
+    /// Pause before the first retry, doubled for each later one, with jitter (each pause is
+    /// a random time between half and all of it) [default: 1s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_short, requires = "retry")]
+    pub retry_delay: Option<Duration>,
 
     /// Stop the command (its whole tree) after it ran this long: SIGTERM, then SIGKILL after
     /// --kill-after; exit 124 (what timeout(1) does; systemd's RuntimeMaxSec)
@@ -421,6 +470,12 @@ pub struct Cli {
     /// Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub report: Option<std::path::PathBuf>,
+
+    /// Record the run in FILE, a node_exporter textfile-collector file shared by every run and
+    /// key on the host: runs by outcome, and the last run's start, duration, exit status and
+    /// success time
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub metrics_file: Option<std::path::PathBuf>,
 
     #[command(subcommand)]
     pub admin: Option<Admin>,
@@ -560,8 +615,14 @@ pub struct Config {
     /// --wait-unfair: ignore the queue.
     pub wait_unfair: bool,
     pub hold: Option<Duration>,
-    /// Window length in whole seconds.
+    /// Window length in whole seconds (--once-per or --once-per-success).
     pub once_per: Option<u64>,
+    /// --once-per-success: only a run that exits 0 keeps its window.
+    pub once_per_success: bool,
+    /// --retry: attempts after the first.
+    pub retry: u32,
+    /// --retry-delay: the pause before the first retry.
+    pub retry_delay: Duration,
     pub max_runtime: Option<Duration>,
     pub leftovers: Leftovers,
     pub jitter: Option<Duration>,
@@ -570,6 +631,7 @@ pub struct Config {
     pub verbosity: i8,
     pub log_format: Format,
     pub report: Option<std::path::PathBuf>,
+    pub metrics_file: Option<std::path::PathBuf>,
     pub record_command: RecordCommand,
 }
 
@@ -649,12 +711,16 @@ impl Cli {
             ));
         }
         redlock::schedule_fits(self.ttl, node_timeout, kill_after)?;
-        let once_per = match self.once_per {
+        let (flag, window) = match (self.once_per, self.once_per_success) {
+            (Some(w), _) => ("--once-per", Some(w)),
+            (None, w) => ("--once-per-success", w),
+        };
+        let once_per = match window {
             None => None,
             Some(w) if w.subsec_nanos() == 0 => Some(w.as_secs()),
             Some(w) => {
                 return Err(format!(
-                    "--once-per {} must be a whole number of seconds",
+                    "{flag} {} must be a whole number of seconds",
                     humantime::format_duration(w)
                 ));
             }
@@ -677,12 +743,16 @@ impl Cli {
             wait_unfair: self.wait_unfair,
             hold: self.hold,
             once_per,
+            once_per_success: self.once_per_success.is_some(),
+            retry: self.retry.unwrap_or(0),
+            retry_delay: self.retry_delay.unwrap_or(DEFAULT_RETRY_DELAY),
             max_runtime: self.max_runtime,
             leftovers: self.leftovers,
             jitter: self.jitter,
             program,
             log_format: self.log_format,
             report: self.report,
+            metrics_file: self.metrics_file,
             record_command: self.record_command,
             verbosity: if self.quiet {
                 -1
@@ -789,6 +859,26 @@ mod tests {
         assert!(parse(&["-k", "j", "-r", ",", "true"]).is_err(), "no node");
         assert!(parse(&["-k", "j", "-t", "2s", "--kill-after", "1500ms", "true"]).is_err());
         assert!(parse(&["-k", "j", "--once-per", "1500ms", "true"]).is_err());
+        assert!(parse(&["-k", "j", "--once-per-success", "1500ms", "true"]).is_err());
+        assert!(
+            parse(&[
+                "-k",
+                "j",
+                "--once-per",
+                "1h",
+                "--once-per-success",
+                "1h",
+                "true"
+            ])
+            .is_err()
+        );
+        assert!(parse(&["-k", "j", "--retry", "101", "true"]).is_err());
+        assert!(parse(&["-k", "j", "--retry", "-1", "true"]).is_err());
+        assert!(
+            parse(&["-k", "j", "--retry-delay", "2s", "true"]).is_err(),
+            "no --retry"
+        );
+        assert!(parse(&["-k", "j", "--retry", "1", "--retry-delay", "0", "true"]).is_err());
         assert!(parse(&["-k", "j", "--wait", "later", "true"]).is_err());
     }
 
@@ -803,6 +893,22 @@ mod tests {
         assert_eq!(c.wait, Wait::Once, "default is a single try");
         let c = parse(&["-k", "j", "--once-per", "1h", "true"]).expect("valid");
         assert_eq!(c.once_per, Some(3600));
+        assert!(!c.once_per_success);
+    }
+
+    #[test]
+    fn once_per_success_retry_and_metrics() {
+        let c = parse(&["-k", "j", "--once-per-success", "10m", "true"]).expect("valid");
+        assert_eq!((c.once_per, c.once_per_success), (Some(600), true));
+        assert_eq!((c.retry, c.retry_delay), (0, DEFAULT_RETRY_DELAY));
+        let c =
+            parse(&["-k", "j", "--retry", "2", "--retry-delay", "250ms", "true"]).expect("valid");
+        assert_eq!((c.retry, c.retry_delay), (2, Duration::from_millis(250)));
+        let c = parse(&["-k", "j", "--metrics-file", "/tmp/m.prom", "true"]).expect("valid");
+        assert_eq!(
+            c.metrics_file.as_deref(),
+            Some(std::path::Path::new("/tmp/m.prom"))
+        );
     }
 
     #[test]

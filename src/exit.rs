@@ -77,6 +77,13 @@ Exit status:
   64     usage error
   69     fewer than a quorum of nodes answered; the lock may still be held";
 
+/// `history`'s exit statuses.
+pub const HISTORY_TABLE: &str = "\
+Exit status:
+  0      the runs were read from at least a quorum of nodes
+  64     usage error
+  69     fewer than a quorum of nodes answered; runs may be missing";
+
 /// `status`'s exit statuses.
 pub const STATUS_TABLE: &str = "\
 Exit status:

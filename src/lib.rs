@@ -6,6 +6,7 @@ pub mod cli;
 pub mod clock;
 pub mod exit;
 pub mod files;
+pub mod history;
 pub mod lock;
 pub mod log;
 pub mod metrics;

@@ -76,7 +76,7 @@ pub enum Outcome {
     Busy,
     /// The lock was lost while the command ran; the command was stopped.
     Lost,
-    /// The command ran past `--timeout` and was stopped.
+    /// The command ran past `--max-runtime` and was stopped.
     Timeout,
     /// Fewer than a quorum of nodes answered.
     Unavailable,

@@ -5,7 +5,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::time::{Duration, SystemTime};
 
 use crate::cli::Config;
@@ -23,6 +23,8 @@ pub struct Stats {
     pub extensions_done: AtomicU64,
     pub extensions_failed: AtomicU64,
     pub already_ran: AtomicBool,
+    /// Attempts whose command started (`--retry` makes it more than one).
+    pub attempts: AtomicU32,
     /// Every node's answer to the acquire, filled in when the run ends.
     pub nodes: Mutex<Vec<NodeOutcome>>,
 }
@@ -111,6 +113,7 @@ pub fn write(
         ),
         ("exit_code", exit.code().to_string()),
         ("signal", signal),
+        ("attempts", stats.attempts.load(Relaxed).to_string()),
         ("duration_ms", duration.as_millis().to_string()),
         ("log_lines_dropped", log::dropped().to_string()),
     ]);

@@ -1,5 +1,6 @@
 //! One run: parse, acquire (waiting per --jitter and --wait), check
-//! --once-per, start the command, hand it to `supervise`, release or hold,
+//! --once-per(-success), run the command's attempts (`attempts`), release or
+//! hold with the run's history record, write --report and --metrics-file,
 //! and pick the exit status.
 
 use std::ffi::OsString;
@@ -14,18 +15,19 @@ use clap::FromArgMatches;
 use crate::cli::{self, Cli, Config, Wait};
 use crate::clock::{self, Stamp};
 use crate::exit::Exit;
+use crate::lock::history::Ending;
 use crate::lock::node::Fared;
 use crate::lock::node::Queue;
 use crate::lock::node::{self, Node};
 use crate::lock::redlock::{self, Verdict};
 use crate::lock::{Acquired, Held, Lock, NodeOutcome, NodeVote, record};
 use crate::log::{self, Log, ev};
+use crate::process::attempts::{self, Attempts, Ran};
 use crate::process::guard::{Guard, Spec};
 use crate::process::heartbeat::start_heartbeat;
 use crate::process::signals;
 use crate::process::spawn as child;
-use crate::process::supervise::{Event, Tree, supervise};
-use crate::process::tree;
+use crate::process::supervise::Event;
 use crate::report::{self, Stats};
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
@@ -104,23 +106,24 @@ fn one_line(msg: &str) -> String {
 }
 
 fn run(config: &Config, blocked: signals::Blocked) -> Exit {
-    // A report that cannot be written is a bad argument: say so before the
-    // job runs, not after.
-    if let Some(path) = &config.report
-        && let Err(e) = crate::files::check_writable(path)
-    {
-        Log::new(0, config.log_format, &config.name).error(
-            ev(
-                "usage",
-                format!(
-                    "cannot write --report {}: {}",
-                    path.display(),
-                    os_message(&e)
-                ),
-            )
-            .outcome("usage"),
-        );
-        return Exit::Usage;
+    // A report or metrics file that cannot be written is a bad argument: say
+    // so before the job runs, not after.
+    for (flag, path) in [
+        ("--report", &config.report),
+        ("--metrics-file", &config.metrics_file),
+    ] {
+        if let Some(path) = path
+            && let Err(e) = crate::files::check_writable(path)
+        {
+            Log::new(0, config.log_format, &config.name).error(
+                ev(
+                    "usage",
+                    format!("cannot write {flag} {}: {}", path.display(), os_message(&e)),
+                )
+                .outcome("usage"),
+            );
+            return Exit::Usage;
+        }
     }
     let started = clock::now();
     let started_at = SystemTime::now();
@@ -151,7 +154,41 @@ fn run(config: &Config, blocked: signals::Blocked) -> Exit {
             os_message(&e)
         ));
     }
+    if let Some(path) = &config.metrics_file {
+        record_metrics(path, config, &stats, exit, started_at, started.elapsed());
+    }
     exit
+}
+
+/// `--metrics-file`: last of all, after the lock is released, so that a slow
+/// file system never holds a lock. A failure is a warning: the job's own
+/// status is what cron and systemd must see.
+fn record_metrics(
+    path: &std::path::Path,
+    config: &Config,
+    stats: &Stats,
+    exit: Exit,
+    started_at: SystemTime,
+    duration: Duration,
+) {
+    let already_ran = stats.already_ran.load(Relaxed);
+    let Some(run) =
+        crate::metrics::Run::from_exit(&config.name, exit, already_ran, started_at, duration)
+    else {
+        return;
+    };
+    let log = Log::new(0, log::Format::Text, "");
+    match crate::metrics::record(path, &run) {
+        Ok(recorded) => {
+            if let Some(warning) = recorded.warning(path) {
+                log.error(format!("warning: --metrics-file {warning}"));
+            }
+        }
+        Err(e) => log.error(format!(
+            "warning: cannot write --metrics-file: {}",
+            os_message(&e)
+        )),
+    }
 }
 
 fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) -> Exit {
@@ -246,6 +283,7 @@ fn take_and_run(
         terminal,
         contain,
         mask: blocked.original(),
+        again: config.retry > 0,
     }) {
         Ok(g) => g,
         Err(e) => {
@@ -269,38 +307,94 @@ fn take_and_run(
         log.error(format!("cannot watch signals: {e}"));
         return Exit::Unavailable;
     }
-    let acquired = acquire(lock, config, &tx, &rx, &log, stats);
-    let Held {
-        since,
-        deadline,
-        fence,
-    } = match acquired {
+    let held = match acquire(lock, config, &tx, &rx, &log, stats) {
         Ok(held) => held,
         Err(exit) => return exit,
     };
     stats.acquired.store(true, Relaxed);
+    let taken_at = SystemTime::now();
     let window = match check_once_per(lock, config, &log) {
         Ok(w) => w,
         Err(exit) => {
+            // Skipped, not run: nothing for the history.
             stats.already_ran.store(exit != Exit::Unavailable, Relaxed);
             lock.release(&log);
             return exit;
         }
     };
-    // The command does not start after all: its window is not used up.
-    let give_back = |exit: Exit| {
-        if let Some(start) = window {
-            lock.unmark_once(start, &log);
-        }
-        lock.release(&log);
-        exit
+    let (since, fence) = (held.since, held.fence);
+    let ran = run_held(
+        lock,
+        held,
+        &mut Attempts {
+            guard: &mut guard,
+            config,
+            env: Vec::new(),
+            contain,
+            terminal,
+            tx: &tx,
+            rx: &rx,
+            log,
+            stats,
+        },
+    );
+    drop(guard);
+    let Ran {
+        exit,
+        attempts,
+        started_at,
+        duration,
+    } = ran;
+    // The window stays used only by a run that started its command and, with
+    // --once-per-success, whose command succeeded.
+    if let Some(start) = window
+        && (attempts == 0 || (config.once_per_success && exit != Exit::Command(0)))
+    {
+        lock.unmark_once(start, &log);
+    }
+    let record = crate::history::Record::of_this_run(
+        lock.token(),
+        if attempts == 0 { taken_at } else { started_at },
+        duration,
+        exit,
+        attempts,
+        fence,
+    );
+    // --hold keeps a lock whose command ran; one that never started (or
+    // could not be watched) is given back for the next firing to try.
+    let ran_to_its_end = attempts > 0 && !matches!(exit, Exit::Lost | Exit::Unavailable);
+    let ending = match config.hold.and_then(|h| h.checked_sub(since.elapsed())) {
+        Some(left) if ran_to_its_end && !left.is_zero() => Ending::Hold {
+            left,
+            exit_code: exit.code(),
+        },
+        _ => Ending::Release,
     };
-    if let Some(sig) = rx.try_iter().find_map(|e| match e {
+    lock.end(ending, Some(record.to_json()), &log);
+    exit
+}
+
+/// The lock is held: checks that a stop could still come in time, then the
+/// command's attempts under the heartbeat. Releases nothing.
+fn run_held(lock: &Arc<Lock>, held: Held, a: &mut Attempts) -> Ran {
+    let (config, log) = (a.config, a.log);
+    let Held {
+        since,
+        deadline,
+        fence,
+    } = held;
+    let not_run = |exit| Ran {
+        exit,
+        attempts: 0,
+        started_at: SystemTime::now(),
+        duration: Duration::ZERO,
+    };
+    if let Some(sig) = a.rx.try_iter().find_map(|e| match e {
         Event::Signal(s) => Some(s),
         _ => None,
     }) {
         log.info(|| format!("signal {sig} before the command started; releasing"));
-        return give_back(Exit::Signal(sig));
+        return not_run(Exit::Signal(sig));
     }
     // The fence commit and the marker took time off the validity: the
     // command may start only if a stop could still come in time.
@@ -324,55 +418,19 @@ fn take_and_run(
             )
             .outcome("unavailable"),
         );
-        return give_back(Exit::Unavailable);
+        return not_run(Exit::Unavailable);
     }
 
-    let fence = fence.map(|t| t.to_string());
-    let mut set = vec![
-        ("REDLOCK_KEY", config.name.as_str()),
-        ("REDLOCK_TOKEN", lock.token()),
+    a.env = vec![
+        ("REDLOCK_KEY", config.name.clone()),
+        ("REDLOCK_TOKEN", lock.token().to_string()),
     ];
-    if let Some(t) = &fence {
-        set.push(("REDLOCK_FENCING_TOKEN", t));
+    if let Some(t) = fence {
+        a.env.push(("REDLOCK_FENCING_TOKEN", t.to_string()));
     }
-    let slot = lock.slot().to_string();
     if config.limit.is_some() {
-        set.push(("REDLOCK_SLOT", &slot));
+        a.env.push(("REDLOCK_SLOT", lock.slot().to_string()));
     }
-    let started = clock::now();
-    let pid = match guard.spawn(&set) {
-        Ok(pid) => pid,
-        Err(e) => {
-            log.error(format!(
-                "cannot run {}: {}",
-                config.program.describe(),
-                os_message(&e)
-            ));
-            return give_back(child::exit_of_spawn_error(&e));
-        }
-    };
-    log.info(|| {
-        ev(
-            "started",
-            format!("running {} as pid {pid}", config.program.describe()),
-        )
-        .field("pid", pid.to_string())
-        .outcome("started")
-    });
-    if let Err(e) = guard.watch(tx.clone(), Event::Guard) {
-        // Nobody would notice the command's exit: stop it rather than hold the
-        // lock blindly.
-        tree::kill_all(guard.pid(), Duration::from_secs(5));
-        log.error(format!("cannot watch the command: {e}"));
-        lock.release(&log);
-        return Exit::Unavailable;
-    }
-    let tree = Tree {
-        guard: guard.pid(),
-        command: pid,
-        contain,
-        terminal,
-    };
     let (stop_tx, stop_rx) = mpsc::channel();
     let heartbeat = start_heartbeat(
         lock,
@@ -382,13 +440,13 @@ fn take_and_run(
             deadline,
             fence: None,
         },
-        tx,
+        a.tx.clone(),
         stop_rx,
         log,
-        Arc::clone(stats),
+        Arc::clone(a.stats),
     );
-    let exit = supervise(&tree, config, started, deadline, &rx, &log);
-    if terminal {
+    let ran = attempts::run(a, deadline);
+    if a.terminal {
         // Normally done when the command exits; here too for the paths that
         // end supervision without that.
         child::take_terminal_back();
@@ -398,14 +456,7 @@ fn take_and_run(
         // At most the round in flight: a round limit.
         let _ = h.join();
     }
-    drop(guard);
-    match config.hold.and_then(|h| h.checked_sub(since.elapsed())) {
-        Some(left) if exit != Exit::Lost && !left.is_zero() => {
-            lock.hold_for(left, exit.code(), &log)
-        }
-        _ => lock.release(&log),
-    }
-    exit
+    ran
 }
 
 /// Whether the whole process tree is tracked. Always, except in test builds
@@ -637,9 +688,11 @@ fn pause_for(pause: Duration, rx: &Receiver<Event>) -> Result<bool, Exit> {
     }
 }
 
-/// With --once-per: the first lock holder in a window sets its marker and
-/// runs; later ones skip. `Ok(Some(start))`: marked the window starting at
-/// `start`; `Err(exit)`: do not run.
+/// With --once-per or --once-per-success: the first lock holder in a window
+/// sets its marker and runs; later ones skip. (With --once-per-success the
+/// marker is taken back when the command does not succeed.)
+/// `Ok(Some(start))`: marked the window starting at `start`; `Err(exit)`: do
+/// not run.
 fn check_once_per(lock: &Lock, config: &Config, log: &Log) -> Result<Option<u64>, Exit> {
     let Some(window) = config.once_per else {
         return Ok(None);
@@ -651,18 +704,33 @@ fn check_once_per(lock: &Lock, config: &Config, log: &Log) -> Result<Option<u64>
     // The marker outlives its window by a window, so hosts whose clocks lag
     // still find it.
     let ttl = Duration::from_secs(window.saturating_mul(2));
+    let flag = if config.once_per_success {
+        "--once-per-success"
+    } else {
+        "--once-per"
+    };
     match lock.mark_once(start, ttl, log) {
         Verdict::Quorum => Ok(Some(start)),
         Verdict::Refused => {
-            log.notice(format!(
-                "lock '{}' already ran in this window (started at unix time {start})",
-                config.name
-            ));
+            log.notice(if config.once_per_success {
+                // The marker of a run still finishing looks the same: one
+                // whose lock was lost takes it back when it ends.
+                format!(
+                    "lock '{}' already succeeded in this window (started at unix time {start}), \
+                     or a run of it is still finishing",
+                    config.name
+                )
+            } else {
+                format!(
+                    "lock '{}' already ran in this window (started at unix time {start})",
+                    config.name
+                )
+            });
             Err(Exit::Busy(config.busy_exit_code))
         }
         Verdict::Unavailable => {
             log.error(format!(
-                "cannot record the --once-per window for '{}': fewer than a quorum of nodes answered",
+                "cannot record the {flag} window for '{}': fewer than a quorum of nodes answered",
                 config.name
             ));
             Err(Exit::Unavailable)
@@ -680,7 +748,7 @@ fn secret_env() -> Vec<&'static str> {
 }
 
 /// The OS's description without Rust's " (os error N)" suffix.
-fn os_message(e: &io::Error) -> String {
+pub fn os_message(e: &io::Error) -> String {
     let s = e.to_string();
     match s.find(" (os error ") {
         Some(i) => s[..i].to_string(),

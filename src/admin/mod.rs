@@ -1,7 +1,8 @@
-//! `status` and `unlock`: the 3 a.m. questions, "who holds my lock?" and
-//! "its holder is gone, can I clear it?". Output goes to stdout; it is the
-//! answer, not a log.
+//! `status`, `unlock` and `history`: the 3 a.m. questions, "who holds my
+//! lock?", "its holder is gone, can I clear it?" and "did it run, where, and
+//! did it work?". Output goes to stdout; it is the answer, not a log.
 
+mod history;
 mod status;
 mod unlock;
 
@@ -21,6 +22,7 @@ pub fn run(admin: Admin) -> Exit {
     let target = match &admin {
         Admin::Status(a) => &a.target,
         Admin::Unlock(a) => &a.target,
+        Admin::History(a) => &a.target,
     };
     if target.tls_insecure {
         eprintln!(
@@ -37,6 +39,7 @@ pub fn run(admin: Admin) -> Exit {
     match &admin {
         Admin::Status(a) => status::run(a, &resolved, &nodes),
         Admin::Unlock(a) => unlock::run(a, &resolved, &nodes),
+        Admin::History(a) => history::run(a, &resolved, &nodes),
     }
 }
 

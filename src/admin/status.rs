@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::{inspect_all, on_all, record_field, record_of, token_prefix};
 use crate::cli::{Resolved, StatusArgs};
 use crate::exit::Exit;
+use crate::history::Record;
 use crate::lock::keys::show;
 use crate::lock::node::{Books, Inspection, Node};
 use crate::lock::redlock;
@@ -47,10 +48,17 @@ fn verdict(n: usize, found: &[Option<Result<Inspection, String>>]) -> Verdict {
 /// is free, 1 when all are held.
 pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     let limit = args.limit.or_else(|| recorded_limit(lock, nodes));
+    let last = super::history::last_run(lock, nodes);
+    let last_json = last.as_ref().map_or("null".into(), Record::to_json);
     let Some(n) = limit else {
         let (exit, json) = status_of(args.json, lock, None, nodes);
         if args.json {
-            println!("{json}");
+            // The lock's object, with the last run as one more field.
+            let body = json.strip_suffix('}').unwrap_or(&json);
+            let sep = if body.ends_with('{') { "" } else { "," };
+            println!("{body}{sep}\"last_run\":{last_json}}}");
+        } else if let Some(r) = &last {
+            println!("{}", super::history::describe(r));
         }
         return exit;
     };
@@ -68,7 +76,12 @@ pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
         objects.push(json);
     }
     if args.json {
-        println!("{{\"limit\":{n},\"slots\":[{}]}}", objects.join(","));
+        println!(
+            "{{\"limit\":{n},\"slots\":[{}],\"last_run\":{last_json}}}",
+            objects.join(",")
+        );
+    } else if let Some(r) = &last {
+        println!("{}", super::history::describe(r));
     }
     if exits.contains(&Exit::Command(0)) {
         Exit::Command(0)

@@ -4,7 +4,7 @@
 //! redis-py's `Lock`, node-redlock and the like write it, so they and
 //! redlock-run exclude each other on the same key. Everything else a lock
 //! needs (holder record, fence counter, once-per markers, semaphore slots,
-//! the release channel) is a *helper key*:
+//! the release channel, the run history) is a *helper key*:
 //!
 //! ```text
 //! <key> NUL <kind> [NUL <2 or 3 slot bytes>]
@@ -113,6 +113,12 @@ impl Keys {
     /// The channel a release is announced on (every slot shares it).
     pub fn released(&self) -> Vec<u8> {
         self.helper("released")
+    }
+
+    /// The run history: a capped list of the runs that took the lock (every
+    /// slot's runs in one list), newest first.
+    pub fn history(&self) -> Vec<u8> {
+        self.helper("history")
     }
 
     /// `<key> NUL <kind>`, with slot bytes where the key has no tag.
@@ -253,6 +259,7 @@ mod tests {
             k.limit(),
             k.queue(),
             k.waiters(),
+            k.history(),
         ];
         for i in 0..3 {
             v.push(k.slot(i));
@@ -264,7 +271,7 @@ mod tests {
     /// Names built from the pieces that collided in the old layout, braces,
     /// colons, NUL and high bytes.
     fn adversarial_names() -> Vec<Vec<u8>> {
-        let pieces: [&[u8]; 16] = [
+        let pieces: [&[u8]; 17] = [
             b"x",
             b":",
             b"{",
@@ -276,6 +283,7 @@ mod tests {
             b":once:0",
             b":slot:1",
             b":released",
+            b":history",
             b"\0",
             b"\0holder",
             b"\xff",
@@ -378,6 +386,7 @@ mod tests {
         let k = Keys::new(b"lock:", b"{report}").expect("valid");
         assert_eq!(k.holder(None), b"lock:{report}\0holder");
         assert_eq!(k.once(3600), b"lock:{report}\0once:3600");
+        assert_eq!(k.history(), b"lock:{report}\0history");
         let k = Keys::new(b"lock:", b"report").expect("valid");
         let h = k.holder(None);
         assert!(h.starts_with(b"lock:report\0holder\0"));

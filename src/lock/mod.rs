@@ -1,6 +1,7 @@
 //! The lock across all nodes: acquire, extend and release rounds, with the
 //! Redlock rules from `redlock` applied to what the nodes answered.
 
+pub mod history;
 pub mod keys;
 pub mod node;
 pub mod quorum;
@@ -501,7 +502,11 @@ impl Lock {
             move |n| n.hold(&books, &token, left, exit_code),
             self.round_limit(),
         );
-        for r in &replies {
+        self.log_holds(&replies, left, log);
+    }
+
+    fn log_holds(&self, replies: &[Reply<Answer>], left: Duration, log: &Log) {
+        for r in replies {
             let name = self.nodes[r.node].name();
             match &r.result {
                 Ok(Answer::Granted) => log.debug(|| {
@@ -689,7 +694,13 @@ impl Lock {
             move |n| n.release(&books, &token, announce),
             self.round_limit(),
         );
-        for r in &replies {
+        self.log_releases(which, &replies, log);
+    }
+
+    /// One line per node's release (errors with -v, the rest with -vv), and
+    /// one for the nodes in `which` not waited for.
+    fn log_releases(&self, which: &[usize], replies: &[Reply<Released>], log: &Log) {
+        for r in replies {
             let name = self.nodes[r.node].name();
             let (outcome, text) = match &r.result {
                 Ok(Released::Deleted) => ("released", format!("release {name}: released")),

@@ -58,8 +58,9 @@ pub fn not_answering(node: &Node) -> bool {
     node.timed_out() || overdue(node, Instant::now())
 }
 
-/// Sends `op` to the nodes listed in `which`, in parallel, and collects
-/// replies until `until` says stop (`None`) or the moment it names passes.
+/// Sends `op` (given each node's index) to the nodes listed in `which`, in
+/// parallel, and collects replies until `until` says stop (`None`) or the
+/// moment it names passes.
 /// Replies come back in arrival order, carrying indexes into `nodes`; the
 /// receiver for the ones still to come is returned beside them.
 fn fan_out<T, F, U>(
@@ -70,7 +71,7 @@ fn fan_out<T, F, U>(
 ) -> (Vec<Reply<T>>, Late<T>)
 where
     T: Send + 'static,
-    F: Fn(&mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
+    F: Fn(usize, &mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
     U: FnMut(&[Reply<T>]) -> Option<Instant>,
 {
     let start = Instant::now();
@@ -79,7 +80,7 @@ where
     // must queue behind what its node's worker still has in hand.
     if let ([node], [0]) = (nodes, which) {
         node.begin();
-        let result = node.run(|s| op(s));
+        let result = node.run(|s| op(0, s));
         node.finish(&result);
         note_latency(&result, start.elapsed());
         return (
@@ -97,7 +98,7 @@ where
         let (tx, op, node) = (tx.clone(), Arc::clone(&op), Arc::clone(&nodes[i]));
         nodes[i].begin();
         nodes[i].submit(Box::new(move |session| {
-            let result = op(session);
+            let result = op(i, session);
             node.finish(&result);
             let latency = start.elapsed();
             note_latency(&result, latency);
@@ -242,12 +243,17 @@ where
         .copied()
         .filter(|&i| overdue(&nodes[i], start))
         .collect();
-    let (replies, late) = fan_out(nodes, &all, op, |r| {
-        tally(n, r, &skipped)
-            .verdict()
-            .is_none()
-            .then_some(start + limit)
-    });
+    let (replies, late) = fan_out(
+        nodes,
+        &all,
+        move |_, s| op(s),
+        |r| {
+            tally(n, r, &skipped)
+                .verdict()
+                .is_none()
+                .then_some(start + limit)
+        },
+    );
     let elapsed = start.elapsed();
     let tally = tally(n, &replies, &skipped);
     // Past the limit, whoever has not answered counts as failed.
@@ -281,6 +287,21 @@ pub fn on_each<T, F>(nodes: &[Arc<Node>], which: &[usize], op: F, limit: Duratio
 where
     T: Send + 'static,
     F: Fn(&mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
+{
+    on_each_indexed(nodes, which, move |_, s| op(s), limit)
+}
+
+/// `on_each` with a request that depends on the node: `op` is given the
+/// node's index into `nodes`.
+pub fn on_each_indexed<T, F>(
+    nodes: &[Arc<Node>],
+    which: &[usize],
+    op: F,
+    limit: Duration,
+) -> Vec<Reply<T>>
+where
+    T: Send + 'static,
+    F: Fn(usize, &mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
 {
     let start = Instant::now();
     // Per node: wait for its reply until this moment (None: do not wait).

@@ -122,7 +122,13 @@ fn mask_assignments(text: &str) -> String {
     out
 }
 
+/// This host's name; in test builds, `REDLOCK_TEST_HOST` when set, so that
+/// one machine can play several hosts.
 pub fn hostname() -> String {
+    #[cfg(debug_assertions)]
+    if let Some(host) = std::env::var_os("REDLOCK_TEST_HOST") {
+        return host.to_string_lossy().into_owned();
+    }
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
     // when the name fits, and we stop at the first NUL either way.
@@ -135,7 +141,7 @@ pub fn hostname() -> String {
     }
 }
 
-fn user_name() -> String {
+pub fn user_name() -> String {
     std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         // SAFETY: getuid cannot fail.

@@ -24,6 +24,11 @@
 //! clean up. redlock-run signals the tree itself (see `tree`); the guard
 //! starts the command, reports its exit and the moment the last descendant is
 //! gone, and kills what is left if redlock-run goes away.
+//!
+//! With `--retry` one guard serves every attempt: it can only be forked while
+//! redlock-run is single-threaded, which it is no longer once the lock is
+//! held. Each attempt starts only after the guard has reaped the previous
+//! attempt's whole tree (waitpid said ECHILD), so no two attempts overlap.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -53,6 +58,9 @@ pub struct Guard {
     /// Closing it tells the guard that redlock-run is done (or dead).
     ctrl: Option<File>,
     report: Option<File>,
+    /// The thread reading `report` while a command runs; it hands the pipe
+    /// back when the command's tree is gone, for the next attempt.
+    watcher: Option<std::thread::JoinHandle<File>>,
 }
 
 /// What the guard needs to start the command, fixed before the fork.
@@ -67,6 +75,9 @@ pub struct Spec<'a> {
     pub contain: bool,
     /// The signal mask redlock-run was started with, for the command.
     pub mask: libc::sigset_t,
+    /// More than one command may be started (--retry): the guard keeps the
+    /// caller's stdio for them and waits for the next request after each.
+    pub again: bool,
 }
 
 // Frame tags, both directions: [tag][u32 length, little endian][payload].
@@ -140,6 +151,7 @@ impl Guard {
                 pid,
                 ctrl: Some(ctrl_w),
                 report: Some(report_r),
+                watcher: None,
             }),
         }
     }
@@ -157,6 +169,13 @@ impl Guard {
                 payload.extend_from_slice(&len.to_le_bytes());
                 payload.extend_from_slice(part);
             }
+        }
+        if self.report.is_none()
+            && let Some(watcher) = self.watcher.take()
+        {
+            // It has passed on the previous tree's last report by now: the
+            // supervisor returns only after that.
+            self.report = watcher.join().ok();
         }
         let (ctrl, report) = match (self.ctrl.as_mut(), self.report.as_mut()) {
             (Some(c), Some(r)) => (c, r),
@@ -184,7 +203,7 @@ impl Guard {
             .report
             .take()
             .ok_or_else(|| io::Error::other("already watched"))?;
-        std::thread::Builder::new()
+        let watcher = std::thread::Builder::new()
             .name("guard".into())
             .spawn(move || {
                 loop {
@@ -199,10 +218,11 @@ impl Guard {
                     };
                     let last = !matches!(r, Report::Exited { empty: false, .. });
                     if tx.send(wrap(r)).is_err() || last {
-                        return;
+                        return report;
                     }
                 }
             })?;
+        self.watcher = Some(watcher);
         Ok(())
     }
 }
@@ -230,12 +250,37 @@ fn guard_main(mut ctrl: File, mut report: File, spec: &Spec) -> ! {
     let Some(children) = sigchld_fd() else {
         exit_now();
     };
+    // The next attempt's command gets the caller's stdio, not /dev/null.
+    let stdio = spec.again.then(keep_stdio);
+    loop {
+        let set = match read_frame(&mut ctrl) {
+            Ok((SPAWN, payload)) => decode_env(&payload),
+            // redlock-run is done: without running anything (busy,
+            // unavailable), or after the last attempt.
+            _ => exit_now(),
+        };
+        if let Some(saved) = &stdio {
+            restore_stdio(saved);
+        }
+        serve(&set, me, &children, &mut ctrl, &mut report, spec);
+        if !spec.again {
+            exit_now();
+        }
+    }
+}
+
+/// Starts one command and watches its tree until the last process of it is
+/// gone (and reaped), reporting to redlock-run; exits the guard at once when
+/// redlock-run goes away.
+fn serve(
+    set: &[(String, String)],
+    me: libc::pid_t,
+    children: &OwnedFd,
+    ctrl: &mut File,
+    report: &mut File,
+    spec: &Spec,
+) {
     let mask = spec.mask;
-    let set = match read_frame(&mut ctrl) {
-        Ok((SPAWN, payload)) => decode_env(&payload),
-        // redlock-run is done without running anything (busy, unavailable).
-        _ => exit_now(),
-    };
     let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let env = spawn::Env {
         set,
@@ -248,11 +293,14 @@ fn guard_main(mut ctrl: File, mut report: File, spec: &Spec) -> ! {
         Ok(pid) => pid,
         Err(e) => {
             let errno = e.raw_os_error().unwrap_or(-1);
-            let _ = write_frame(&mut report, FAILED, &errno.to_le_bytes());
+            let _ = write_frame(report, FAILED, &errno.to_le_bytes());
+            if spec.again {
+                return;
+            }
             exit_now();
         }
     };
-    if write_frame(&mut report, STARTED, &command_pid.to_le_bytes()).is_err() {
+    if write_frame(report, STARTED, &command_pid.to_le_bytes()).is_err() {
         tree::kill_all(me, Duration::from_secs(5));
         exit_now();
     }
@@ -297,25 +345,51 @@ fn guard_main(mut ctrl: File, mut report: File, spec: &Spec) -> ! {
                 } else {
                     EXITED
                 };
-                let _ = write_frame(&mut report, tag, &status.to_le_bytes());
+                let _ = write_frame(report, tag, &status.to_le_bytes());
                 if tag == EXITED_EMPTY {
-                    exit_now();
+                    return;
                 }
             }
             if empty && exited.is_some() {
-                let _ = write_frame(&mut report, EMPTY, &[]);
-                exit_now();
+                let _ = write_frame(report, EMPTY, &[]);
+                return;
             }
         }
         if fds[0].revents != 0 {
-            // Nothing more comes on the control pipe: end of file means
-            // redlock-run is finished or was killed.
+            // Nothing comes on the control pipe while a command runs: end of
+            // file means redlock-run is finished or was killed.
             let mut buf = [0u8; 64];
             if matches!(ctrl.read(&mut buf), Ok(0) | Err(_)) {
                 if spec.contain {
                     tree::kill_all(me, Duration::from_secs(10));
                 }
                 exit_now();
+            }
+        }
+    }
+}
+
+/// Copies of fds 0-2 above them, close-on-exec so that no command inherits
+/// the copies. Held only with --retry, until redlock-run closes the control
+/// pipe, which it does before it releases the lock: a `$(redlock-run ...)`
+/// still ends with redlock-run.
+fn keep_stdio() -> [libc::c_int; 3] {
+    let mut saved = [-1; 3];
+    for (fd, copy) in saved.iter_mut().enumerate() {
+        // SAFETY: fcntl on a descriptor of this process.
+        *copy = unsafe { libc::fcntl(fd as libc::c_int, libc::F_DUPFD_CLOEXEC, 3) };
+    }
+    saved
+}
+
+/// Puts the caller's stdio back on fds 0-2 for the next command (a copy that
+/// could not be made leaves /dev/null there).
+fn restore_stdio(saved: &[libc::c_int; 3]) {
+    for (fd, copy) in saved.iter().enumerate() {
+        if *copy >= 0 {
+            // SAFETY: dup2 between descriptors of this process.
+            unsafe {
+                libc::dup2(*copy, fd as libc::c_int);
             }
         }
     }

@@ -72,8 +72,17 @@ const SLICE: Duration = Duration::from_millis(100);
 /// a listing and the kill is caught by the next pass.
 const KILL_AGAIN: Duration = Duration::from_millis(5);
 
+/// How supervision ended.
+pub struct Supervised {
+    pub exit: Exit,
+    /// The validity deadline as the last heartbeat left it.
+    pub deadline: Stamp,
+    /// A signal redlock-run received and passed on to the tree, if any.
+    pub signalled: Option<i32>,
+}
+
 /// Waits until the command's whole tree is gone, enforcing the lock's
-/// deadline, --max-runtime and --leftovers.
+/// deadline, --max-runtime (timed from `started`) and --leftovers.
 ///
 /// Lock: SIGTERM to the tree at `deadline - guard - kill_after`, SIGKILL at
 /// `deadline - guard`, unless a heartbeat moved the deadline on first.
@@ -84,10 +93,28 @@ pub fn supervise(
     tree: &Tree,
     config: &Config,
     started: Stamp,
-    mut deadline: Stamp,
+    deadline: Stamp,
+    rx: &Receiver<Event>,
+    log: &Log,
+) -> Supervised {
+    let mut end = Supervised {
+        exit: Exit::Command(1),
+        deadline,
+        signalled: None,
+    };
+    end.exit = watch(tree, config, started, &mut end, rx, log);
+    end
+}
+
+fn watch(
+    tree: &Tree,
+    config: &Config,
+    started: Stamp,
+    end: &mut Supervised,
     rx: &Receiver<Event>,
     log: &Log,
 ) -> Exit {
+    let deadline = &mut end.deadline;
     let timeout_at = config.max_runtime.map(|t| started + t);
     let mut stop: Option<Stop> = None;
     // Once stopping: when SIGKILL goes out (capped by `last` below).
@@ -99,7 +126,7 @@ pub fn supervise(
         let now = clock::now();
         // The last moment anything of the tree may be alive, a guard before
         // the deadline (see `kill_guard`); everything is scheduled from it.
-        let last = deadline.checked_sub(guard).unwrap_or(deadline);
+        let last = deadline.checked_sub(guard).unwrap_or(*deadline);
         let term_at = last.checked_sub(config.kill_after).unwrap_or(last);
         let lost = matches!(stop, Some(Stop::Lost(_)));
         if !lost && now >= term_at {
@@ -211,10 +238,11 @@ pub fn supervise(
                 break;
             }
             Ok(Event::Signal(sig)) => {
+                end.signalled = Some(sig);
                 let n = tree.signal(sig);
                 log.info(|| format!("passed signal {sig} on to {n} process(es)"));
             }
-            Ok(Event::Extended(d)) if !matches!(stop, Some(Stop::Lost(_))) => deadline = d,
+            Ok(Event::Extended(d)) if !matches!(stop, Some(Stop::Lost(_))) => *deadline = d,
             Ok(Event::Gone(why)) if !matches!(stop, Some(Stop::Lost(_))) => {
                 // Someone else may hold it already: stop at once, and never
                 // later than our own validity.

@@ -122,13 +122,17 @@ fn every_key_of_a_lock_is_in_its_hash_slot() {
         touch(&dir, "go");
         a.wait().assert_code(0);
         b.wait().assert_code(0);
-        // Nothing but the fence counter, the window marker and the slot
-        // count (it expires a TTL after the last slot holder) remains.
-        let left: Vec<Vec<u8>> = node.keys();
+        // Nothing but the fence counter, the window marker, the slot count
+        // (it expires a TTL after the last slot holder) and the run history
+        // remains, all in the lock's slot.
+        let left: Vec<Vec<u8>> = node.all_keys();
         let k = keys(name);
-        let mut want = vec![k.fence(), k.once(now_window(3600)), k.limit()];
+        let mut want = vec![k.fence(), k.once(now_window(3600)), k.limit(), k.history()];
         want.sort();
         assert_eq!(left, want, "{name:?}");
+        for key in &left {
+            assert_eq!(slot_of(key), main, "{} after the runs", key.escape_ascii());
+        }
         let _: () = node.cmd(&redis::cmd("FLUSHALL"));
     }
 }

@@ -1228,6 +1228,10 @@ fn bash_cases(with_bc: bool) {
         "redlock-run -k x -c ec",
         "redlock-run help ",
         "redlock-run -",
+        "redlock-run history --",
+        "redlock-run --metrics-file ",
+        "redlock-run --retry ",
+        "redlock-run hi",
     ];
     let (spec, r) = complete_bash(dir.path(), with_bc, FAKETOOL, &lines);
     let mut c = Checks::default();
@@ -1362,7 +1366,7 @@ fn bash_cases(with_bc: bool) {
     c.check(
         lines[20],
         &r[20],
-        sorted(&r[20].words) == ["help", "status", "unlock"],
+        sorted(&r[20].words) == ["help", "history", "status", "unlock"],
         "the subcommands help can explain",
     );
     c.check(
@@ -1370,6 +1374,29 @@ fn bash_cases(with_bc: bool) {
         &r[21],
         r[21].has("-k") && r[21].has("--key") && r[21].has("--ttl") && !r[21].has("status"),
         "the options",
+    );
+    c.check(
+        lines[22],
+        &r[22],
+        ["--json", "--count", "--key", "--redis"]
+            .iter()
+            .all(|o| r[22].has(o))
+            && !r[22].has("--ttl")
+            && !r[22].has("--limit"),
+        "history's options (--json --count --key ...), not --ttl",
+    );
+    c.check(lines[23], &r[23], offers_files(&r[23]), "file names");
+    c.check(
+        lines[24],
+        &r[24],
+        r[24].words.is_empty(),
+        "nothing for a number",
+    );
+    c.check(
+        lines[25],
+        &r[25],
+        r[25].has("history"),
+        "the subcommand history",
     );
     c.assert_none(if with_bc {
         "bash (with bash-completion)"
@@ -1615,6 +1642,8 @@ fn other_shell_cases(shell: &str, run: impl Fn(&Path, &[&str]) -> Vec<Reply>) {
         "redlock-run -k x faketool ",
         "redlock-run st",
         "redlock-run status -r ",
+        "redlock-run history --",
+        "redlock-run --metrics-file ",
     ];
     let r = run(dir.path(), &lines);
     let mut c = Checks::default();
@@ -1674,6 +1703,13 @@ fn other_shell_cases(shell: &str, run: impl Fn(&Path, &[&str]) -> Vec<Reply>) {
         sorted(&r[10].words) == strings(URL_SCHEMES),
         "the URL schemes for status",
     );
+    c.check(
+        lines[11],
+        &r[11],
+        r[11].has("--json") && r[11].has("--count") && !r[11].has("--ttl"),
+        "history's options (--json --count ...), not --ttl",
+    );
+    c.check(lines[12], &r[12], offers_files(&r[12]), "file names");
     c.assert_none(shell);
 }
 

@@ -117,10 +117,14 @@ impl CustomNode {
         query(&self.admin, cmd)
     }
 
+    /// Every key but the run histories, as text (see `RedisNode::keys`).
     fn keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self.cmd(redis::cmd("KEYS").arg("*"));
+        let mut keys: Vec<Vec<u8>> = self.cmd(redis::cmd("KEYS").arg("*"));
+        keys.retain(|k| !crate::support::is_history_key(k));
         keys.sort();
-        keys
+        keys.iter()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .collect()
     }
 
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
@@ -471,7 +475,8 @@ fn tls_options_with_unreadable_or_bad_files_are_usage_errors() {
 // ---------------------------------------------------------------------------
 
 /// The smallest command set with which every feature works (a run with its
-/// holder record and heartbeat, --wait, status, unlock, --once-per).
+/// holder record and heartbeat, --wait, status, unlock, --once-per, the run
+/// history).
 pub(crate) const MINIMAL_ACL: &[&str] = &[
     "+set",
     "+eval",
@@ -483,6 +488,11 @@ pub(crate) const MINIMAL_ACL: &[&str] = &[
     "+pttl",
     "+hgetall",
     "+subscribe",
+    // The run history.
+    "+lpush",
+    "+ltrim",
+    "+lindex",
+    "+lrange",
     // The --wait queue, and `status` counting it.
     "+exists",
     "+time",
@@ -597,6 +607,11 @@ fn acl_user_with_the_minimal_commands_can_run_wait_and_ask_status() {
         .args(["status", "-r", &url, "-k", "acl"])
         .expect_code(0);
     assert!(status.stdout.contains("free"), "status\n{status}");
+    // The holder, the waiter and the --once-per run, as the same user.
+    let history = Test::new()
+        .args(["history", "-r", &url, "-k", "acl"])
+        .expect_code(0);
+    assert_eq!(history.stdout.lines().count(), 4, "history\n{history}");
     let left: Vec<String> = string_keys(&node)
         .into_iter()
         .filter(|k| !k.starts_with("lock:acl\0once:"))
@@ -644,6 +659,42 @@ fn acl_user_without_eval_fails_closed_with_noperm_and_leaves_no_key() {
         ));
     }
     assert!(failures.is_empty(), "{}\n{out}", failures.join("\n"));
+}
+
+/// The history is information only too: a user that may not LPUSH takes,
+/// uses and releases the lock, and the log says the run was not recorded (the
+/// append fails inside the release's script, which stands).
+#[test]
+fn acl_user_without_lpush_releases_and_says_the_run_was_not_recorded() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let rules: Vec<&str> = MINIMAL_ACL
+        .iter()
+        .copied()
+        .filter(|r| *r != "+lpush")
+        .collect();
+    let url = acl_user(&node, "nolpush", "nolpush-pw", &rules);
+    let out = base(&url, "acl", &dir)
+        .args(["-vv", "-c", "touch ran"])
+        .run();
+    assert!(
+        out.code == Some(0) && dir.has("ran"),
+        "a refused history append must not cost the lock\n{out}"
+    );
+    assert!(
+        out.stderr.contains("run not recorded in the history")
+            && out.stderr.to_ascii_lowercase().contains("lpush"),
+        "no word of the refused append\n{out}"
+    );
+    assert!(
+        out.stderr.contains(": released"),
+        "the release failed\n{out}"
+    );
+    assert!(
+        string_keys(&node).is_empty(),
+        "keys left: {:?}",
+        string_keys(&node)
+    );
 }
 
 #[test]
@@ -1045,7 +1096,8 @@ fn unix_socket_ipv6_and_tcp_nodes_form_one_quorum() {
     ];
     assert_eq!(after, [None, None, None], "not released on every node");
     assert!(unix.keys().is_empty() && v6.keys().is_empty(), "keys left");
-    let left: Vec<String> = query(&tcp_db2, redis::cmd("KEYS").arg("*"));
+    let mut left: Vec<Vec<u8>> = query(&tcp_db2, redis::cmd("KEYS").arg("*"));
+    left.retain(|k| !crate::support::is_history_key(k));
     assert!(left.is_empty(), "keys left in tcp db 2: {left:?}");
 }
 

@@ -26,14 +26,14 @@ const BUSY: i32 = 75;
 const TIMED_OUT: i32 = 124;
 
 /// Wall-clock time since the epoch (what `date +%s%N` prints).
-fn unix_now() -> Duration {
+pub(crate) fn unix_now() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("clock after 1970")
 }
 
 /// A `date +%s%N` stamp a command wrote to `name`.
-fn stamp(dir: &TempDir, name: &str) -> Duration {
+pub(crate) fn stamp(dir: &TempDir, name: &str) -> Duration {
     let path = dir.join(name);
     let text = fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("stamp {} missing: {e}", path.display()));
@@ -56,7 +56,7 @@ fn gap(earlier: Duration, later: Duration, what: &str) -> Duration {
 }
 
 /// Lines of a file the commands append to (0 if it does not exist).
-fn line_count(dir: &TempDir, name: &str) -> usize {
+pub(crate) fn line_count(dir: &TempDir, name: &str) -> usize {
     fs::read_to_string(dir.join(name))
         .map(|s| s.lines().count())
         .unwrap_or(0)
@@ -364,7 +364,7 @@ fn hold_keeps_the_lock_after_the_command() {
 /// Sleeps until the wall clock is between `from` and `to` into a window of
 /// `window` seconds that starts after unix time `after`; returns the window's
 /// start (unix seconds).
-fn align_to_window(window: u64, after: u64, from: Duration, to: Duration) -> u64 {
+pub(crate) fn align_to_window(window: u64, after: u64, from: Duration, to: Duration) -> u64 {
     let w = Duration::from_secs(window);
     loop {
         let now = unix_now();

@@ -20,6 +20,7 @@ mod generated;
 mod metrics_format;
 mod operability;
 mod operator;
+mod outcomes;
 mod readme;
 mod safety;
 mod terminal;

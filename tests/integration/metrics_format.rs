@@ -63,7 +63,7 @@ print(len(expected))
 
 /// Fails, saying what to install, when prometheus_client is missing: these
 /// tests must never pass by not checking.
-fn require_prometheus_client() {
+pub(crate) fn require_prometheus_client() {
     let out = Command::new("python3")
         .args(["-c", "import prometheus_client"])
         .output()

@@ -40,7 +40,8 @@ fn examples() -> Vec<String> {
         }
         let cmd = cmd
             .replace("/usr/local/bin/redlock-run", "redlock-run")
-            .replace("/opt/app/", "./opt/app/");
+            .replace("/opt/app/", "./opt/app/")
+            .replace("/var/lib/prometheus/node-exporter/", "./");
         out.push(cmd);
     }
     out
@@ -95,9 +96,14 @@ fn readme_examples_run() {
     let dir = tempdir();
     let log = dir.join("ran.log");
     let bin_dir = dir.join("bin");
-    for program in ["make", "psql"] {
+    for program in ["make", "psql", "job"] {
         stub(&bin_dir.join(program), &log);
     }
+    // The health-check ping after `job`: it records nothing, so that the
+    // example still counts as one run of its command.
+    fs::write(bin_dir.join("curl"), "#!/bin/sh\nexit 0\n").expect("curl stub");
+    fs::set_permissions(bin_dir.join("curl"), fs::Permissions::from_mode(0o755))
+        .expect("chmod curl stub");
     for ex in &examples {
         for word in ex.split_whitespace() {
             if word.starts_with("./") {
@@ -121,8 +127,10 @@ fn readme_examples_run() {
                 cmd.env_remove(k);
             }
         }
-        // `status` and `unlock` look at locks; they run no command.
-        let admin = ex.starts_with("redlock-run status") || ex.starts_with("redlock-run unlock");
+        // `status`, `unlock` and `history` look at locks; they run no command.
+        let admin = ["status", "unlock", "history"]
+            .iter()
+            .any(|sub| ex.starts_with(&format!("redlock-run {sub}")));
         let out = cmd
             .env("PATH", &path)
             .env("REDLOCK_REDIS", node.url())
@@ -154,6 +162,8 @@ fn readme_examples_run() {
             "README example did not run its command exactly once: {ex}\nlog:\n{after}"
         );
     }
+    // The metrics example wrote its file.
+    assert!(dir.has("cron.prom"), "--metrics-file wrote nothing");
     // --hold and --once-per leave what they promise; the plain locks are gone.
     assert!(node.exists(lock_key("rotate")), "--hold keeps the lock");
     assert!(!node.exists(lock_key("report")));

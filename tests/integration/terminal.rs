@@ -131,3 +131,38 @@ fn a_signal_ignored_at_start_stays_ignored_for_the_command() {
         "done"
     );
 }
+
+/// With --retry, a later attempt gets the terminal's foreground again, and
+/// stdin: the first attempt fails, the second reads what is typed.
+#[test]
+fn a_retried_attempt_reads_the_terminal_too() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let line = format!(
+        "{BIN} -r {} -k tty-retry --retry 1 --retry-delay 50ms -- sh -c \
+         'n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; \
+          [ $n -ge 2 ] || exit 1; touch ready; read answer; echo \"got:$answer\" > out'",
+        node.url()
+    );
+    let mut script = on_terminal(&line, &dir);
+    assert!(
+        wait_until(Duration::from_secs(10), || dir.has("ready")),
+        "the second attempt did not start"
+    );
+    let mut stdin = script.stdin.take().expect("script stdin");
+    stdin.write_all(b"again\n").expect("type on the terminal");
+    let code = wait_with_timeout(&mut script, Duration::from_secs(10));
+    assert_eq!(
+        code,
+        Some(0),
+        "the second attempt could not read the terminal (stopped by SIGTTIN?)"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("out")).expect("out").trim(),
+        "got:again"
+    );
+    assert!(
+        !node.exists(lock_key("tty-retry")),
+        "lock left after the run"
+    );
+}

@@ -147,9 +147,9 @@ fn contend_until(
 // 1. Redis Cluster
 // ---------------------------------------------------------------------------
 
-/// Twenty names, with --fence, a holder record and --replicas 1 (each master
-/// has a replica): every run works, every key of each lock is in the lock's
-/// own slot, and each lock then finds itself busy.
+/// Twenty names, with --fence, a holder record, a run history and
+/// --replicas 1 (each master has a replica): every run works, every key of
+/// each lock is in the lock's own slot, and each lock then finds itself busy.
 #[test]
 fn cluster_locks_twenty_names_each_in_one_slot() {
     let cluster = RedisCluster::builder().replicas(1).start();
@@ -169,7 +169,7 @@ fn cluster_locks_twenty_names_each_in_one_slot() {
     for name in NAMES {
         let k = keys(name);
         let slot = cluster.keyslot(k.lock());
-        for key in [k.lock().to_vec(), k.holder(None), k.fence()] {
+        for key in [k.lock().to_vec(), k.holder(None), k.fence(), k.history()] {
             assert!(
                 all.contains(&key),
                 "{name:?}: key {} missing from the cluster",

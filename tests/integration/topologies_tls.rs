@@ -185,9 +185,9 @@ fn tls_cluster_runs_on_every_master_and_a_wrong_ca_fails_closed() {
             "{name:?}: a clean TLS run prints nothing\n{out}"
         );
         assert!(
-            cluster.keys().is_empty(),
+            cluster.left_behind().is_empty(),
             "{name:?}: keys left: {:?}",
-            cluster.keys()
+            cluster.left_behind()
         );
         for f in ["held", "go"] {
             let _ = std::fs::remove_file(dir.join(f));
@@ -222,7 +222,7 @@ fn tls_cluster_runs_on_every_master_and_a_wrong_ca_fails_closed() {
             started.elapsed(),
             out.stderr.trim_end()
         );
-        assert!(cluster.keys().is_empty(), "[{what}] keys left");
+        assert!(cluster.left_behind().is_empty(), "[{what}] keys left");
     }
 
     let out = base(&url, "tls-0", &dir)
@@ -235,7 +235,7 @@ fn tls_cluster_runs_on_every_master_and_a_wrong_ca_fails_closed() {
         [format!("redlock-run: {TLS_WARNING}")],
         "--tls-insecure must warn, in one line\n{out}"
     );
-    assert!(cluster.keys().is_empty(), "keys left");
+    assert!(cluster.left_behind().is_empty(), "keys left");
 }
 
 /// A cluster that wants client certificates (`tls-auth-clients yes`): with
@@ -261,7 +261,11 @@ fn tls_cluster_with_mutual_tls_needs_a_client_certificate() {
         dir.has("done"),
         "command did not run with a client certificate"
     );
-    assert!(cluster.keys().is_empty(), "keys left: {:?}", cluster.keys());
+    assert!(
+        cluster.left_behind().is_empty(),
+        "keys left: {:?}",
+        cluster.left_behind()
+    );
 
     let (stranger, stranger_key) = (certs.pem("stranger"), certs.key("stranger"));
     let cases: [(&str, &[&str]); 2] = [
@@ -285,7 +289,7 @@ fn tls_cluster_with_mutual_tls_needs_a_client_certificate() {
             out.stderr.contains("rediss+cluster://") && out.stderr.contains("TLS"),
             "[{what}] the error should name the node and TLS\n{out}"
         );
-        assert!(cluster.keys().is_empty(), "[{what}] keys left");
+        assert!(cluster.left_behind().is_empty(), "[{what}] keys left");
     }
 }
 

@@ -171,6 +171,19 @@ pub(super) fn server_error(name: &str, e: &redis::ServerError) -> NodeError {
     NodeError::new(format!("{name}: {what}"))
 }
 
+/// An error a script caught with pcall and answered as text, `<COMMAND>:
+/// <error>`. Redis words a command its ACL denies inside a script
+/// `NOPERM ...` from 7.2 on, and `ERR The user executing the script can't run
+/// this command or subcommand` before.
+pub(super) fn script_error(name: &str, text: &str) -> NodeError {
+    let what = if text.contains("NOPERM") || text.contains("can't run this command") {
+        permission_denied(text)
+    } else {
+        text.to_string()
+    };
+    NodeError::new(format!("{name}: {what}"))
+}
+
 /// What to do about an answer that means the URL names the wrong kind of node.
 fn topology_hint(code: &str) -> Option<&'static str> {
     match code {

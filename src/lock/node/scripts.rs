@@ -150,16 +150,10 @@ elseif v == false then
 end
 return 0";
 
-/// Deletes only our own lock, then wakes the waiters: those at the front of
-/// the queue (KEYS[3], KEYS[4]; ARGV[3] of them) and those subscribed to
-/// ARGV[2] itself, in the same script, so that no waiter can miss it. An
-/// empty ARGV[2] (undoing a failed attempt) wakes nobody and keeps our place
-/// in the queue; a real release also drops our place wherever it is left (a
-/// node that did not grant us the lock still has it). -1 tells the log the
-/// key had already gone.
-pub(super) const RELEASE: &str = concat!(
-    queue_lua!(),
-    "\
+// RELEASE's text, also inside RELEASE_RECORDING (after queue_lua!).
+macro_rules! release {
+    () => {
+        "\
 local v = redis.call('GET', KEYS[1])
 local r = 0
 if v == ARGV[1] then
@@ -185,7 +179,17 @@ if ARGV[2] ~= '' then
   end)
 end
 return r"
-);
+    };
+}
+
+/// Deletes only our own lock, then wakes the waiters: those at the front of
+/// the queue (KEYS[3], KEYS[4]; ARGV[3] of them) and those subscribed to
+/// ARGV[2] itself, in the same script, so that no waiter can miss it. An
+/// empty ARGV[2] (undoing a failed attempt) wakes nobody and keeps our place
+/// in the queue; a real release also drops our place wherever it is left (a
+/// node that did not grant us the lock still has it). -1 tells the log the
+/// key had already gone.
+pub(super) const RELEASE: &str = concat!(queue_lua!(), release!());
 
 /// Drops our place in the queue, waking nobody: we hold the lock, taken on
 /// a quorum of other nodes, and this node should not keep us at its front.
@@ -205,16 +209,23 @@ pcall(wake, KEYS[1], KEYS[2], ARGV[2], tonumber(ARGV[3]))
 return 1"
 );
 
-/// Leaves our lock to expire after ARGV[2] ms (--hold), saying so in its
-/// record: the command exited (ARGV[3] ms) with status ARGV[4].
-pub(super) const HOLD: &str = "\
+// HOLD's text, also inside HOLD_RECORDING.
+macro_rules! hold {
+    () => {
+        "\
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.pcall('HSET', KEYS[2], 'exited_ms', ARGV[3], 'exit_code', ARGV[4])
 redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1";
+return 1"
+    };
+}
+
+/// Leaves our lock to expire after ARGV[2] ms (--hold), saying so in its
+/// record: the command exited (ARGV[3] ms) with status ARGV[4].
+pub(super) const HOLD: &str = hold!();
 
 /// `unlock --token`: deletes the lock where its token starts with ARGV[1]
 /// (the whole token, or the prefix `status` shows), and wakes waiters.
@@ -277,3 +288,76 @@ if type(q) ~= 'number' then
   q = 0
 end
 return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('HGETALL', KEYS[2]), q}";
+
+// The run history (see `lock::history`). A run's record goes out in the same
+// script as its release or hold where the lock was ours, so recording costs
+// no request of its own; the history key is a helper key, in the lock's slot.
+
+/// Lua: `record(key, entry, cap, ttl)` pushes `entry` onto the list `key`
+/// unless it is the newest entry there already (the same request repeated
+/// after EINTR), keeps the newest `cap` entries, and sets the list to expire
+/// in `ttl` ms. Returns 1, or `'<COMMAND>: <error>'` for the first step that
+/// failed: through pcall, so that a refused append (an ACL without LPUSH, a
+/// server out of memory) leaves the release or hold beside it standing, and
+/// as text, since an error nested in a reply would fail the whole reply in
+/// the client.
+macro_rules! record {
+    () => {
+        "\
+local function record(key, entry, cap, ttl)
+  local function failed(r)
+    return type(r) == 'table' and r.err ~= nil
+  end
+  local step, r = 'LINDEX', redis.pcall('LINDEX', key, 0)
+  if not failed(r) and r ~= entry then
+    step, r = 'LPUSH', redis.pcall('LPUSH', key, entry)
+  end
+  if not failed(r) then
+    step, r = 'LTRIM', redis.pcall('LTRIM', key, 0, tonumber(cap) - 1)
+  end
+  if not failed(r) then
+    step, r = 'PEXPIRE', redis.pcall('PEXPIRE', key, ttl)
+  end
+  if failed(r) then
+    return step .. ': ' .. r.err
+  end
+  return 1
+end
+"
+    };
+}
+
+/// Appends ARGV[1] to the history KEYS[1], keeping ARGV[2] entries and
+/// expiring in ARGV[3] ms, on a node the lock was not on: `record`'s answer.
+pub(super) const APPEND: &str = concat!(
+    record!(),
+    "return record(KEYS[1], ARGV[1], ARGV[2], ARGV[3])"
+);
+
+/// RELEASE (KEYS[1..4], ARGV[1..3]), then the append of ARGV[4] to the
+/// history KEYS[5] (ARGV[5], ARGV[6] as in APPEND): {RELEASE's answer,
+/// `record`'s}.
+pub(super) const RELEASE_RECORDING: &str = concat!(
+    queue_lua!(),
+    record!(),
+    "local function release()\n",
+    release!(),
+    "
+end
+local released = release()
+local recorded = record(KEYS[5], ARGV[4], ARGV[5], ARGV[6])
+return {released, recorded}"
+);
+
+/// HOLD (KEYS[1..2], ARGV[1..4]), then the append of ARGV[5] to the history
+/// KEYS[3] (ARGV[6], ARGV[7] as in APPEND): {HOLD's answer, `record`'s}.
+pub(super) const HOLD_RECORDING: &str = concat!(
+    record!(),
+    "local function hold()\n",
+    hold!(),
+    "
+end
+local held = hold()
+local recorded = record(KEYS[3], ARGV[5], ARGV[6], ARGV[7])
+return {held, recorded}"
+);

@@ -11,6 +11,7 @@ use super::conn::{Conn, Target};
 use super::error::{self, Failure, NodeError, interrupted, server_error, unexpected};
 use super::scripts::*;
 use super::{Books, Extension, Granted, Inspection, Options, Queue, Released, millis};
+use crate::lock::history::{Ended, Ending, Finish, HISTORY_CAP, HISTORY_TTL};
 use crate::lock::redlock::Answer;
 
 /// How late Redis may answer a WAIT after its timeout (see `write`).
@@ -361,6 +362,161 @@ impl Session {
         })
     }
 
+    /// The end of a run on this node: `ending` where the lock may be ours,
+    /// and the append of `entry` (the history key and the record) to the run
+    /// history, in the same script when there are both (see `lock::history`).
+    /// The append is a write like any other: with --replicas N it counts
+    /// only once N replicas have it, but a release stands either way.
+    pub fn end_run(
+        &mut self,
+        books: &Books,
+        token: &str,
+        ending: Option<Ending>,
+        entry: Option<(&[u8], &str)>,
+    ) -> Result<Ended, NodeError> {
+        match (ending, entry) {
+            (Some(ending), Some((key, record))) => {
+                self.end_recording(books, token, ending, key, record)
+            }
+            (Some(Ending::Release), None) => Ok(Ended {
+                lock: Some(Finish::Released(self.release(books, token, true)?)),
+                recorded: None,
+            }),
+            (Some(Ending::Hold { left, exit_code }), None) => Ok(Ended {
+                lock: Some(Finish::Held(self.hold(books, token, left, exit_code)?)),
+                recorded: None,
+            }),
+            (None, Some((key, record))) => {
+                let mut cmd = redis::cmd("EVAL");
+                cmd.arg(APPEND).arg(1).arg(key);
+                history_args(&mut cmd, record);
+                let recorded = self
+                    .write(&cmd, key, |v| *v == Value::Int(1))
+                    .and_then(|v| self.appended(v));
+                Ok(Ended {
+                    lock: None,
+                    recorded: Some(recorded),
+                })
+            }
+            (None, None) => Ok(Ended {
+                lock: None,
+                recorded: None,
+            }),
+        }
+    }
+
+    /// RELEASE_RECORDING or HOLD_RECORDING: one script, one hash slot.
+    fn end_recording(
+        &mut self,
+        books: &Books,
+        token: &str,
+        ending: Ending,
+        key: &[u8],
+        record: &str,
+    ) -> Result<Ended, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        match ending {
+            Ending::Release => {
+                cmd.arg(RELEASE_RECORDING)
+                    .arg(5)
+                    .arg(&books.lock)
+                    .arg(&books.holder)
+                    .arg(&books.queue)
+                    .arg(&books.waiters);
+                cmd.arg(key)
+                    .arg(token)
+                    .arg(&books.released)
+                    .arg(books.front());
+            }
+            Ending::Hold { left, exit_code } => {
+                cmd.arg(HOLD_RECORDING)
+                    .arg(3)
+                    .arg(&books.lock)
+                    .arg(&books.holder);
+                cmd.arg(key)
+                    .arg(token)
+                    .arg(millis(left))
+                    .arg(crate::lock::unix_ms())
+                    .arg(exit_code);
+            }
+        }
+        history_args(&mut cmd, record);
+        // WAIT after a hold that took, as for HOLD alone, and after an
+        // append; a release alone waits for nobody, as RELEASE does.
+        let hold = matches!(ending, Ending::Hold { .. });
+        let (reply, replicated) = self.write_apart(&cmd, &books.lock, |v| {
+            matches!(v, Value::Array(p) if p.get(1) == Some(&Value::Int(1))
+                || (hold && p.first() == Some(&Value::Int(1))))
+        })?;
+        let bad = |s: &Session| s.unexpected("end of run script", &format!("{reply:?}"));
+        let Value::Array(parts) = &reply else {
+            return Err(bad(self));
+        };
+        let [lock, append] = parts.as_slice() else {
+            return Err(bad(self));
+        };
+        let lock = self.finish_of(ending, lock)?;
+        let recorded = self.appended(append.clone());
+        Ok(match replicated {
+            Ok(()) => Ended {
+                lock: Some(lock),
+                recorded: Some(recorded),
+            },
+            // Too few replicas have the hold: it fails here as HOLD alone
+            // would, and the record with it.
+            Err(e) if matches!(lock, Finish::Held(Answer::Granted)) => return Err(e),
+            Err(e) => Ended {
+                lock: Some(lock),
+                recorded: Some(recorded.and(Err(e))),
+            },
+        })
+    }
+
+    /// The newest `count` records of the history at `key`, as stored.
+    pub fn history(&mut self, key: &[u8], count: usize) -> Result<Vec<String>, NodeError> {
+        let last = isize::try_from(count).unwrap_or(isize::MAX) - 1;
+        let mut cmd = redis::cmd("LRANGE");
+        cmd.arg(key).arg(0).arg(last);
+        let entries: Vec<Vec<u8>> = self.query(|c| cmd.query(c))?;
+        Ok(entries
+            .into_iter()
+            .map(|e| String::from_utf8_lossy(&e).into_owned())
+            .collect())
+    }
+
+    /// The lock's half of an end-of-run reply, read as RELEASE's or HOLD's.
+    fn finish_of(&self, ending: Ending, v: &Value) -> Result<Finish, NodeError> {
+        match (ending, v) {
+            (_, Value::ServerError(e)) => Err(server_error(&self.name, e)),
+            (Ending::Release, Value::Int(1)) => Ok(Finish::Released(Released::Deleted)),
+            (Ending::Release, Value::Int(-1)) => Ok(Finish::Released(Released::AlreadyGone)),
+            (Ending::Release, Value::Int(0)) => Ok(Finish::Released(Released::NotOurs)),
+            (Ending::Hold { .. }, Value::Int(1)) => Ok(Finish::Held(Answer::Granted)),
+            (Ending::Hold { .. }, Value::Int(0)) => Ok(Finish::Held(Answer::Refused)),
+            (Ending::Release, other) => {
+                Err(self.unexpected("release script", &format!("{other:?}")))
+            }
+            (Ending::Hold { .. }, other) => {
+                Err(self.unexpected("hold script", &format!("{other:?}")))
+            }
+        }
+    }
+
+    /// The history's half: 1, or the failed step and its error, as text
+    /// (see `scripts::record`).
+    fn appended(&self, v: Value) -> Result<(), NodeError> {
+        match v {
+            Value::Int(1) => Ok(()),
+            Value::BulkString(b) => Err(error::script_error(
+                &self.name,
+                &String::from_utf8_lossy(&b),
+            )),
+            Value::SimpleString(s) => Err(error::script_error(&self.name, &s)),
+            Value::ServerError(e) => Err(server_error(&self.name, &e)),
+            other => Err(self.unexpected("history script", &format!("{other:?}"))),
+        }
+    }
+
     // Plain EVAL rather than EVALSHA: a once-per-run CLI would pay a NOSCRIPT
     // round trip and a SCRIPT LOAD on every fresh node, and the scripts are tiny.
     fn eval(&mut self, cmd: &redis::Cmd) -> Result<Value, NodeError> {
@@ -383,6 +539,20 @@ impl Session {
         key: &[u8],
         wrote: impl Fn(&Value) -> bool,
     ) -> Result<Value, NodeError> {
+        let (reply, replicated) = self.write_apart(cmd, key, wrote)?;
+        replicated.map(|()| reply)
+    }
+
+    /// `write`, with the replicas' verdict kept apart from the reply (`Ok`
+    /// when there was nothing to wait for): for a request whose reply stands
+    /// whatever the replicas did, such as a release that carries the run's
+    /// history record.
+    fn write_apart(
+        &mut self,
+        cmd: &redis::Cmd,
+        key: &[u8],
+        wrote: impl Fn(&Value) -> bool,
+    ) -> Result<(Value, Result<(), NodeError>), NodeError> {
         let (replicas, timeout, started) = (self.replicas, self.timeout, Instant::now());
         let mut demoted = 0;
         loop {
@@ -417,9 +587,9 @@ impl Session {
                 }
                 Value::ServerError(e) => return Err(server_error(&self.name, &e)),
                 v => {
-                    return match acked {
-                        None => Ok(v),
-                        Some(Value::Int(n)) if n >= i64::from(replicas) => Ok(v),
+                    let replicated = match acked {
+                        None => Ok(()),
+                        Some(Value::Int(n)) if n >= i64::from(replicas) => Ok(()),
                         Some(Value::Int(n)) => Err(NodeError::new(format!(
                             "{}: only {n} of {replicas} replicas acknowledged the write within \
                              {} (--replicas)",
@@ -430,6 +600,7 @@ impl Session {
                         Some(Value::ServerError(e)) => Err(server_error(&self.name, &e)),
                         Some(other) => Err(self.unexpected("WAIT", &format!("{other:?}"))),
                     };
+                    return Ok((v, replicated));
                 }
             }
         }
@@ -495,4 +666,10 @@ impl Session {
     fn unexpected(&self, what: &str, reply: &str) -> NodeError {
         unexpected(&self.name, what, reply)
     }
+}
+
+/// The record, and the history's length and lifetime (`HISTORY_CAP`,
+/// `HISTORY_TTL`): the last three arguments of every script that appends.
+fn history_args(cmd: &mut redis::Cmd, record: &str) {
+    cmd.arg(record).arg(HISTORY_CAP).arg(millis(HISTORY_TTL));
 }

@@ -461,6 +461,14 @@ impl RedisCluster {
         all.into_iter().collect()
     }
 
+    /// [`RedisCluster::keys`] but the locks' run histories, which a run is
+    /// meant to leave (see [`super::is_history_key`]).
+    pub fn left_behind(&self) -> Vec<Vec<u8>> {
+        let mut keys = self.keys();
+        keys.retain(|k| !super::is_history_key(k));
+        keys
+    }
+
     /// Runs `cmd` about `key` on the node serving its slot, following up to
     /// five redirections: MOVED (a stale slot map) and ASK (a slot being
     /// migrated: the retry is sent after ASKING on the same connection).

@@ -36,7 +36,7 @@ pub use cluster::{ClusterBuilder, RedisCluster, SlotMigration};
 pub use cmd::{RunOutput, Running, Test};
 pub use proxy::{FaultProxy, Mode};
 pub use redis_node::{
-    Cluster, RedisNode, SERVER_ENV, ServerCaps, ServerVersion, free_port, node_url,
+    Cluster, RedisNode, SERVER_ENV, ServerCaps, ServerVersion, free_port, is_history_key, node_url,
     redis_server_binary, require, sentinel_command, server_caps, server_command, server_version,
     server_was_chosen,
 };

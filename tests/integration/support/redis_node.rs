@@ -256,8 +256,17 @@ impl RedisNode {
         assert_eq!(reply, "OK", "SET on {}", self.url());
     }
 
-    /// All keys (KEYS *), sorted.
+    /// Every key but the locks' run histories (KEYS *), sorted: what a run
+    /// leaves behind besides the history it is meant to leave (see
+    /// [`is_history_key`]).
     pub fn keys(&self) -> Vec<Vec<u8>> {
+        let mut keys = self.all_keys();
+        keys.retain(|k| !is_history_key(k));
+        keys
+    }
+
+    /// All keys (KEYS *), sorted, run histories included.
+    pub fn all_keys(&self) -> Vec<Vec<u8>> {
         let mut keys: Vec<Vec<u8>> = self.cmd(redis::cmd("KEYS").arg("*"));
         keys.sort();
         keys
@@ -281,6 +290,17 @@ impl RedisNode {
             std::io::Error::last_os_error()
         );
     }
+}
+
+/// Whether `key` is a lock's run history (`<key> NUL history [NUL pad]`):
+/// every run that takes a lock appends to it and it outlives the run by
+/// weeks, so "nothing left behind" checks leave it out. No lock name holds a
+/// NUL, so nothing else can look like one.
+pub fn is_history_key(key: &[u8]) -> bool {
+    const KIND: &[u8] = b"\0history";
+    key.windows(KIND.len())
+        .enumerate()
+        .any(|(i, w)| w == KIND && matches!(key.get(i + KIND.len()), None | Some(0)))
 }
 
 impl Drop for RedisNode {

@@ -1,0 +1,217 @@
+//! `history`: the lock's last runs, read from every node and merged, newest
+//! first: which host ran it, when, for how long, and how it ended. Every
+//! run's record went to each node that answered at its end, so a quorum of
+//! answers holds every run that ended with a quorum of nodes up, whichever
+//! nodes were down at the time.
+
+use std::sync::Arc;
+
+use super::on_all;
+use crate::cli::{HistoryArgs, Resolved};
+use crate::exit::Exit;
+use crate::history::{self, Record};
+use crate::lock::history::HISTORY_CAP;
+use crate::lock::node::Node;
+use crate::lock::redlock;
+
+/// What the nodes hold, merged.
+pub struct Found {
+    /// Newest first, each run once.
+    pub runs: Vec<Record>,
+    /// Nodes that answered.
+    pub answered: usize,
+    /// One line per node that did not, naming it.
+    pub errors: Vec<String>,
+}
+
+/// The newest `count` runs of the lock over all nodes (at least a node's
+/// whole list is read from each, so that the merge picks the newest overall).
+pub fn read(lock: &Resolved, nodes: &[Arc<Node>], count: usize) -> Found {
+    let key: Arc<[u8]> = lock.keys.history().into();
+    let per_node = count.max(HISTORY_CAP);
+    let replies = on_all(nodes, move |n| n.history(&key, per_node));
+    let mut found = Found {
+        runs: Vec::new(),
+        answered: 0,
+        errors: Vec::new(),
+    };
+    let mut lists = Vec::new();
+    for (node, reply) in nodes.iter().zip(replies) {
+        match reply {
+            Some(Ok(entries)) => {
+                found.answered += 1;
+                lists.push(
+                    entries
+                        .iter()
+                        .filter_map(|e| Record::from_json(e))
+                        .collect(),
+                );
+            }
+            Some(Err(e)) => found.errors.push(e),
+            None => found.errors.push(format!(
+                "{}: no answer in time (--node-timeout)",
+                node.name()
+            )),
+        }
+    }
+    found.runs = history::merge(lists);
+    found.runs.truncate(count);
+    found
+}
+
+/// The run that ended last, for `status`.
+pub fn last_run(lock: &Resolved, nodes: &[Arc<Node>]) -> Option<Record> {
+    let key: Arc<[u8]> = lock.keys.history().into();
+    // The newest entry of each list is its last append, that is, the run
+    // that ended last there.
+    on_all(nodes, move |n| n.history(&key, 1))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Record::from_json(&e))
+        .max_by(|a, b| a.ended_at().cmp(&b.ended_at()).then(b.id.cmp(&a.id)))
+}
+
+pub fn run(args: &HistoryArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
+    let found = read(lock, nodes, args.count as usize);
+    if args.json {
+        let objects: Vec<String> = found.runs.iter().map(Record::to_json).collect();
+        println!("[{}]", objects.join(","));
+    } else if found.runs.is_empty() {
+        println!("no runs of lock '{}' recorded", lock.name);
+    } else {
+        print!("{}", table(&found.runs));
+    }
+    for e in &found.errors {
+        eprintln!("redlock-run: warning: {e}");
+    }
+    let quorum = redlock::quorum(nodes.len());
+    if found.answered < quorum {
+        eprintln!(
+            "redlock-run: only {} of {} nodes answered (quorum {quorum}): runs recorded only on \
+             the others are missing",
+            found.answered,
+            nodes.len()
+        );
+        return Exit::Unavailable;
+    }
+    Exit::Command(0)
+}
+
+/// One line of `status`: how the last run went.
+pub fn describe(r: &Record) -> String {
+    format!(
+        "last run: {} (exit {}) on {} pid {}, started {}, took {}, {} attempt{}",
+        r.outcome,
+        r.exit_code,
+        r.host,
+        r.pid,
+        history::rfc3339(r.started_at),
+        history::show_ms(r.duration_ms),
+        r.attempts,
+        if r.attempts == 1 { "" } else { "s" }
+    )
+}
+
+/// The runs as aligned columns, with a heading.
+fn table(runs: &[Record]) -> String {
+    let fenced = runs.iter().any(|r| r.fencing_token.is_some());
+    let mut rows: Vec<Vec<String>> = vec![
+        [
+            "STARTED", "DURATION", "OUTCOME", "EXIT", "ATTEMPTS", "HOST", "PID", "TOKEN",
+        ]
+        .iter()
+        .map(|h| h.to_string())
+        .collect(),
+    ];
+    if fenced {
+        rows[0].push("FENCE".into());
+    }
+    for r in runs {
+        let mut row = vec![
+            history::rfc3339(r.started_at),
+            history::show_ms(r.duration_ms),
+            r.outcome.clone(),
+            r.exit_code.to_string(),
+            r.attempts.to_string(),
+            one_line(&r.host),
+            r.pid.to_string(),
+            r.id.chars().take(8).collect(),
+        ];
+        if fenced {
+            row.push(r.fencing_token.map_or("-".into(), |t| t.to_string()));
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A host name as a table cell: no line breaks or control characters.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn the_table_lines_up_and_shows_fences_only_when_there_are_some() {
+        let mut a = Record {
+            id: "5c0b1050aabbccdd".into(),
+            host: "web3".into(),
+            pid: 22306,
+            user: "deploy".into(),
+            started_at: UNIX_EPOCH + Duration::from_millis(1_796_007_600_012),
+            duration_ms: 412_877,
+            outcome: "ok".into(),
+            exit_code: 0,
+            attempts: 1,
+            fencing_token: None,
+        };
+        let mut b = a.clone();
+        b.host = "db\n1".into();
+        b.outcome = "failed".into();
+        b.exit_code = 3;
+        b.attempts = 3;
+        let t = table(&[a.clone(), b.clone()]);
+        assert_eq!(
+            t,
+            "STARTED                   DURATION  OUTCOME  EXIT  ATTEMPTS  HOST  PID    TOKEN\n\
+             2026-11-30T03:00:00.012Z  6m 52s    ok       0     1         web3  22306  5c0b1050\n\
+             2026-11-30T03:00:00.012Z  6m 52s    failed   3     3         db?1  22306  5c0b1050\n"
+        );
+        a.fencing_token = Some(17);
+        let t = table(&[a.clone(), b]);
+        assert!(
+            t.lines()
+                .next()
+                .is_some_and(|l| l.ends_with("TOKEN     FENCE")),
+            "{t}"
+        );
+        assert!(t.lines().nth(1).is_some_and(|l| l.ends_with(" 17")), "{t}");
+        assert!(t.lines().nth(2).is_some_and(|l| l.ends_with(" -")), "{t}");
+        assert_eq!(
+            describe(&a),
+            "last run: ok (exit 0) on web3 pid 22306, started 2026-11-30T03:00:00.012Z, took \
+             6m 52s, 1 attempt"
+        );
+    }
+}

@@ -1,0 +1,152 @@
+//! The run history on the nodes: a list beside the lock (`Keys::history`),
+//! one record per run (see `crate::history`), newest first, at most
+//! [`HISTORY_CAP`] long, expiring [`HISTORY_TTL`] after the last append, so
+//! that a retired job's history goes away on its own.
+//!
+//! A run's record goes to every node in the same script as its release (or
+//! `--hold`; see `node::Session::end_run`), so recording costs no round
+//! trip: one request per node, as before, and with `--replicas` the same
+//! WAIT covers both. Nodes the lock was never on get the append alone, in
+//! parallel. Either way it is information only: an append that a node
+//! refuses (an ACL without LPUSH, a full server) is logged under `-v` and
+//! changes nothing about the release.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::lock::Lock;
+use crate::lock::node::{NodeError, Released};
+use crate::lock::quorum::{self, Reply};
+use crate::lock::redlock::Answer;
+use crate::log::{Log, ev};
+
+/// Runs kept per lock, on each node.
+pub const HISTORY_CAP: usize = 100;
+
+/// How long a history outlives its last run: long enough for a monthly job
+/// to always find last month's run.
+pub const HISTORY_TTL: Duration = Duration::from_secs(35 * 24 * 3600);
+
+/// How a held lock ends once the command's tree is gone.
+#[derive(Clone, Copy, Debug)]
+pub enum Ending {
+    /// Compare-and-delete, waking waiters.
+    Release,
+    /// `--hold`: left to expire in `left`, the record saying how the command
+    /// exited.
+    Hold { left: Duration, exit_code: u8 },
+}
+
+/// What the end of a run did on one node.
+pub struct Ended {
+    /// The lock's part, where it was ours to end.
+    pub lock: Option<Finish>,
+    /// The history's part, when there was a record to append.
+    pub recorded: Option<Result<(), NodeError>>,
+}
+
+/// The answer of the release or hold script.
+pub enum Finish {
+    Released(Released),
+    Held(Answer),
+}
+
+impl Lock {
+    /// Ends a held lock as `ending` says and, with a record, appends it to
+    /// the history on every node, in the same request where the lock is
+    /// ours. Waits for the nodes as a release does (see `quorum::on_each`).
+    pub fn end(&self, ending: Ending, record: Option<String>, log: &Log) {
+        let holding = self.holding();
+        let which: Vec<usize> = if record.is_some() {
+            (0..self.nodes.len()).collect()
+        } else {
+            holding.clone()
+        };
+        if which.is_empty() {
+            return;
+        }
+        let (books, token) = (self.books(), Arc::clone(&self.token));
+        let history: Arc<[u8]> = self.keys.history().into();
+        let record: Option<Arc<str>> = record.map(Into::into);
+        let ours = holding.clone();
+        let replies = quorum::on_each_indexed(
+            &self.nodes,
+            &which,
+            move |i, s| {
+                let entry = record.as_deref().map(|r| (&history[..], r));
+                s.end_run(&books, &token, ours.contains(&i).then_some(ending), entry)
+            },
+            self.round_limit(),
+        );
+        let mut ends: Vec<Reply<Finish>> = Vec::new();
+        for r in replies {
+            let (node, latency) = (r.node, r.latency);
+            let name = self.nodes[node].name();
+            let not_recorded = |e: &NodeError| {
+                log.info(|| {
+                    ev("history", format!("run not recorded in the history: {e}"))
+                        .node(name)
+                        .outcome("error")
+                })
+            };
+            match r.result {
+                Ok(ended) => {
+                    if let Some(Err(e)) = &ended.recorded {
+                        not_recorded(e);
+                    }
+                    if let Some(f) = ended.lock {
+                        ends.push(Reply {
+                            node,
+                            result: Ok(f),
+                            latency,
+                        });
+                    }
+                }
+                Err(e) if holding.contains(&node) => ends.push(Reply {
+                    node,
+                    result: Err(e),
+                    latency,
+                }),
+                Err(e) => not_recorded(&e),
+            }
+        }
+        match ending {
+            Ending::Release => {
+                let released: Vec<Reply<Released>> = ends
+                    .into_iter()
+                    .filter_map(|r| {
+                        let result = match r.result {
+                            Ok(Finish::Released(x)) => Ok(x),
+                            Ok(Finish::Held(_)) => return None,
+                            Err(e) => Err(e),
+                        };
+                        Some(Reply {
+                            node: r.node,
+                            result,
+                            latency: r.latency,
+                        })
+                    })
+                    .collect();
+                self.log_releases(&holding, &released, log);
+            }
+            Ending::Hold { left, .. } => {
+                let held: Vec<Reply<Answer>> = ends
+                    .into_iter()
+                    .filter_map(|r| {
+                        let result = match r.result {
+                            Ok(Finish::Held(a)) => Ok(a),
+                            Ok(Finish::Released(_)) => return None,
+                            Err(e) => Err(e),
+                        };
+                        Some(Reply {
+                            node: r.node,
+                            result,
+                            latency: r.latency,
+                        })
+                    })
+                    .collect();
+                self.log_holds(&held, left, log);
+            }
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! The command's attempts: the first one, and with `--retry N` up to N more
+//! after one that exited non-zero. Each attempt is a fresh process tree,
+//! started by the same guard under the same lock, while the heartbeat that
+//! was started before the first one goes on extending the lock through the
+//! attempts and the pauses between them.
+//!
+//! An attempt starts only once the previous one's whole tree is gone (the
+//! supervisor returns only then, and the guard has reaped it all), so
+//! containment, `--leftovers` and `--max-runtime` hold per attempt as they do
+//! for a single run. What is not retried: an attempt stopped because the lock
+//! was lost or at `--max-runtime`, one that ended by a signal (passed on by
+//! redlock-run or sent to the command itself: somebody wants it stopped), and
+//! a command that cannot be started at all.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, SystemTime};
+
+use crate::cli::{Config, MAX_SHORT};
+use crate::clock::{self, Stamp};
+use crate::exit::Exit;
+use crate::lock::redlock;
+use crate::log::{Log, ev};
+use crate::process::guard::Guard;
+use crate::process::spawn as child;
+use crate::process::supervise::{Event, Tree, supervise};
+use crate::process::tree;
+use crate::report::Stats;
+
+/// What the attempts need besides the lock's deadline.
+pub struct Attempts<'a> {
+    pub guard: &'a mut Guard,
+    pub config: &'a Config,
+    /// Added to the command's environment.
+    pub env: Vec<(&'static str, String)>,
+    pub contain: bool,
+    pub terminal: bool,
+    pub tx: &'a Sender<Event>,
+    pub rx: &'a Receiver<Event>,
+    pub log: Log,
+    pub stats: &'a Arc<Stats>,
+}
+
+/// What the attempts came to.
+pub struct Ran {
+    pub exit: Exit,
+    /// Attempts whose command started; 0 when the first could not start.
+    pub attempts: u32,
+    /// When the first attempt started (wall clock): the run's start in its
+    /// history record.
+    pub started_at: SystemTime,
+    /// From the first attempt's start until the last one's tree was gone.
+    pub duration: Duration,
+}
+
+/// Runs the command, and again after a failure while --retry allows.
+pub fn run(a: &mut Attempts, deadline: Stamp) -> Ran {
+    let first = clock::now();
+    let started_at = SystemTime::now();
+    let mut deadline = deadline;
+    let mut attempts = 0u32;
+    let exit = loop {
+        let started = clock::now();
+        let env: Vec<(&str, &str)> = a.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let pid = match a.guard.spawn(&env) {
+            Ok(pid) => pid,
+            Err(e) => {
+                a.log.error(format!(
+                    "cannot run {}: {}",
+                    a.config.program.describe(),
+                    crate::run::os_message(&e)
+                ));
+                break child::exit_of_spawn_error(&e);
+            }
+        };
+        attempts += 1;
+        a.stats.attempts.store(attempts, Relaxed);
+        let config = a.config;
+        a.log.info(|| {
+            let of = if config.retry > 0 {
+                format!("attempt {attempts} of {}: ", config.retry + 1)
+            } else {
+                String::new()
+            };
+            ev(
+                "started",
+                format!("{of}running {} as pid {pid}", config.program.describe()),
+            )
+            .field("pid", pid.to_string())
+            .field("attempt", attempts.to_string())
+            .outcome("started")
+        });
+        if let Err(e) = a.guard.watch(a.tx.clone(), Event::Guard) {
+            // Nobody would notice the command's exit: stop it rather than
+            // hold the lock blindly.
+            tree::kill_all(a.guard.pid(), Duration::from_secs(5));
+            a.log.error(format!("cannot watch the command: {e}"));
+            break Exit::Unavailable;
+        }
+        let tree = Tree {
+            guard: a.guard.pid(),
+            command: pid,
+            contain: a.contain,
+            terminal: a.terminal,
+        };
+        let end = supervise(&tree, config, started, deadline, a.rx, &a.log);
+        deadline = end.deadline;
+        let retryable = matches!(end.exit, Exit::Command(c) if c != 0) && end.signalled.is_none();
+        if !retryable || attempts > config.retry {
+            break end.exit;
+        }
+        let pause = pause_before(config.retry_delay, attempts, rand::random_range(0.0..1.0));
+        a.log.info(|| {
+            ev(
+                "retry",
+                format!(
+                    "attempt {attempts} of {} exited with status {}; retrying in {pause:.0?}",
+                    config.retry + 1,
+                    end.exit.code()
+                ),
+            )
+            .ms(pause)
+            .field("attempt", attempts.to_string())
+            .field("exit_code", end.exit.code().to_string())
+            .outcome("retry")
+        });
+        match wait_out(pause, &mut deadline, a.config, a.rx) {
+            Ok(()) => {}
+            Err(Interrupted::Signal(sig)) => {
+                a.log
+                    .info(|| format!("signal {sig} while waiting to retry; not retrying"));
+                break Exit::Signal(sig);
+            }
+            Err(Interrupted::Lost(why)) => {
+                a.log.error(
+                    ev(
+                        "lost",
+                        format!(
+                            "lock '{}' lost while waiting to retry: {why}; not retrying (exit \
+                             {}, the last attempt's status)",
+                            config.name,
+                            end.exit.code()
+                        ),
+                    )
+                    .outcome("lost"),
+                );
+                break end.exit;
+            }
+        }
+    };
+    Ran {
+        exit,
+        attempts,
+        started_at,
+        duration: first.elapsed(),
+    }
+}
+
+/// Why a pause between attempts ended early.
+#[derive(Debug, PartialEq, Eq)]
+enum Interrupted {
+    /// redlock-run got this signal: the run ends with it (128+N).
+    Signal(i32),
+    /// The lock is gone, or no heartbeat kept it long enough that another
+    /// attempt could still be stopped in time.
+    Lost(String),
+}
+
+/// Sleeps `pause` while the heartbeat goes on, following its deadlines. The
+/// lock must still be good for a stop (`--kill-after` and the kill guard)
+/// when the pause ends, as it must before the first attempt: the moment
+/// that could no longer be so ends the pause, as it would stop a command.
+fn wait_out(
+    pause: Duration,
+    deadline: &mut Stamp,
+    config: &Config,
+    rx: &Receiver<Event>,
+) -> Result<(), Interrupted> {
+    let until = clock::now() + pause;
+    let stop_window = redlock::kill_guard(config.ttl) + config.kill_after;
+    loop {
+        let now = clock::now();
+        let give_up = deadline.checked_sub(stop_window).unwrap_or(now);
+        if now >= give_up {
+            return Err(Interrupted::Lost("no extension succeeded in time".into()));
+        }
+        if now >= until {
+            return Ok(());
+        }
+        // Short slices, as in the supervisor: the channel waits on
+        // CLOCK_MONOTONIC, which stands still while the host is suspended.
+        let wait = until
+            .min(give_up)
+            .saturating_duration_since(now)
+            .min(Duration::from_millis(100));
+        match rx.recv_timeout(wait) {
+            Ok(Event::Signal(sig)) => return Err(Interrupted::Signal(sig)),
+            Ok(Event::Extended(d)) => *deadline = d,
+            Ok(Event::Gone(why)) => return Err(Interrupted::Lost(why)),
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Interrupted::Lost("the heartbeat went away".into()));
+            }
+        }
+    }
+}
+
+/// The pause before retry number `retry` (from 1): `base` doubled for each
+/// retry after the first, and of that a random part between half and all
+/// (`unit` in [0, 1)), so that jobs failing on a shared dependency spread
+/// out. Never longer than a day.
+pub fn pause_before(base: Duration, retry: u32, unit: f64) -> Duration {
+    let full = base
+        .checked_mul(
+            1u32.checked_shl(retry.saturating_sub(1))
+                .unwrap_or(u32::MAX),
+        )
+        .unwrap_or(MAX_SHORT)
+        .min(MAX_SHORT);
+    full / 2 + (full / 2).mul_f64(unit.clamp(0.0, 1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pauses_double_with_jitter_within_bounds() {
+        let s = Duration::from_secs;
+        assert_eq!(pause_before(s(1), 1, 0.0), Duration::from_millis(500));
+        assert_eq!(pause_before(s(1), 1, 0.5), Duration::from_millis(750));
+        assert_eq!(pause_before(s(1), 2, 0.0), s(1));
+        assert_eq!(pause_before(s(1), 3, 0.5), s(3));
+        assert_eq!(pause_before(s(10), 4, 1.0), s(80));
+        for retry in 1..=100 {
+            for unit in [0.0, 0.3, 0.99] {
+                let p = pause_before(s(1), retry, unit);
+                assert!(p <= MAX_SHORT, "{retry}: {p:?}");
+                assert!(p >= MAX_SHORT.min(s(1) * (1 << (retry - 1).min(20))) / 2);
+            }
+        }
+        assert_eq!(pause_before(s(3600), 100, 1.0), MAX_SHORT);
+        assert_eq!(pause_before(s(1), 0, 0.0), Duration::from_millis(500));
+    }
+}
