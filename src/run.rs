@@ -511,7 +511,7 @@ fn acquire(
 
 /// How long a waiter's place in the queue lasts unless renewed: a waiter that
 /// died holds up the queue this long at most.
-const PLACE_LAPSE: Duration = Duration::from_secs(3);
+pub const PLACE_LAPSE: Duration = Duration::from_secs(3);
 
 /// How often a queued waiter renews its place (and looks, should a wake-up
 /// have been missed).
