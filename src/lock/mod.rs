@@ -611,10 +611,6 @@ impl Lock {
         ))
     }
 
-    /// Subscribes to this lock's release announcements on every node, calling
-    /// `wake` for each. Returns once every subscription stands or failed, or
-    /// after the round limit, so that a release right after the caller's next
-    /// look cannot be missed.
     /// Gives up our place in the --wait queue on every node that answers
     /// (a lapsed place would leave by itself), waking whoever is at the front
     /// now.
@@ -635,9 +631,11 @@ impl Lock {
     }
 
     /// Blocks until every answering node has subscribed (or failed to) to
-    /// the release announcements: with `fair`, our own channel (the front of
-    /// the --wait queue is woken there), else the lock's, which every
-    /// release PUBLISHes to. `wake` runs for each announcement.
+    /// the release announcements, or the round limit has passed, so that a
+    /// release right after the caller's next look cannot be missed: with
+    /// `fair`, our own channel (the front of the --wait queue is woken
+    /// there), else the lock's, which every release PUBLISHes to. `wake` runs
+    /// for each announcement.
     pub fn watch_releases(
         &self,
         fair: bool,

@@ -37,11 +37,14 @@ local function front(q, w, n, now)
   end
   return live
 end
+local function wake_front(q, w, ch, n)
+  for _, id in ipairs(front(q, w, n, now_ms())) do
+    redis.call('PUBLISH', ch .. ':' .. id, '')
+  end
+end
 local function wake(q, w, ch, n)
   if redis.call('EXISTS', q) == 1 then
-    for _, id in ipairs(front(q, w, n, now_ms())) do
-      redis.call('PUBLISH', ch .. ':' .. id, '')
-    end
+    wake_front(q, w, ch, n)
   end
 end
 "
@@ -171,9 +174,7 @@ if ARGV[2] ~= '' then
       redis.call('ZREM', KEYS[3], ARGV[1])
       redis.call('HDEL', KEYS[4], ARGV[1])
       if r ~= 0 then
-        for _, id in ipairs(front(KEYS[3], KEYS[4], tonumber(ARGV[3]), now_ms())) do
-          redis.call('PUBLISH', ARGV[2] .. ':' .. id, '')
-        end
+        wake_front(KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]))
       end
     end
   end)

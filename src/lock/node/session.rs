@@ -313,7 +313,8 @@ impl Session {
         }
     }
 
-    /// The lock's value, its PTTL and its holder record, in one round trip.
+    /// The lock's value, its PTTL, its holder record and how many wait in
+    /// its queue, in one round trip.
     pub fn inspect(&mut self, books: &Books) -> Result<Inspection, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(INSPECT)
