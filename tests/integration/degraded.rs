@@ -192,11 +192,24 @@ fn verbose_logs_tell_what_each_node_did() {
         .lines()
         .filter(|l| l.starts_with("redlock-run: release "))
         .collect();
-    assert_eq!(releases.len(), 2, "{out}");
-    assert!(
-        releases.iter().all(|l| !l.contains(&cluster[0].url())),
-        "released where never held\n{out}"
-    );
+    // The verdict comes at two grants. When node 0's refusal had come in by
+    // then, the release leaves node 0 out; when it had not (a busy machine),
+    // node 0 may hold our SET for all the verdict knew, so the release goes
+    // there too, and finds the other token there.
+    let to_node0: Vec<&&str> = releases
+        .iter()
+        .filter(|l| l.contains(&cluster[0].url()))
+        .collect();
+    if out.stderr.contains("1 not heard from yet") {
+        assert_eq!(releases.len(), 3, "{out}");
+        assert!(
+            to_node0.len() == 1 && to_node0[0].contains("holds another token; left alone"),
+            "{out}"
+        );
+    } else {
+        assert_eq!(releases.len(), 2, "{out}");
+        assert!(to_node0.is_empty(), "released where it was refused\n{out}");
+    }
     assert_eq!(
         cluster[0].get(lock_key("talk")).as_deref(),
         Some(&b"someone-else"[..])
