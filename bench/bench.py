@@ -651,11 +651,11 @@ def cmd_herd(a):
         except OSError:
             pass
         res, key = herd_once(a, n, conns, url, d, env, command, a.monitor)
+        codes = res.pop("_codes")
         if a.light:
             # flock -n's refusal, passed on by redlock-run as its own status.
-            res["overlaps"] = sum(1 for c in res.pop("_codes") if c == 1)
+            res["overlaps"] = codes.count(1)
         else:
-            res.pop("_codes")
             try:
                 res["overlaps"] = len(open(env["HERD_OVERLAPS"]).read().split())
             except OSError:

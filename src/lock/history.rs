@@ -112,41 +112,37 @@ impl Lock {
         }
         match ending {
             Ending::Release => {
-                let released: Vec<Reply<Released>> = ends
-                    .into_iter()
-                    .filter_map(|r| {
-                        let result = match r.result {
-                            Ok(Finish::Released(x)) => Ok(x),
-                            Ok(Finish::Held(_)) => return None,
-                            Err(e) => Err(e),
-                        };
-                        Some(Reply {
-                            node: r.node,
-                            result,
-                            latency: r.latency,
-                        })
-                    })
-                    .collect();
+                let released = of_kind(ends, |f| match f {
+                    Finish::Released(x) => Some(x),
+                    Finish::Held(_) => None,
+                });
                 self.log_releases(&holding, &released, log);
             }
             Ending::Hold { left, .. } => {
-                let held: Vec<Reply<Answer>> = ends
-                    .into_iter()
-                    .filter_map(|r| {
-                        let result = match r.result {
-                            Ok(Finish::Held(a)) => Ok(a),
-                            Ok(Finish::Released(_)) => return None,
-                            Err(e) => Err(e),
-                        };
-                        Some(Reply {
-                            node: r.node,
-                            result,
-                            latency: r.latency,
-                        })
-                    })
-                    .collect();
+                let held = of_kind(ends, |f| match f {
+                    Finish::Held(a) => Some(a),
+                    Finish::Released(_) => None,
+                });
                 self.log_holds(&held, left, log);
             }
         }
     }
+}
+
+/// The replies whose lock step is of the kind `pick` takes (errors kept), for
+/// the log of that ending.
+fn of_kind<T>(ends: Vec<Reply<Finish>>, pick: impl Fn(Finish) -> Option<T>) -> Vec<Reply<T>> {
+    ends.into_iter()
+        .filter_map(|r| {
+            let result = match r.result {
+                Ok(f) => Ok(pick(f)?),
+                Err(e) => Err(e),
+            };
+            Some(Reply {
+                node: r.node,
+                result,
+                latency: r.latency,
+            })
+        })
+        .collect()
 }
