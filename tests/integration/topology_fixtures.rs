@@ -422,6 +422,15 @@ fn check_passwords(data: Option<&str>, sentinel: Option<&str>) {
         .arg("ok")
         .query(&mut con)
         .expect("SET through the sentinels");
+    // Replication is asynchronous and a forced failover does not wait for
+    // the replica to catch up, so an unacknowledged write may be lost; wait
+    // for the replica before failing over.
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut con)
+        .expect("WAIT through the sentinels");
+    assert_eq!(acked, 1, "the replica did not acknowledge the write in 5 s");
     let took = group.failover();
     eprintln!("failover with data password {data:?}, sentinel password {sentinel:?}: {took:?}");
     assert_eq!(group.get(b"pw").as_deref(), Some(b"ok".as_slice()));
