@@ -408,10 +408,21 @@ fn assert_marked(cluster: &Cluster, name: &str, window_start: u64) {
             "marker PTTL on node {i} is {pttl} ms; want 2 windows (6 s), checked within ~2 s of setting it"
         );
     }
+    // On a loaded host a healthy node's reply can be late enough to count as
+    // overdue, and the release does not wait for an overdue node: its copy
+    // is a minority and expires by the TTL (README, "Degraded mode").
+    let left = cluster.holders(lock_key(name));
     assert!(
-        cluster.holders(lock_key(name)).is_empty(),
-        "the lock key outlived the run"
+        left.len() < 2,
+        "the lock key outlived the run on nodes {left:?}"
     );
+    for &i in &left {
+        let pttl = cluster[i].pttl(lock_key(name));
+        assert!(
+            (0..=30_000).contains(&pttl),
+            "lock key left on node {i} with PTTL {pttl} ms; want it to expire within the 30 s TTL"
+        );
+    }
 }
 
 #[test]
