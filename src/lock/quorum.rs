@@ -6,7 +6,8 @@
 //! Degraded mode. A node is *overdue* when a request has been outstanding
 //! there for longer than twice the slowest answer any node gave in this run,
 //! plus a millisecond: it is stopped, black-holed, or far slower than its
-//! peers. An overdue node is sent each new request all the same (it may come
+//! peers. A refused connection is not an answer, and until some node has
+//! answered no node is overdue. An overdue node is sent each new request all the same (it may come
 //! back), but counts as failed at once for a round's verdict, and rounds that
 //! wait for every answer (release, undo, fence commit) do not wait for it,
 //! nor for a node that timed out earlier in the run; a node that is only busy
@@ -32,25 +33,39 @@ pub struct Reply<T> {
 /// Replies that may still come in after a round stopped listening.
 struct Late<T>(Option<Receiver<Reply<T>>>);
 
-/// The slowest answer (not a timeout) any node gave in this run, in µs.
+/// One more than the slowest answer any node gave in this run, in µs; 0
+/// until a node has answered.
 static SLOWEST_US: AtomicU64 = AtomicU64::new(0);
 
 fn note_latency<T>(result: &Result<T, NodeError>, latency: Duration) {
-    if !result.as_ref().is_err_and(NodeError::is_timeout) {
-        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
-        SLOWEST_US.fetch_max(us, Ordering::Relaxed);
+    // Only a reply from the node tells how fast nodes answer. A refused
+    // connection is the local kernel's speed: counted, it would make a live
+    // node overdue a millisecond after its peers were refused, and its
+    // copy of the key would be left to expire.
+    let answered = match result {
+        Ok(_) => true,
+        Err(e) => !e.is_timeout() && e.maybe_applied(),
+    };
+    if answered {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX - 1);
+        SLOWEST_US.fetch_max(us + 1, Ordering::Relaxed);
     }
 }
 
-/// When a request outstanding since `since` makes its node overdue.
-fn overdue_at(since: Instant) -> Instant {
-    let slowest = Duration::from_micros(SLOWEST_US.load(Ordering::Relaxed));
-    since + slowest * 2 + Duration::from_millis(1)
+/// When a request outstanding since `since` makes its node overdue; None
+/// while no node has answered (nothing to be overdue against).
+fn overdue_at(since: Instant) -> Option<Instant> {
+    match SLOWEST_US.load(Ordering::Relaxed) {
+        0 => None,
+        n => Some(since + Duration::from_micros(n - 1) * 2 + Duration::from_millis(1)),
+    }
 }
 
 /// Whether `node` is overdue now.
 fn overdue(node: &Node, now: Instant) -> bool {
-    node.waiting_since().is_some_and(|s| now >= overdue_at(s))
+    node.waiting_since()
+        .and_then(overdue_at)
+        .is_some_and(|t| now >= t)
 }
 
 /// A node not worth waiting for now: it timed out in this run, or is overdue.
@@ -162,6 +177,8 @@ pub struct Round<T = Answer> {
     /// Nodes counted as failed without waiting: they were overdue when the
     /// round began.
     pub skipped: Vec<usize>,
+    /// The round's start plus its limit: `linger` waits no longer.
+    deadline: Instant,
     late: Late<T>,
 }
 
@@ -208,7 +225,8 @@ impl<T> Round<T> {
             let due = (0..nodes.len())
                 .filter(|i| !self.skipped.contains(i) && !self.replies.iter().any(|r| r.node == *i))
                 .filter(|&i| !nodes[i].timed_out())
-                .filter_map(|i| nodes[i].waiting_since().map(overdue_at))
+                .filter_map(|i| nodes[i].waiting_since())
+                .map(|since| overdue_at(since).map_or(self.deadline, |t| t.min(self.deadline)))
                 .filter(|t| *t > now)
                 .max();
             let Some(until) = due else {
@@ -274,6 +292,7 @@ where
         tally,
         replies,
         skipped,
+        deadline: start + limit,
         late,
     }
 }
@@ -314,7 +333,10 @@ where
             } else {
                 match node.waiting_since() {
                     None => Some(start + limit),
-                    Some(since) => Some(overdue_at(since)).filter(|t| *t > start),
+                    Some(since) => match overdue_at(since) {
+                        None => Some(start + limit),
+                        Some(t) => Some(t).filter(|t| *t > start),
+                    },
                 }
             };
             (i, until.map(|t| t.min(start + limit)))

@@ -253,6 +253,37 @@ fn the_default_node_is_named_as_the_default() {
     assert!(!out.stderr.contains("no answer yet"), "{out}");
 }
 
+/// Two nodes of three refuse the connection at once and the third is slow
+/// (30 ms each way through the proxy): a refusal says nothing about how
+/// fast a live node answers, so the live node is waited for, the error
+/// names what it did, and the SET that landed there is undone before exit.
+#[test]
+fn a_slow_live_node_beside_refused_ones_is_waited_for_and_undone() {
+    let node = RedisNode::start();
+    let proxy = FaultProxy::new(node.port());
+    proxy.set_mode(Mode::Delay(Duration::from_millis(30)));
+    let dir = tempdir();
+    let (a, b) = (free_port(), free_port());
+    let urls = format!(
+        "redis://127.0.0.1:{a},redis://127.0.0.1:{b},{}",
+        proxy.url()
+    );
+    let out = base(&urls, "slowlive", &dir)
+        .args(["-c", "touch ran"])
+        .run();
+    out.assert_code(69).assert_one_error_line();
+    assert!(!dir.has("ran"), "ran without a quorum\n{out}");
+    assert_eq!(out.stderr.matches("connection refused").count(), 2, "{out}");
+    assert!(!out.stderr.contains("no answer"), "{out}");
+    // Anything still in the proxy lands within its delay.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        node.keys().is_empty(),
+        "the live node keeps {:?} after the run\n{out}",
+        node.keys()
+    );
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")

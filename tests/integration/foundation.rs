@@ -345,7 +345,7 @@ fn two_stopped_nodes_of_three_is_unavailable() {
     );
     assert!(
         cluster[2].keys().is_empty(),
-        "live node keeps {:?}",
+        "live node keeps {:?}\n{out}",
         cluster[2].keys()
     );
     // Whatever was queued to the frozen nodes is processed now; the release
@@ -381,7 +381,7 @@ fn two_killed_nodes_of_three_is_unavailable() {
     );
     assert!(
         cluster[2].keys().is_empty(),
-        "live node keeps {:?}",
+        "live node keeps {:?}\n{out}",
         cluster[2].keys()
     );
 
@@ -595,10 +595,23 @@ fn lost_lock_kills_command_and_exits_76() {
         grandchild_dead,
         "grandchild {grandchild} survived the lost lock"
     );
-    std::thread::sleep(Duration::from_millis(300));
-    for (i, node) in cluster.iter().enumerate() {
-        assert!(!node.exists(&key), "node {i} still has the key");
-    }
+    // The node that kept answering got the release.
+    assert!(
+        !cluster[2].exists(&key),
+        "the live node still has the key\n{out}"
+    );
+    // A stopped node may have applied an extension whose reply it never
+    // sent (the round failed without it), so its copy can outlive the
+    // validity redlock-run counted on by up to a heartbeat; it still goes
+    // within the TTL.
+    let gone = wait_until(Duration::from_secs(2), || {
+        cluster.iter().all(|node| !node.exists(&key))
+    });
+    assert!(
+        gone,
+        "the key is still on nodes {:?} a TTL after the exit\n{out}",
+        cluster.holders(&key)
+    );
 }
 
 #[test]
