@@ -560,7 +560,7 @@ fn losses_spread_over_a_run_do_not_add_up() {
         .args(["-t", "1s", "-v", "-c", "touch started; sleep 3"])
         .spawn();
     await_marker(&dir, "started", &running);
-    let token = cluster[2].get(k.lock()).expect("held");
+    let token = cluster.await_value(2, k.lock());
     cluster.node_mut(0).restart();
     assert!(
         wait_until(Duration::from_secs(2), || cluster[0].get(k.lock()).as_ref()

@@ -203,7 +203,7 @@ fn configuration_from_environment_and_prefix() {
         .args(["-c", &format!("touch ready; {WAIT_FOR_GO}")])
         .spawn();
     await_marker(&dir, "ready", &running);
-    assert_eq!(cluster.holders(lock_key("fromenv")), vec![0, 1, 2]);
+    cluster.await_on_all(lock_key("fromenv"));
     touch(&dir, "go");
     running.wait().assert_code(0);
     assert!(cluster.holders(lock_key("fromenv")).is_empty());
@@ -220,7 +220,7 @@ fn configuration_from_environment_and_prefix() {
         .args(["-c", &format!("touch ready; {WAIT_FOR_GO}")])
         .spawn();
     await_marker(&dir, "ready", &running);
-    assert_eq!(cluster.holders("custom/pfx"), vec![0, 1, 2]);
+    cluster.await_on_all("custom/pfx");
     assert!(cluster.holders(lock_key("pfx")).is_empty());
     touch(&dir, "go");
     running.wait().assert_code(0);
@@ -243,7 +243,7 @@ fn busy_lock_refuses_second_run() {
         .args(["-c", &format!("touch started; {WAIT_FOR_GO}")])
         .spawn();
     await_marker(&dir, "started", &holder);
-    let token = cluster[0].get(&key).expect("holder's key on node 0");
+    let token = cluster.await_value(0, &key);
     assert!(
         is_token(&token),
         "stored value {} is not a token",
@@ -478,7 +478,7 @@ fn heartbeat_keeps_lock_through_several_ttls() {
         .args(["--ttl", "1s", "-c", "touch started; sleep 4"])
         .spawn();
     await_marker(&dir, "started", &holder);
-    let token = cluster[0].get(&key).expect("holder's key");
+    let token = cluster.await_value(0, &key);
     let t0 = Instant::now();
 
     let mut probes = 0;
@@ -554,7 +554,7 @@ fn lost_lock_kills_command_and_exits_76() {
         .spawn();
     let grandchild = read_pid_file(&dir.join("grandchild.pid"), START);
     let shell = read_pid_file(&dir.join("shell.pid"), START);
-    assert_eq!(cluster.holders(&key), vec![0, 1, 2]);
+    cluster.await_on_all(&key);
 
     cluster[0].stop();
     cluster[1].stop();
@@ -780,7 +780,7 @@ fn sigkill_takes_command_down_and_key_expires() {
         wait_until(START, || process_name(pid).as_deref() == Some("sleep")),
         "command did not exec sleep"
     );
-    assert_eq!(cluster.holders(&key), vec![0, 1, 2]);
+    cluster.await_on_all(&key);
 
     running.signal(libc::SIGKILL);
     let killed_at = Instant::now();
@@ -875,7 +875,7 @@ fn overwritten_node_keeps_foreign_value_after_release() {
         ])
         .spawn();
     await_marker(&dir, "started", &running);
-    let token = cluster[0].get(&key).expect("holder's key");
+    let token = cluster.await_value(0, &key);
 
     let intruder = b"ffffffffffffffffffffffffffffffff";
     cluster[1].set(&key, intruder, 10_000);

@@ -879,7 +879,7 @@ fn unlock_with_the_token_read_from_a_node_stops_the_holder() {
         .args(["--ttl", "3s", "-c", &format!("touch ready; {WAIT_FOR_GO}")])
         .spawn();
     await_marker(&dir, "ready", &holder);
-    let token = String::from_utf8(cluster[0].get(&key).expect("lock on node 0")).expect("utf-8");
+    let token = String::from_utf8(cluster.await_value(0, &key)).expect("utf-8");
 
     let out = unlock(&urls, "live", &["--token", &token]);
     out.assert_code(0);

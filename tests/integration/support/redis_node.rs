@@ -340,6 +340,41 @@ impl Cluster {
         &mut self.nodes[i]
     }
 
+    /// The value of `key` on node `i`, waiting up to 2 s for it: a holder
+    /// starts its command once a quorum granted, and the last node's SET may
+    /// land a moment later.
+    pub fn await_value(&self, i: usize, key: impl AsRef<[u8]>) -> Vec<u8> {
+        let key = key.as_ref();
+        let mut value = None;
+        let found = crate::support::wait_until(std::time::Duration::from_secs(2), || {
+            value = self.nodes[i].get(key);
+            value.is_some()
+        });
+        match value {
+            Some(v) if found => v,
+            _ => panic!(
+                "node {i} never had {} (held on nodes {:?})",
+                String::from_utf8_lossy(key),
+                self.holders(key)
+            ),
+        }
+    }
+
+    /// Waits up to 2 s for `key` to be on every node (see
+    /// [`Cluster::await_value`] for why it may lag the command's start).
+    pub fn await_on_all(&self, key: impl AsRef<[u8]>) {
+        let key = key.as_ref();
+        let all = crate::support::wait_until(std::time::Duration::from_secs(2), || {
+            self.holders(key).len() == self.nodes.len()
+        });
+        assert!(
+            all,
+            "{} is on nodes {:?} only",
+            String::from_utf8_lossy(key),
+            self.holders(key)
+        );
+    }
+
     /// Indices of the nodes on which `key` exists.
     pub fn holders(&self, key: impl AsRef<[u8]>) -> Vec<usize> {
         let key = key.as_ref();
