@@ -7,13 +7,13 @@
 //! there for longer than twice the slowest answer any node gave in this run,
 //! plus a millisecond: it is stopped, black-holed, or far slower than its
 //! peers. A refused connection is not an answer, and until some node has
-//! answered no node is overdue. An overdue node is sent each new request all the same (it may come
-//! back), but counts as failed at once for a round's verdict, and rounds that
-//! wait for every answer (release, undo, fence commit) do not wait for it,
-//! nor for a node that timed out earlier in the run; a node that is only busy
-//! (its answer is due any moment) is waited for until it would be overdue. A
-//! stopped node of three then costs about a millisecond, and what it may hold
-//! expires by its TTL (it is a minority).
+//! answered no node is overdue. An overdue node is sent each new request all
+//! the same (it may come back), but counts as failed at once for a round's
+//! verdict, and rounds that wait for every answer (release, undo, fence
+//! commit) do not wait for it, nor for a node that timed out earlier in the
+//! run; a node that is only busy (its answer is due any moment) is waited for
+//! until it would be overdue. A stopped node of three then costs about a
+//! millisecond, and what it may hold expires by its TTL (it is a minority).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -333,10 +333,9 @@ where
             } else {
                 match node.waiting_since() {
                     None => Some(start + limit),
-                    Some(since) => match overdue_at(since) {
-                        None => Some(start + limit),
-                        Some(t) => Some(t).filter(|t| *t > start),
-                    },
+                    Some(since) => {
+                        overdue_at(since).map_or(Some(start + limit), |t| (t > start).then_some(t))
+                    }
                 }
             };
             (i, until.map(|t| t.min(start + limit)))

@@ -419,11 +419,7 @@ fn status_of_a_held_lock_text_and_json_with_nodes_down() {
         .args(["--", "sh", "-c", &format!("touch ready; {WAIT_FOR_GO}")])
         .spawn();
     await_marker(&dir, "ready", &holder);
-    assert!(
-        wait_until(Duration::from_secs(2), || cluster.holders(&key).len() == 3),
-        "lock not on all 3 nodes: {:?}",
-        cluster.holders(&key)
-    );
+    cluster.await_on_all(&key);
     let token = String::from_utf8(cluster[0].get(&key).expect("token")).expect("utf-8");
     let tok8 = &token[..8];
     let pid = holder.pid().to_string();
@@ -786,10 +782,7 @@ fn unlock_with_the_token_of_a_dead_holder() {
         .spawn();
     await_marker(&dir, "ready", &holder);
     let cmd_pid = read_pid_file(&dir.join("cmd.pid"), START);
-    assert!(
-        wait_until(Duration::from_secs(2), || cluster.holders(&key).len() == 3),
-        "lock not on all 3 nodes"
-    );
+    cluster.await_on_all(&key);
     let token = fs::read_to_string(dir.join("token"))
         .expect("token file")
         .trim()
@@ -922,10 +915,7 @@ fn forced_unlock_names_the_holder_and_stops_it() {
         .spawn();
     await_marker(&dir, "ready", &holder);
     let cmd_pid = read_pid_file(&dir.join("cmd.pid"), START);
-    assert!(
-        wait_until(Duration::from_secs(2), || cluster.holders(&key).len() == 3),
-        "lock not on all 3 nodes"
-    );
+    cluster.await_on_all(&key);
     let token = String::from_utf8(cluster[0].get(&key).expect("token")).expect("utf-8");
 
     let out = unlock(&urls, "stuck", &["--force"]);

@@ -346,18 +346,17 @@ impl Cluster {
     pub fn await_value(&self, i: usize, key: impl AsRef<[u8]>) -> Vec<u8> {
         let key = key.as_ref();
         let mut value = None;
-        let found = crate::support::wait_until(std::time::Duration::from_secs(2), || {
+        crate::support::wait_until(std::time::Duration::from_secs(2), || {
             value = self.nodes[i].get(key);
             value.is_some()
         });
-        match value {
-            Some(v) if found => v,
-            _ => panic!(
+        value.unwrap_or_else(|| {
+            panic!(
                 "node {i} never had {} (held on nodes {:?})",
                 String::from_utf8_lossy(key),
                 self.holders(key)
-            ),
-        }
+            )
+        })
     }
 
     /// Waits up to 2 s for `key` to be on every node (see
