@@ -173,7 +173,7 @@ fn host(lock: Lock, queue: Queue, log: Log, key: usize, shared: &Shared) -> Outc
             release = Some(r.elapsed());
             Kind::Won
         }
-        Acquired::Busy => Kind::Busy,
+        Acquired::Busy(_) => Kind::Busy,
         Acquired::Unavailable(why) => Kind::Unavailable(why),
     };
     // What every run does last (it reads only replies already in).

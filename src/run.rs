@@ -18,9 +18,10 @@ use crate::exit::Exit;
 use crate::lock::history::Ending;
 use crate::lock::node::Fared;
 use crate::lock::node::Queue;
+use crate::lock::node::Refusal;
 use crate::lock::node::{self, Node};
 use crate::lock::redlock::{self, Verdict};
-use crate::lock::{Acquired, Held, Lock, NodeOutcome, NodeVote, record};
+use crate::lock::{Acquired, Busy, Held, Lock, NodeOutcome, NodeVote, record};
 use crate::log::{self, Log, ev};
 use crate::process::attempts::{self, Attempts, Ran};
 use crate::process::guard::{Guard, Spec};
@@ -491,17 +492,18 @@ fn acquire(
         Wait::For(d) => Some(start + d),
         Wait::Forever => None,
     };
-    // Waiters queue, by the time they first tried (see `Queue::Join`).
+    // Waiters queue, by the nodes' clocks (see `Queue::Join`).
     let queue = match config.wait {
         _ if config.wait_unfair => Queue::Ignore,
         Wait::Once => Queue::Check,
         Wait::For(_) | Wait::Forever => Queue::Join {
-            arrival: crate::lock::unix_ms(),
+            ticket: None,
             lapse: PLACE_LAPSE,
         },
     };
     let fair = matches!(queue, Queue::Join { .. });
     let result = wait_loop(lock, config, tx, rx, log, stats, start, until, &queue);
+    lock.stop_watching();
     if fair && result.is_err() {
         // Whoever is behind us need not wait for our place to lapse.
         lock.leave_queue(log);
@@ -516,6 +518,10 @@ pub const PLACE_LAPSE: Duration = Duration::from_secs(3);
 /// How often a queued waiter renews its place (and looks, should a wake-up
 /// have been missed).
 const PLACE_RENEW: Duration = Duration::from_secs(1);
+
+/// How long after a place ahead of ours lapses a waiter looks again: that
+/// node's clock has passed it by then.
+const PAST_LAPSE: Duration = Duration::from_millis(2);
 
 /// The attempts of `acquire`, until the lock is taken or the wait is over.
 #[allow(clippy::too_many_arguments)]
@@ -533,6 +539,10 @@ fn wait_loop(
     let fair = matches!(queue, Queue::Join { .. });
     let mut watching = false;
     let mut attempt = 0u32;
+    let mut busy = Busy {
+        why: Refusal::Held,
+        lapse_ahead: None,
+    };
     // When a CI log last said that we are waiting.
     let mut told: Option<Stamp> = None;
     loop {
@@ -550,31 +560,47 @@ fn wait_loop(
                 }
                 return Ok(held);
             }
-            Acquired::Busy => None,
+            Acquired::Busy(Busy {
+                why: Refusal::Limit(theirs),
+                ..
+            }) => {
+                log.error(
+                    ev(
+                        "usage",
+                        format!(
+                            "lock '{}' is held by runs with --limit {theirs}, and this run \
+                             asks for --limit {}: every run of one name needs the same \
+                             --limit (a plain run and --limit runs exclude each other)",
+                            config.name,
+                            config
+                                .limit
+                                .map_or("none (a plain lock)".into(), |n| n.to_string())
+                        ),
+                    )
+                    .outcome("usage"),
+                );
+                return Err(Exit::Usage);
+            }
+            Acquired::Busy(b) => {
+                busy = b;
+                None
+            }
             Acquired::Unavailable(why) => Some(why),
         };
         if until.is_some_and(|u| clock::now() >= u) {
             return Err(match failure {
                 None => {
-                    if config.wait == Wait::Once {
-                        log.notice(
-                            ev("busy", format!("lock '{}' is held elsewhere", config.name))
-                                .outcome("busy"),
-                        );
-                    } else {
-                        log.notice(
-                            ev(
-                                "busy",
-                                format!(
-                                    "lock '{}' is still held elsewhere after waiting {:.0?}",
-                                    config.name,
-                                    start.elapsed()
-                                ),
-                            )
-                            .ms(start.elapsed())
-                            .outcome("busy"),
-                        );
-                    }
+                    let waited = (config.wait != Wait::Once).then(|| start.elapsed());
+                    let (text, reason) = busy_text(&config.name, busy.why, waited);
+                    let entry = match waited {
+                        None => ev("busy", text),
+                        Some(w) => ev("busy", text).ms(w),
+                    };
+                    let entry = entry.outcome("busy").field("reason", log::json_str(reason));
+                    log.notice(match busy.why {
+                        Refusal::Queued(n) => entry.field("queued", n.to_string()),
+                        _ => entry,
+                    });
                     Exit::Busy(config.busy_exit_code)
                 }
                 Some(why) => {
@@ -642,10 +668,12 @@ fn wait_loop(
             continue;
         }
         // A queued waiter is woken when its turn comes: until then it only
-        // renews its place. A try that failed for want of nodes, or a waiter
-        // that does not queue, backs off.
+        // renews its place, and looks again the moment a place ahead of it
+        // lapses (its waiter may be dead: nobody would wake us). A try that
+        // failed for want of nodes, or a waiter that does not queue, backs off.
         let mut pause = if fair && failure.is_none() {
-            PLACE_RENEW
+            busy.lapse_ahead
+                .map_or(PLACE_RENEW, |l| PLACE_RENEW.min(l + PAST_LAPSE))
         } else {
             redlock::backoff(attempt, rand::random_range(0.0..1.0))
         };
@@ -660,6 +688,29 @@ fn wait_loop(
             // milliseconds, not the second a long wait had grown to.
             attempt = 0;
         }
+    }
+}
+
+/// The busy line's text, after `waited` (when the run waited at all), and
+/// its reason for the JSON log.
+fn busy_text(name: &str, why: Refusal, waited: Option<Duration>) -> (String, &'static str) {
+    let (still, after) = match waited {
+        Some(w) => ("still ", format!(" after waiting {w:.0?}")),
+        None => ("", String::new()),
+    };
+    let held = format!("lock '{name}' is {still}held elsewhere{after}");
+    match why {
+        Refusal::Held => (held, "held"),
+        Refusal::Plain => (format!("{held}, by a run without --limit"), "plain"),
+        Refusal::Slots(n) => (format!("{held}, by runs with --limit {n}"), "slots"),
+        Refusal::Queued(n) => (
+            format!(
+                "lock '{name}' is {still}busy{after}: {n} waiter{} queued",
+                if n == 1 { "" } else { "s" }
+            ),
+            "queued",
+        ),
+        Refusal::Limit(n) => (format!("{held}, by runs with --limit {n}"), "limit"),
     }
 }
 

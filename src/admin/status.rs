@@ -16,31 +16,91 @@ use crate::lock::node::{Books, Inspection, Node};
 use crate::lock::redlock;
 use crate::log::{json_object, json_str};
 
-/// What the nodes say together.
+/// What the nodes say together, by quorum: the lock is held only by a token
+/// that a quorum of the nodes holds, as no run can take it then.
 enum Verdict {
     Free,
-    /// By this token, on this many nodes.
+    /// By this token, on this many nodes (a quorum).
     Held(Vec<u8>, usize),
-    Unknown,
+    /// Fewer than a quorum answered; or a token on fewer than a quorum that
+    /// the nodes that did not answer could make a quorum (the token, and on
+    /// how many nodes it was seen).
+    Unknown(Option<(Vec<u8>, usize)>),
 }
 
-fn verdict(n: usize, found: &[Option<Result<Inspection, String>>]) -> Verdict {
-    let answered: Vec<&Inspection> = found.iter().flatten().flatten().collect();
-    if answered.len() < redlock::quorum(n) {
-        return Verdict::Unknown;
-    }
+/// Each token the answering nodes hold, and on how many, most first.
+fn copies(found: &[Option<Result<Inspection, String>>]) -> Vec<(&[u8], usize)> {
     let mut counts: BTreeMap<&[u8], usize> = BTreeMap::new();
-    for i in &answered {
+    for i in found.iter().flatten().flatten() {
         if let Some(v) = &i.value {
             *counts.entry(v.as_slice()).or_default() += 1;
         }
     }
-    // Held when any token is present: even a minority holder may be mid-acquire
-    // or mid-release, and "free" must mean nobody can be running.
-    match counts.into_iter().max_by_key(|(_, c)| *c) {
-        Some((token, c)) => Verdict::Held(token.to_vec(), c),
-        None => Verdict::Free,
+    let mut all: Vec<(&[u8], usize)> = counts.into_iter().collect();
+    all.sort_by_key(|(_, c)| std::cmp::Reverse(*c));
+    all
+}
+
+fn verdict(n: usize, found: &[Option<Result<Inspection, String>>]) -> Verdict {
+    let answered = found.iter().flatten().flatten().count();
+    let quorum = redlock::quorum(n);
+    if answered < quorum {
+        return Verdict::Unknown(None);
     }
+    let silent = n - answered;
+    match copies(found).first() {
+        Some((token, c)) if *c >= quorum => Verdict::Held(token.to_vec(), *c),
+        // A copy on a minority of the nodes is no lock: a run takes it past
+        // that copy (a holder mid-acquire or mid-release, or one whose
+        // release did not reach a node). Unless the silent nodes could hold
+        // it too.
+        Some((token, c)) if c + silent >= quorum => Verdict::Unknown(Some((token.to_vec(), *c))),
+        _ => Verdict::Free,
+    }
+}
+
+/// Copies of the lock on a minority of the nodes, beside the verdict: each
+/// token, on how many nodes, and the longest time it has left (ms, or -1
+/// with no expiry).
+fn stale_copies(
+    n: usize,
+    found: &[Option<Result<Inspection, String>>],
+    verdict: &Verdict,
+) -> Vec<(Vec<u8>, usize, i64)> {
+    // Without a quorum's answers no copy is known to be stale.
+    let not_stale = match verdict {
+        Verdict::Held(t, _) => Some(t.as_slice()),
+        Verdict::Unknown(_) => return Vec::new(),
+        Verdict::Free => None,
+    };
+    copies(found)
+        .into_iter()
+        .filter(|(t, c)| Some(*t) != not_stale && *c < redlock::quorum(n))
+        .map(|(t, c)| {
+            let left = found
+                .iter()
+                .flatten()
+                .flatten()
+                .filter(|i| i.value.as_deref() == Some(t))
+                .map(|i| if i.pttl < 0 { i64::MAX } else { i.pttl })
+                .max()
+                .unwrap_or(0);
+            (t.to_vec(), c, if left == i64::MAX { -1 } else { left })
+        })
+        .collect()
+}
+
+/// "stale copy on 1 of 3 nodes, token 5c0b1050…, expires in 18 s".
+fn describe_stale(n: usize, (token, on, left): &(Vec<u8>, usize, i64)) -> String {
+    let expires = if *left < 0 {
+        "with no expiry".to_string()
+    } else {
+        format!("expires in {} s", (*left as u64).div_ceil(1000))
+    };
+    format!(
+        "stale copy on {on} of {n} nodes, token {}…, {expires}",
+        token_prefix(token)
+    )
 }
 
 /// With --limit (or a slot count found beside the lock), every slot in turn
@@ -92,11 +152,12 @@ pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     }
 }
 
-/// The slot count a --limit holder recorded beside the lock, if any node has
-/// one (the largest: holders of one name should agree).
+/// The --limit N of the holders of the lock's slots, if any node has one
+/// (the largest: holders of one name agree, see `scripts::ACQUIRE`).
 fn recorded_limit(lock: &Resolved, nodes: &[Arc<Node>]) -> Option<u32> {
-    let key: Arc<[u8]> = lock.keys.limit().into();
-    on_all(nodes, move |n| n.limit(&key))
+    let books = Arc::new(crate::lock::books(&lock.keys, None, None));
+    let old: Arc<[u8]> = lock.keys.limit().into();
+    on_all(nodes, move |n| n.limit(&books, &old))
         .into_iter()
         .flatten()
         .flatten()
@@ -131,8 +192,9 @@ fn status_of(
     let exit = match verdict {
         Verdict::Free => Exit::Command(0),
         Verdict::Held(..) => Exit::Command(1),
-        Verdict::Unknown => Exit::Unavailable,
+        Verdict::Unknown(_) => Exit::Unavailable,
     };
+    let stale = stale_copies(nodes.len(), &found, &verdict);
     let queued = found
         .iter()
         .flatten()
@@ -150,6 +212,7 @@ fn status_of(
         record,
         ttl_left,
         queued,
+        stale,
     };
     if json {
         (exit, status.json())
@@ -172,6 +235,8 @@ struct Status<'a> {
     ttl_left: Option<i64>,
     /// Waiters in the --wait queue (the most any node counts).
     queued: i64,
+    /// Copies on a minority of the nodes (see `stale_copies`).
+    stale: Vec<(Vec<u8>, usize, i64)>,
 }
 
 fn ms(pttl: i64) -> String {
@@ -227,7 +292,10 @@ impl Status<'_> {
             record,
             ttl_left,
             queued,
+            stale,
         } = self;
+        let n = nodes.len();
+        let is_stale = |v: &[u8]| stale.iter().any(|(t, ..)| t == v);
         println!(
             "lock '{}'{} (key {}) on {} node(s), quorum {}",
             lock.name,
@@ -254,7 +322,8 @@ impl Status<'_> {
                             )
                         };
                         format!(
-                            "held, token {}…, {} left, {who}",
+                            "{}, token {}…, {} left, {who}",
+                            if is_stale(v) { "stale copy" } else { "held" },
                             token_prefix(v),
                             ms(i.pttl)
                         )
@@ -267,9 +336,19 @@ impl Status<'_> {
                 _ => println!("  {}: {line}", node.name()),
             }
         }
+        let stale_lines: Vec<String> = stale.iter().map(|s| describe_stale(n, s)).collect();
         match verdict {
-            Verdict::Free => println!("free"),
-            Verdict::Unknown => println!("unknown: fewer than a quorum of nodes answered"),
+            Verdict::Free if stale_lines.is_empty() => println!("free"),
+            Verdict::Free => println!("free ({})", stale_lines.join("; ")),
+            Verdict::Unknown(None) => println!("unknown: fewer than a quorum of nodes answered"),
+            Verdict::Unknown(Some((token, count))) => {
+                let silent = n - found.iter().flatten().flatten().count();
+                println!(
+                    "unknown: token {}… on {count} of {n} nodes, and {silent} node(s) did not \
+                     answer: held if they have it too",
+                    token_prefix(token)
+                );
+            }
             Verdict::Held(token, count) => {
                 let by = if record.is_empty() {
                     "a holder without a record (another client?)".to_string()
@@ -292,6 +371,11 @@ impl Status<'_> {
                 );
             }
         }
+        if !matches!(verdict, Verdict::Free) {
+            for line in &stale_lines {
+                println!("{line}");
+            }
+        }
         if *queued > 0 {
             println!("{queued} waiting in the queue");
         }
@@ -308,6 +392,7 @@ impl Status<'_> {
             record,
             ttl_left,
             queued,
+            stale,
         } = self;
         let per_node: Vec<String> = nodes
             .iter()
@@ -329,6 +414,8 @@ impl Status<'_> {
                         if let Some(v) = &i.value {
                             fields.push(("token_prefix", json_str(&token_prefix(v))));
                             fields.push(("pttl_ms", i.pttl.to_string()));
+                            let minority = stale.iter().any(|(t, ..)| t == v);
+                            fields.push(("stale", minority.to_string()));
                         }
                         if !i.holder.is_empty() {
                             fields.push(("holder", record_json(&i.holder)));
@@ -351,7 +438,12 @@ impl Status<'_> {
         ];
         match verdict {
             Verdict::Free => fields.push(("verdict", json_str("free"))),
-            Verdict::Unknown => fields.push(("verdict", json_str("unknown"))),
+            Verdict::Unknown(None) => fields.push(("verdict", json_str("unknown"))),
+            Verdict::Unknown(Some((token, count))) => {
+                fields.push(("verdict", json_str("unknown")));
+                fields.push(("token_prefix", json_str(&token_prefix(token))));
+                fields.push(("held_on", count.to_string()));
+            }
             Verdict::Held(token, count) => {
                 fields.push(("verdict", json_str("held")));
                 fields.push(("token_prefix", json_str(&token_prefix(token))));
@@ -370,6 +462,17 @@ impl Status<'_> {
                 }
             }
         }
+        let stale: Vec<String> = stale
+            .iter()
+            .map(|(t, on, left)| {
+                json_object(&[
+                    ("token_prefix", json_str(&token_prefix(t))),
+                    ("on", on.to_string()),
+                    ("pttl_ms", left.to_string()),
+                ])
+            })
+            .collect();
+        fields.push(("stale", format!("[{}]", stale.join(","))));
         json_object(&fields)
     }
 }
@@ -392,21 +495,38 @@ mod tests {
     }
 
     #[test]
-    fn verdicts() {
+    fn verdicts_go_by_quorum() {
         assert!(matches!(verdict(3, &[free(), free(), None]), Verdict::Free));
         assert!(matches!(
             verdict(3, &[free(), None, None]),
-            Verdict::Unknown
+            Verdict::Unknown(None)
         ));
         assert!(matches!(
             verdict(3, &[held("a"), held("a"), free()]),
             Verdict::Held(t, 2) if t == b"a"
         ));
-        // A lone key still means someone may be running.
+        // A copy on a minority is no lock: the next run takes it.
+        let found = [held("a"), free(), free()];
+        let v = verdict(3, &found);
+        assert!(matches!(v, Verdict::Free));
+        assert_eq!(stale_copies(3, &found, &v), [(b"a".to_vec(), 1, 1000)]);
         assert!(matches!(
-            verdict(3, &[held("a"), free(), free()]),
-            Verdict::Held(_, 1)
+            verdict(5, &[held("a"), held("a"), held("b"), free(), free()]),
+            Verdict::Free
         ));
+        // Unless the node that did not answer could make it a quorum.
+        assert!(matches!(
+            verdict(3, &[held("a"), free(), None]),
+            Verdict::Unknown(Some((t, 1))) if t == b"a"
+        ));
+        let found = [held("a"), held("a"), held("b")];
+        let v = verdict(3, &found);
+        assert!(matches!(v, Verdict::Held(_, 2)));
+        assert_eq!(stale_copies(3, &found, &v), [(b"b".to_vec(), 1, 1000)]);
+        assert_eq!(
+            describe_stale(3, &(b"5c0b1050ff".to_vec(), 1, 17_200)),
+            "stale copy on 1 of 3 nodes, token 5c0b1050…, expires in 18 s"
+        );
     }
 
     #[test]

@@ -93,9 +93,18 @@ impl Keys {
         self.helper(&format!("once:{start}"))
     }
 
-    /// With --limit N: N, so that `status` finds the slots without being told.
+    /// Where versions before the `slots` set recorded N for `status` (a
+    /// string); still read by `status`, no longer written.
     pub fn limit(&self) -> Vec<u8> {
         self.helper("limit")
+    }
+
+    /// The --limit holders that hold a slot now: a sorted set of
+    /// `<N>:<token>`, each scored by when its slot lapses (server ms). A
+    /// plain holder and a --limit holder exclude each other by it, and runs
+    /// with different N refuse each other (see `scripts::ACQUIRE`).
+    pub fn slots(&self) -> Vec<u8> {
+        self.helper("slots")
     }
 
     /// The `--wait` queue: queued waiters' tokens, scored by arrival (a
@@ -257,6 +266,7 @@ mod tests {
             k.once(0),
             k.once(3600),
             k.limit(),
+            k.slots(),
             k.queue(),
             k.waiters(),
             k.history(),

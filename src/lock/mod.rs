@@ -1,5 +1,41 @@
 //! The lock across all nodes: acquire, extend and release rounds, with the
 //! Redlock rules from `redlock` applied to what the nodes answered.
+//!
+//! # The --wait queue, by the nodes' clocks
+//!
+//! A waiter's first try queues it on every node, scored by that node's own
+//! `TIME` (never the waiter's clock, which may be anything). Those scores
+//! come back in the answers, and from a quorum of them the waiter takes one
+//! *ticket*, their median (the lower one of an even count). Every later try
+//! renews its place with that ticket, on every node, so after one renewal
+//! each node scores it the same (ties go to the smaller token: a sorted set
+//! orders equal scores by member).
+//!
+//! Order. A waiter whose first try reached every node before another's did
+//! has the smaller score on each, hence the smaller median: the arrival order
+//! the nodes saw. One node of three whose clock is off, by any amount, is
+//! outvoted by the median, and the waiters' own clocks play no part.
+//!
+//! Liveness. Per-node arrival times alone would not do: tries interleave in
+//! different orders on different nodes, and with three waiters on three
+//! nodes each node could put a different waiter first; renewals would keep it
+//! so, and no waiter would ever be at the front of a quorum. With tickets
+//! that cannot last. Within one renewal (`PLACE_RENEW` in `run`) of its
+//! first try, every live waiter's place has one score on every node that has
+//! it, so all nodes agree on the order of the live waiters. The one with the
+//! smallest ticket, H, is then at the front of the queue on every node that
+//! holds the queue, and a node that lost it (restarted empty) gets H's place
+//! back with H's next renewal, with the same ticket, still ahead of every
+//! other. So H passes the queue's gate on every node and, once the lock is
+//! free (its release wakes H), takes it as a lone contender would. A waiter
+//! that arrives later queues behind H in the same frame: nobody overtakes
+//! for ever. If H dies, its place lapses `PLACE_LAPSE` after its last
+//! renewal; the waiters behind it were told how soon that is (the earliest
+//! lapse ahead of them, `Busy::lapse_ahead`, by the nodes' own clocks) and
+//! look again at that moment, so a dead waiter costs the queue its lapse and
+//! a few milliseconds. Only between a waiter's first try and its first
+//! renewal (one round trip) can its places disagree across nodes, which costs
+//! at most one split round.
 
 pub mod history;
 pub mod keys;
@@ -22,7 +58,7 @@ use rand::seq::SliceRandom;
 
 use crate::log::{Log, ev};
 use keys::Keys;
-use node::{Books, Extension, Granted, Node, Queue, Released};
+use node::{Books, Extension, Granted, Node, Queue, Refusal, Released};
 use quorum::{Reply, Round, Vote};
 use redlock::{Answer, Verdict};
 
@@ -44,6 +80,11 @@ pub struct Lock {
     /// Nodes where our token may be (not refused at the acquire, or taken
     /// back since): the ones a release goes to.
     may_hold: Vec<AtomicBool>,
+    /// A queued waiter's ticket: its place's score on every node (see the
+    /// module's documentation), once a quorum has scored its first try.
+    ticket: Mutex<Option<u64>>,
+    /// Set once the waiting is over: the release watchers stop.
+    watched: Arc<AtomicBool>,
     token: Arc<str>,
     ttl: Duration,
     node_timeout: Duration,
@@ -62,9 +103,21 @@ pub struct Held {
 /// How an acquire round ended.
 pub enum Acquired {
     Yes(Held),
-    Busy,
+    Busy(Busy),
     /// Why the quorum could not be reached, one clause per failed node.
     Unavailable(String),
+}
+
+/// Why the lock was busy, as the refusing nodes said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Busy {
+    /// `Refusal::Limit` is no "busy" at all but a conflict: runs with
+    /// another --limit hold the name.
+    pub why: Refusal,
+    /// How soon the earliest place ahead of ours in the queue lapses unless
+    /// renewed, as a quorum of the nodes counts it: a waiter need not sleep
+    /// past it, since that place may be a dead waiter's.
+    pub lapse_ahead: Option<Duration>,
 }
 
 /// How an extension round ended.
@@ -98,6 +151,8 @@ impl Lock {
                     .collect(),
             },
             keys,
+            ticket: Mutex::new(None),
+            watched: Arc::new(AtomicBool::new(false)),
             held: AtomicUsize::new(0),
             record: record.into(),
             fence,
@@ -183,14 +238,36 @@ impl Lock {
     pub fn acquire(&self, queue: &Queue, log: &Log) -> Acquired {
         let mut order: Vec<usize> = (0..self.slots.len()).collect();
         order.shuffle(&mut rand::rng());
+        let mut busy: Option<Busy> = None;
         for slot in order {
             self.held.store(slot, Relaxed);
             match self.acquire_slot(queue, log) {
-                Acquired::Busy => continue,
+                // Another --limit holds the name: no other slot will do.
+                Acquired::Busy(b) if matches!(b.why, Refusal::Limit(_)) => {
+                    return Acquired::Busy(b);
+                }
+                Acquired::Busy(b) => {
+                    busy = Some(match busy {
+                        None => b,
+                        Some(was) => Busy {
+                            // Every slot shares the queue: a single try
+                            // turned away by it says so.
+                            why: if matches!(was.why, Refusal::Queued(_)) {
+                                was.why
+                            } else {
+                                b.why
+                            },
+                            lapse_ahead: earliest(was.lapse_ahead, b.lapse_ahead),
+                        },
+                    });
+                }
                 other => return other,
             }
         }
-        Acquired::Busy
+        Acquired::Busy(busy.unwrap_or(Busy {
+            why: Refusal::Held,
+            lapse_ahead: None,
+        }))
     }
 
     fn acquire_slot(&self, queue: &Queue, log: &Log) -> Acquired {
@@ -200,7 +277,8 @@ impl Lock {
         // may try for a long time.
         let mut rec = self.record.to_vec();
         rec.push(("acquired_ms", unix_ms().to_string()));
-        let (fence, place) = (self.fence, queue.clone());
+        let (fence, place) = (self.fence, self.with_ticket(queue));
+        let first_try = matches!(place, Queue::Join { ticket: None, .. });
         let mut round = quorum::decide(
             &self.nodes,
             move |n| n.acquire(&books, &token, ttl, &rec, fence, &place),
@@ -208,6 +286,9 @@ impl Lock {
         );
         if round.verdict == Verdict::Unavailable {
             round.linger(&self.nodes);
+        }
+        if first_try && round.verdict != Verdict::Quorum {
+            self.take_ticket(&mut round);
         }
         self.log_round("acquire", &round, log);
         let outcome = self.judge(&round, t0, log);
@@ -247,6 +328,44 @@ impl Lock {
                 outcome
             }
         }
+    }
+
+    /// The queue as this attempt sends it: a waiter that has a ticket renews
+    /// its place with it.
+    fn with_ticket(&self, queue: &Queue) -> Queue {
+        match queue {
+            Queue::Join {
+                ticket: None,
+                lapse,
+            } => Queue::Join {
+                ticket: *self.ticket.lock().unwrap_or_else(|p| p.into_inner()),
+                lapse: *lapse,
+            },
+            other => other.clone(),
+        }
+    }
+
+    /// A waiter's ticket, from the places a quorum of nodes gave its first
+    /// try: the median (the lower one of an even count), so that a node whose
+    /// clock is off cannot move it (see the module's documentation).
+    fn take_ticket(&self, round: &mut Round<Granted>) {
+        let mut ticket = self.ticket.lock().unwrap_or_else(|p| p.into_inner());
+        if ticket.is_some() {
+            return;
+        }
+        // Every node that is answering: the median of three is what makes
+        // one skewed clock harmless.
+        round.linger(&self.nodes);
+        let mut places: Vec<u64> = round
+            .replies
+            .iter()
+            .filter_map(|r| r.result.as_ref().ok().and_then(|g| g.place))
+            .collect();
+        if places.len() < redlock::quorum(self.nodes.len()) {
+            return;
+        }
+        places.sort_unstable();
+        *ticket = Some(places[(places.len() - 1) / 2]);
     }
 
     /// A queued waiter that took the lock leaves the queue where it was
@@ -320,7 +439,7 @@ impl Lock {
                     humantime::format_duration(self.ttl)
                 ))),
             },
-            Verdict::Refused => Judged::Not(Acquired::Busy),
+            Verdict::Refused => Judged::Not(Acquired::Busy(busy_of(round, n))),
             Verdict::Unavailable => Judged::Not(Acquired::Unavailable(format!(
                 "fewer than {} of {n} nodes answered: {}",
                 redlock::quorum(n),
@@ -345,6 +464,7 @@ impl Lock {
                 Ok(Granted {
                     answer: Answer::Granted,
                     fence: Some(c),
+                    ..
                 }) => Some((r.node, *c)),
                 _ => None,
             })
@@ -657,10 +777,16 @@ impl Lock {
             waited += usize::from(!sick);
             let (node, wake) = (Arc::clone(node), wake.clone());
             let ready_tx = ready_tx.clone();
+            let (done, over) = (Arc::clone(&self.watched), Arc::clone(&self.watched));
             let spawned = std::thread::Builder::new()
                 .name("watch".into())
                 .spawn(move || {
-                    node.watch(&channels, |r| drop(ready_tx.send((sick, r))), wake);
+                    node.watch(
+                        &channels,
+                        |r| drop(ready_tx.send((sick, r))),
+                        move || !done.load(Relaxed) && wake(),
+                        move || !over.load(Relaxed),
+                    );
                 });
             if let Err(e) = spawned {
                 log.info(|| format!("cannot watch for releases: {e}"));
@@ -679,6 +805,12 @@ impl Lock {
                 Err(_) => break,
             }
         }
+    }
+
+    /// The waiting is over: the watchers of `watch_releases` stop (at their
+    /// next message, or before they would subscribe again).
+    pub fn stop_watching(&self) {
+        self.watched.store(true, Relaxed);
     }
 
     fn release_on(&self, which: &[usize], announce: bool, log: &Log) {
@@ -819,6 +951,65 @@ impl Lock {
     }
 }
 
+/// What the nodes that refused an acquire said, together: a conflict of
+/// --limit values wherever one is seen; else the reason most of them gave
+/// (ties: another holder first, the queue last), and the lapse ahead that a
+/// quorum of them has passed.
+fn busy_of(round: &Round<Granted>, n: usize) -> Busy {
+    let refused: Vec<&Granted> = round
+        .replies
+        .iter()
+        .filter_map(|r| r.result.as_ref().ok())
+        .filter(|g| g.answer == Answer::Refused)
+        .collect();
+    let reasons: Vec<Refusal> = refused.iter().filter_map(|g| g.refusal).collect();
+    let rank = |r: &Refusal| match r {
+        Refusal::Limit(_) => 0,
+        Refusal::Held => 1,
+        Refusal::Plain => 2,
+        Refusal::Slots(_) => 3,
+        Refusal::Queued(_) => 4,
+    };
+    let why = if let Some(conflict) = reasons.iter().find(|r| matches!(r, Refusal::Limit(_))) {
+        *conflict
+    } else {
+        let count = |kind: usize| reasons.iter().filter(|r| rank(r) == kind).count();
+        let kind = (1..=4)
+            .max_by_key(|k| (count(*k), std::cmp::Reverse(*k)))
+            .unwrap_or(1);
+        let same = reasons.iter().filter(|r| rank(r) == kind);
+        match kind {
+            4 => Refusal::Queued(
+                same.filter_map(|r| match r {
+                    Refusal::Queued(n) => Some(*n),
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(0),
+            ),
+            _ => same.copied().next().unwrap_or(Refusal::Held),
+        }
+    };
+    let mut lapses: Vec<Duration> = refused.iter().filter_map(|g| g.lapse_ahead).collect();
+    lapses.sort_unstable();
+    let quorum = redlock::quorum(n);
+    Busy {
+        why,
+        lapse_ahead: lapses
+            .get(quorum.saturating_sub(1))
+            .or(lapses.last())
+            .copied(),
+    }
+}
+
+/// The sooner of two lapses, either of which may be unknown.
+fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// What one acquire round meant.
 enum Judged {
     Held(Held),
@@ -849,7 +1040,9 @@ pub fn books(keys: &Keys, slot: Option<u32>, limit: Option<u32>) -> Books {
         holder: keys.holder(slot),
         fence: keys.fence(),
         released: keys.released(),
-        limit: limit.map(|n| (keys.limit(), n)),
+        main: keys.lock().to_vec(),
+        slots: keys.slots(),
+        limit,
         queue: keys.queue(),
         waiters: keys.waiters(),
     }

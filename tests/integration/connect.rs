@@ -493,20 +493,22 @@ pub(crate) const MINIMAL_ACL: &[&str] = &[
     "+ltrim",
     "+lindex",
     "+lrange",
-    // The --wait queue, and `status` counting it.
+    // The --wait queue, and `status` counting it; --limit's slot holders.
     "+exists",
     "+time",
     "+zadd",
     "+zrange",
     "+zrem",
     "+zcard",
+    "+zscore",
     "+hget",
     "+hdel",
 ];
 
-/// The rules of [`MINIMAL_ACL`] that only the --wait queue needs.
+/// The rules of [`MINIMAL_ACL`] that only the --wait queue (and --limit)
+/// needs.
 const QUEUE_ACL: &[&str] = &[
-    "+exists", "+time", "+zadd", "+zrange", "+zrem", "+zcard", "+hget", "+hdel",
+    "+exists", "+time", "+zadd", "+zrange", "+zrem", "+zcard", "+zscore", "+hget", "+hdel",
 ];
 
 /// `ACL SETUSER name reset on >password ~lock:* resetchannels &lock:* RULES...` on `node`

@@ -289,3 +289,349 @@ fn redis_work_per_run_does_not_grow_with_waiters() {
         "commands per run grew from {few:.1} (2 waiters) to {many:.1} (20 waiters)"
     );
 }
+
+// ---------------------------------------------------------------------------
+// The queue by the nodes' clocks, dead head waiters, dropped subscriptions
+// ---------------------------------------------------------------------------
+
+/// A shared object that moves the wall clock (CLOCK_REALTIME, gettimeofday,
+/// time) of whatever it is preloaded into by `SKEW_SECONDS`, leaving the
+/// monotonic and boot clocks alone: a host whose clock is off.
+fn clock_shim(dir: &TempDir) -> std::path::PathBuf {
+    let source = dir.join("skew.c");
+    let object = dir.join("skew.so");
+    fs::write(
+        &source,
+        r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <time.h>
+
+static long skew(void) {
+    const char *s = getenv("SKEW_SECONDS");
+    return s ? atol(s) : 0;
+}
+
+int clock_gettime(clockid_t id, struct timespec *ts) {
+    static int (*real)(clockid_t, struct timespec *);
+    if (!real) real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+    int r = real(id, ts);
+    if (r == 0 && ts && (id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE)) ts->tv_sec += skew();
+    return r;
+}
+
+int gettimeofday(struct timeval *tv, void *tz) {
+    static int (*real)(struct timeval *, void *);
+    if (!real) real = (int (*)(struct timeval *, void *))dlsym(RTLD_NEXT, "gettimeofday");
+    int r = real(tv, tz);
+    if (r == 0 && tv) tv->tv_sec += skew();
+    return r;
+}
+
+time_t time(time_t *t) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (t) *t = ts.tv_sec;
+    return ts.tv_sec;
+}
+"#,
+    )
+    .expect("write the shim's source");
+    let out = std::process::Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&object)
+        .arg(&source)
+        .arg("-ldl")
+        .output()
+        .expect("gcc is needed to build the clock shim");
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    object
+}
+
+/// How far apart the earliest and the latest `started_at` of `name`'s
+/// history are, in seconds (`history --json`).
+fn history_spread(cluster: &Cluster, name: &str) -> f64 {
+    let out = crate::support::Test::new()
+        .args(["history", "-r", &cluster.urls(), "-k", name, "--json"])
+        .expect_code(0);
+    let got = crate::support::python(
+        "import json, sys, datetime\n\
+         t = [datetime.datetime.fromisoformat(r['started_at'].replace('Z', '+00:00')) \
+         for r in json.load(sys.stdin)]\n\
+         print(len(t), (max(t) - min(t)).total_seconds())",
+        &out.stdout,
+    );
+    let mut words = got.split_whitespace();
+    assert_eq!(words.next(), Some("3"), "three runs in the history: {got}");
+    words
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no spread in {got:?}"))
+}
+
+/// A waiter on a host whose clock is 5 s behind, queued last, is served
+/// last: a place is scored by the nodes' clocks, not the waiter's.
+#[test]
+fn a_waiter_whose_clock_is_behind_is_served_in_its_turn() {
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let dir = tempdir();
+    let shim = clock_shim(&dir);
+    // The shim works on what it is preloaded into.
+    let date = std::process::Command::new("date")
+        .arg("+%s")
+        .env("LD_PRELOAD", &shim)
+        .env("SKEW_SECONDS", "-5")
+        .output()
+        .expect("date");
+    let shown: i64 = String::from_utf8_lossy(&date.stdout)
+        .trim()
+        .parse()
+        .expect("date +%s");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
+    assert!(
+        (now - 7..=now - 4).contains(&shown),
+        "shim: {shown} vs {now}"
+    );
+
+    let holder = base(&urls, "skew", &dir)
+        .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "held", &holder);
+    let first = base(&urls, "skew", &dir)
+        .args(["--wait", "60s", "-c", "echo on-time >> order"])
+        .spawn();
+    await_queued(&cluster, "skew", 1, &[]);
+    std::thread::sleep(Duration::from_millis(100));
+    let behind = base(&urls, "skew", &dir)
+        .env("LD_PRELOAD", &shim)
+        .env("SKEW_SECONDS", "-5")
+        .args(["--wait", "60s", "-c", "echo behind >> order"])
+        .spawn();
+    await_queued(&cluster, "skew", 2, &[]);
+    // Past a renewal of both places.
+    std::thread::sleep(Duration::from_millis(1200));
+    touch(&dir, "go");
+    holder.wait().assert_code(0);
+    let (a, b) = (first.wait(), behind.wait());
+    a.assert_code(0);
+    b.assert_code(0);
+    assert_eq!(
+        lines(&dir, "order"),
+        ["on-time", "behind"],
+        "the waiter whose clock is behind went first\n{a}\n{b}"
+    );
+    // And redlock-run itself ran on the skewed clock: its run says it
+    // started ~5 s before the others, which all ran within ~2 s.
+    let spread = history_spread(&cluster, "skew");
+    assert!(
+        spread > 3.5,
+        "the shim did not reach redlock-run: {spread} s"
+    );
+}
+
+/// The token of the waiter at the head of `name`'s queue on node `i`.
+fn head_of_queue(cluster: &Cluster, i: usize, name: &str) -> Option<String> {
+    let head: Vec<String> =
+        cluster[i].cmd(redis::cmd("ZRANGE").arg(keys(name).queue()).arg(0).arg(0));
+    head.into_iter().next()
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A head waiter killed while the lock is free costs the queue its place's
+/// lapse and no more: the next waiter looks again the moment it lapses.
+#[test]
+fn a_dead_head_waiter_costs_its_lapse_and_no_more() {
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let dir = tempdir();
+    let holder = base(&urls, "deadhead", &dir)
+        .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "held", &holder);
+    let head = base(&urls, "deadhead", &dir)
+        .args(["--wait", "60s", "-c", "touch head-ran"])
+        .spawn();
+    await_queued(&cluster, "deadhead", 1, &[]);
+    let dead = head_of_queue(&cluster, 0, "deadhead").expect("a head");
+    // Half a renewal apart: the next waiter's own renewals come half a
+    // second after the head's, so only a look sized to the lapse is prompt.
+    std::thread::sleep(Duration::from_millis(500));
+    let next = base(&urls, "deadhead", &dir)
+        .args(["--wait", "60s", "-c", "date +%s%N > served"])
+        .spawn();
+    await_queued(&cluster, "deadhead", 2, &[]);
+    // Let both renew a few times at random points.
+    std::thread::sleep(Duration::from_millis(1500));
+    head.signal(libc::SIGKILL);
+    let _ = head.wait();
+    touch(&dir, "go");
+    holder.wait().assert_code(0);
+    // When the dead waiter's place lapses, by each node's clock (the same
+    // host's here): a request it sent just before dying may still have landed.
+    std::thread::sleep(Duration::from_millis(100));
+    let lapses: Vec<u64> = (0..3)
+        .filter_map(|i| {
+            let at: Option<String> = cluster[i].cmd(
+                redis::cmd("HGET")
+                    .arg(keys("deadhead").waiters())
+                    .arg(&dead),
+            );
+            at.and_then(|a| a.parse().ok())
+        })
+        .collect();
+    assert_eq!(lapses.len(), 3, "the dead waiter's place is gone already");
+    let lapse = *lapses.iter().max().expect("three");
+    let out = next.wait();
+    out.assert_code(0);
+    assert!(!dir.has("head-ran"));
+    let served: u64 = fs::read_to_string(dir.join("served"))
+        .expect("served")
+        .trim()
+        .parse::<u64>()
+        .expect("ns")
+        / 1_000_000;
+    let late = served as i64 - lapse as i64;
+    eprintln!("behind a dead head waiter: served {late} ms after its place lapsed");
+    assert!(
+        late <= 200,
+        "served {late} ms after the dead waiter's place lapsed (at most 200 ms)\n{out}"
+    );
+    assert!(
+        late > -50,
+        "served before the head's place lapsed: {late} ms\n{out}"
+    );
+}
+
+/// Every waiter subscribed on every node (its own channel).
+fn await_subscribed(cluster: &Cluster, name: &str, n: i64, waiters: &[&Running]) {
+    let channel = keys(name).released();
+    let ok = wait_until(START, || {
+        (0..cluster.len()).all(|i| crate::support::subscribers(&cluster[i], &channel) == n)
+    });
+    if !ok {
+        let per_node: Vec<i64> = (0..cluster.len())
+            .map(|i| crate::support::subscribers(&cluster[i], &channel))
+            .collect();
+        let stderr: Vec<String> = waiters.iter().map(|w| w.stderr_so_far()).collect();
+        panic!(
+            "want {n} subscribers on every node, have {per_node:?}\n{}",
+            stderr.join("\n---\n")
+        );
+    }
+}
+
+fn read_ns(dir: &TempDir, name: &str) -> u64 {
+    fs::read_to_string(dir.join(name))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Subscriptions killed on every node while waiters wait: each is made
+/// again, and the next waiter is woken by the release, not by its renewal a
+/// second later. Twice over, so that a renewal cannot pass for a wake-up by
+/// chance.
+#[test]
+fn waiters_subscribe_again_when_their_subscriptions_drop() {
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let dir = tempdir();
+    // Each run marks when it started, holds until told, and marks its end.
+    let hop = |i: usize| {
+        format!(
+            "date +%s%N > served{i}; j=0; while [ ! -e go{i} ] && [ $j -lt 300 ]; do \
+             sleep 0.02; j=$((j+1)); done; date +%s%N > released{i}"
+        )
+    };
+    let holder = base(&urls, "resub", &dir).args(["-c", &hop(0)]).spawn();
+    assert!(
+        wait_until(START, || dir.has("served0")),
+        "{}",
+        holder.stderr_so_far()
+    );
+    let w1 = base(&urls, "resub", &dir)
+        .args(["--wait", "60s", "-c", &hop(1)])
+        .spawn();
+    await_queued(&cluster, "resub", 1, &[]);
+    let w2 = base(&urls, "resub", &dir)
+        .args(["--wait", "60s", "-c", &hop(2)])
+        .spawn();
+    await_queued(&cluster, "resub", 2, &[]);
+    await_subscribed(&cluster, "resub", 2, &[&w1, &w2]);
+    let mut hand_offs = Vec::new();
+    for i in 0..2 {
+        let waiting: Vec<&Running> = [&w1, &w2][i..].to_vec();
+        for node in cluster.iter() {
+            let _: i64 = node.cmd(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub"));
+        }
+        await_subscribed(&cluster, "resub", waiting.len() as i64, &waiting);
+        touch(&dir, &format!("go{i}"));
+        assert!(
+            wait_until(START, || dir.has(format!("served{}", i + 1))),
+            "waiter {} not served\n{}",
+            i + 1,
+            waiting[0].stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        let gap = (read_ns(&dir, &format!("served{}", i + 1)) as i64
+            - read_ns(&dir, &format!("released{i}")) as i64)
+            / 1_000_000;
+        hand_offs.push(gap);
+    }
+    touch(&dir, "go2");
+    holder.wait().assert_code(0);
+    w1.wait().assert_code(0);
+    w2.wait().assert_code(0);
+    eprintln!("hand-offs after dropped subscriptions: {hand_offs:?} ms");
+    assert!(
+        hand_offs.iter().all(|g| *g <= 100),
+        "a waiter was woken {hand_offs:?} ms after the release (at most 100 ms)"
+    );
+}
+
+/// A single try refused because waiters are queued says so, not "held
+/// elsewhere": nothing holds the lock.
+#[test]
+fn a_single_try_behind_queued_waiters_says_they_are_queued() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let k = keys("queued");
+    let until = now_ms() + 60_000;
+    for node in cluster.iter() {
+        for w in ["aaaa", "bbbb"] {
+            let _: i64 = node.cmd(redis::cmd("ZADD").arg(k.queue()).arg(now_ms()).arg(w));
+            let _: i64 = node.cmd(redis::cmd("HSET").arg(k.waiters()).arg(w).arg(until));
+        }
+    }
+    let out = base(&cluster.urls(), "queued", &dir)
+        .args(["-c", "touch ran"])
+        .run();
+    out.assert_code(75).assert_one_error_line();
+    assert!(!dir.has("ran"));
+    assert!(out.stderr.contains("2 waiters queued"), "{out}");
+    assert!(!out.stderr.contains("held elsewhere"), "{out}");
+    let out = base(&cluster.urls(), "queued", &dir)
+        .args(["--log-format", "json", "-c", "touch ran"])
+        .run();
+    out.assert_code(75);
+    assert!(
+        out.stderr.contains("\"reason\":\"queued\"") && out.stderr.contains("\"queued\":2"),
+        "{out}"
+    );
+}

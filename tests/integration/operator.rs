@@ -274,3 +274,56 @@ fn a_ttl_too_short_for_the_default_node_timeout_says_what_to_set() {
         "{out}"
     );
 }
+
+/// A copy of the lock on 1 of 3 nodes is no lock: `status` names it as a
+/// stale copy and calls the lock free (exit 0), in text and JSON, and the
+/// next run takes the lock past it.
+#[test]
+fn status_calls_a_copy_on_a_minority_stale_and_the_lock_free() {
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let dir = tempdir();
+    let k = keys("minority");
+    cluster[0].set(k.lock(), "5c0b1050aaaaaaaaaaaaaaaaaaaaaaaa", 17_500);
+    let out = status(&urls, "minority", &[]);
+    out.assert_code(0);
+    assert!(
+        out.stdout
+            .contains("free (stale copy on 1 of 3 nodes, token 5c0b1050…, expires in 18 s)"),
+        "{out}"
+    );
+    assert!(
+        out.stdout.contains(": stale copy, token 5c0b1050…"),
+        "{out}"
+    );
+    let json = status(&urls, "minority", &["--json"]);
+    json.assert_code(0);
+    let got = python(
+        "import json, sys\nd = json.load(sys.stdin)\ns = d['stale'][0]\n\
+         print(d['verdict'], len(d['stale']), s['token_prefix'], s['on'], s['pttl_ms'] > 15000, \
+         d['nodes'][0]['stale'], d['nodes'][1]['held'])",
+        &json.stdout,
+    );
+    assert_eq!(got.trim(), "free 1 5c0b1050 1 True True False", "{json}");
+    // A run takes the lock past it.
+    base(&urls, "minority", &dir)
+        .args(["-c", "touch ran"])
+        .expect_code(0);
+    assert!(dir.has("ran"));
+    // On 2 of 3 it is the lock.
+    cluster[1].set(k.lock(), "5c0b1050aaaaaaaaaaaaaaaaaaaaaaaa", 17_500);
+    let out = status(&urls, "minority", &[]);
+    out.assert_code(1);
+    assert!(out.stdout.contains("on 2/3 node(s)"), "{out}");
+    // On 1 of 3 with a node down it may be: unknown.
+    let _ = cluster[1].cmd::<i64>(redis::cmd("DEL").arg(k.lock()));
+    cluster[2].stop();
+    let out = status(&urls, "minority", &["--node-timeout", "200ms"]);
+    cluster[2].cont();
+    out.assert_code(69);
+    assert!(
+        out.stdout
+            .contains("unknown: token 5c0b1050… on 1 of 3 nodes"),
+        "{out}"
+    );
+}

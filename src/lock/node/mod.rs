@@ -42,12 +42,18 @@ use conn::Target;
 /// The keys one acquire, extension or release touches.
 #[derive(Clone, Debug)]
 pub struct Books {
+    /// The key taken: the lock's, or with --limit one of its slots.
     pub lock: Vec<u8>,
     pub holder: Vec<u8>,
     pub fence: Vec<u8>,
     pub released: Vec<u8>,
-    /// With --limit N: the key that records N, and N.
-    pub limit: Option<(Vec<u8>, u32)>,
+    /// The lock's own key, which a plain run takes: a --limit run keeps
+    /// away from it (see `Keys::slots`).
+    pub main: Vec<u8>,
+    /// The --limit holders of the moment (see `Keys::slots`).
+    pub slots: Vec<u8>,
+    /// --limit N.
+    pub limit: Option<u32>,
     /// The --wait queue and its waiters' lapse times.
     pub queue: Vec<u8>,
     pub waiters: Vec<u8>,
@@ -56,7 +62,13 @@ pub struct Books {
 impl Books {
     /// How many queued waiters may take the lock at once: N with --limit N.
     pub fn front(&self) -> u32 {
-        self.limit.as_ref().map_or(1, |(_, n)| *n)
+        self.limit.unwrap_or(1)
+    }
+
+    /// A --limit holder's entry in `slots`, `<N>:<token>`; empty without
+    /// --limit (the scripts then leave `slots` alone).
+    pub fn member(&self, token: &str) -> String {
+        self.limit.map_or(String::new(), |n| format!("{n}:{token}"))
     }
 }
 
@@ -68,17 +80,46 @@ pub enum Queue {
     /// A single try: only when no waiter is queued ahead (with --limit N,
     /// fewer than N).
     Check,
-    /// A waiter: take (or renew) the place `arrival` (unix ms) gives, which
-    /// lapses after `lapse` unless renewed, and take the lock only from the
-    /// front of the queue.
-    Join { arrival: u64, lapse: Duration },
+    /// A waiter: take (or renew) a place in the queue, which lapses after
+    /// `lapse` unless renewed, and take the lock only from the front of the
+    /// queue. The place is scored by `ticket` where the waiter has one (the
+    /// same on every node), else by the node's own clock (see
+    /// `Lock::acquire`).
+    Join {
+        ticket: Option<u64>,
+        lapse: Duration,
+    },
 }
 
-/// An acquire's answer, with the fence counter found beside the lock when asked.
+/// Why a node refused an acquire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Another token holds the key taken (the lock, or the slot).
+    Held,
+    /// With --limit: a plain holder holds the lock itself.
+    Plain,
+    /// Without --limit: runs with --limit N hold slots of the lock.
+    Slots(u32),
+    /// Waiters are queued ahead (this many in the queue).
+    Queued(u64),
+    /// With --limit N: runs with --limit M (another number) hold slots.
+    Limit(u32),
+}
+
+/// An acquire's answer, with the fence counter found beside the lock when
+/// asked, and for a queued waiter its place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Granted {
     pub answer: Answer,
     pub fence: Option<u64>,
+    /// Why the node refused.
+    pub refusal: Option<Refusal>,
+    /// A queued waiter's score on the node: its ticket, or the node's time
+    /// of its first enqueue there.
+    pub place: Option<u64>,
+    /// When refused for the queue: how soon the earliest place ahead of
+    /// ours lapses unless renewed (a dead waiter's place).
+    pub lapse_ahead: Option<Duration>,
 }
 
 impl crate::lock::quorum::Vote for Granted {
@@ -282,8 +323,14 @@ impl Node {
     }
 
     /// Blocks on a connection of its own subscribed to `channels`: `ready` once
-    /// the subscription stands (or failed), then `wake` for every message,
-    /// until the connection fails or `wake` returns false.
+    /// the first subscription stands (or failed), then `wake` for every
+    /// message, until `wake` returns false or `alive` says the wait is over.
+    ///
+    /// A subscription that drops (the node restarted, `CLIENT KILL TYPE
+    /// pubsub`, a proxy's idle timeout) is made again at once, then with a
+    /// pause doubling up to `RESUBSCRIBE_MAX` while the node refuses or the
+    /// subscription drops again at once; each new one calls `wake` too, since
+    /// a release may have come while nobody listened.
     ///
     /// A release PUBLISHes from the node that held the lock: on a Sentinel
     /// group that is the primary, and on a Cluster any node hears it (Cluster
@@ -293,25 +340,72 @@ impl Node {
         channels: &[Vec<u8>],
         ready: impl FnOnce(Result<(), NodeError>),
         mut wake: impl FnMut() -> bool,
+        alive: impl Fn() -> bool,
     ) {
-        // A connection of its own: a subscribed connection can do nothing else.
-        let mut conn = match self.target.plain(&self.name, self.timeout) {
-            Ok(c) => c,
-            Err(e) => return ready(Err(e)),
-        };
-        let mut pubsub = conn.as_pubsub();
-        if let Err(e) = pubsub.subscribe(channels) {
-            return ready(Err(error::wording(&self.name, self.timeout, &e)));
+        let mut ready = Some(ready);
+        let mut pause = Duration::ZERO;
+        loop {
+            // A connection of its own: a subscribed connection can do
+            // nothing else.
+            let failed = match self.target.plain(&self.name, self.timeout) {
+                Err(e) => Some(e),
+                Ok(mut conn) => {
+                    let mut pubsub = conn.as_pubsub();
+                    match pubsub.subscribe(channels) {
+                        Err(e) => Some(error::wording(&self.name, self.timeout, &e)),
+                        Ok(()) => {
+                            let since = Instant::now();
+                            let woken = match ready.take() {
+                                Some(ready) => {
+                                    ready(Ok(()));
+                                    true
+                                }
+                                None => wake(),
+                            };
+                            // Messages may be far apart: no read timeout. A
+                            // dead node ends the loop through its connection,
+                            // and the waiter's own renewals cover the gap.
+                            if woken && pubsub.set_read_timeout(None).is_ok() {
+                                while pubsub.get_message().is_ok() && wake() {}
+                            }
+                            if !alive() {
+                                // The UNSUBSCRIBE on drop must not hang on a
+                                // node that stopped answering.
+                                let _ = pubsub.set_read_timeout(Some(self.timeout));
+                                return;
+                            }
+                            // Once at once; a subscription that keeps
+                            // dropping as soon as it stands backs off.
+                            if since.elapsed() >= RESUBSCRIBE_MAX {
+                                pause = Duration::ZERO;
+                            } else {
+                                pause = (pause * 2).clamp(RESUBSCRIBE_MIN, RESUBSCRIBE_MAX);
+                            }
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some(e) = failed {
+                if let Some(ready) = ready.take() {
+                    ready(Err(e));
+                }
+                pause = (pause * 2).clamp(RESUBSCRIBE_MIN, RESUBSCRIBE_MAX);
+            }
+            // A Sentinel group's primary may have moved: ask again.
+            self.target.forget();
+            if !alive() {
+                return;
+            }
+            thread::sleep(pause);
         }
-        ready(Ok(()));
-        // Messages may be far apart; a dead node ends the loop through its
-        // connection, and the waiter's backoff poll covers the gap.
-        if pubsub.set_read_timeout(None).is_err() {
-            return;
-        }
-        while pubsub.get_message().is_ok() && wake() {}
     }
 }
+
+/// How soon a dropped subscription is tried again while its node refuses:
+/// first at once, then doubling from the first to the second.
+const RESUBSCRIBE_MIN: Duration = Duration::from_millis(20);
+const RESUBSCRIBE_MAX: Duration = Duration::from_millis(500);
 
 /// How to reach the nodes, beyond what their URLs say.
 #[derive(Clone, Default)]

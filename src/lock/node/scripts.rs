@@ -3,11 +3,12 @@
 //! primary or a Cluster (where every key a script names is in one hash slot,
 //! so the cluster routes it by its first key).
 
-// The --wait queue. Waiters are a sorted set (the queue, scored by arrival)
-// and a hash (when each one's place lapses, in the server's clock, so that a
-// waiter that died leaves the queue by itself). `front` prunes lapsed
-// waiters from the head and returns the first `n` live ones: the ones that
-// may take the lock (n is 1, or N slots with --limit N). `wake` PUBLISHes to
+// The --wait queue. Waiters are a sorted set (the queue, scored by each
+// waiter's ticket: see `Lock::acquire`) and a hash (when each one's place
+// lapses, in the server's clock, so that a waiter that died leaves the queue
+// by itself). `front` prunes lapsed waiters from the head and returns the
+// first `n` live ones, the ones that may take the lock (n is 1, or N slots
+// with --limit N), and the earliest of their lapse times. `wake` PUBLISHes to
 // each of them on its own channel (`<release channel>:<token>`), so a release
 // wakes the head of the queue, not every waiter; and, for waiters that do not
 // queue (--wait-unfair, or other versions), on the release channel itself.
@@ -21,24 +22,29 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function front(q, w, n, now)
-  local live, i = {}, 0
+  local live, i, lapse = {}, 0, false
   while #live < n do
     local id = redis.call('ZRANGE', q, i, i)[1]
     if not id then
       break
     end
-    if tonumber(redis.call('HGET', w, id) or '0') < now then
+    local at = tonumber(redis.call('HGET', w, id) or '0')
+    if at < now then
       redis.call('ZREM', q, id)
       redis.call('HDEL', w, id)
     else
       live[#live + 1] = id
+      if not lapse or at < lapse then
+        lapse = at
+      end
       i = i + 1
     end
   end
-  return live
+  return live, lapse
 end
 local function wake_front(q, w, ch, n)
-  for _, id in ipairs(front(q, w, n, now_ms())) do
+  local live = front(q, w, n, now_ms())
+  for _, id in ipairs(live) do
     redis.call('PUBLISH', ch .. ':' .. id, '')
   end
 end
@@ -51,81 +57,191 @@ end
     };
 }
 
+// The --limit holders of the moment (`Keys::slots`): a sorted set of
+// `<N>:<token>`, each scored by when that holder's slot lapses (server ms),
+// written in the same step as the slot key's own expiry, so an entry is live
+// exactly as long as its slot key. The set itself lives as long as its
+// longest entry. `slot_holders` drops a few lapsed entries (holders that
+// died) and returns the live ones; `hold_slot` sets ours to lapse in `ms`.
+// Not under pcall where a slot is taken or kept: a plain lock and a --limit
+// lock exclude each other by it, so a step that fails fails the request (the
+// node then counts as failed and is undone). A plain acquire that may not
+// read the set goes on: the same ACL could not have written an entry.
+macro_rules! slots_lua {
+    () => {
+        "\
+local function slot_holders(s, now)
+  if redis.call('EXISTS', s) == 0 then
+    return {}
+  end
+  local dead = redis.call('ZRANGE', s, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)
+  for _, m in ipairs(dead) do
+    redis.call('ZREM', s, m)
+  end
+  return redis.call('ZRANGE', s, '(' .. now, '+inf', 'BYSCORE')
+end
+local function slot_limit(m)
+  return tonumber(string.match(m, '^(%d+):') or '0')
+end
+local function hold_slot(s, member, ms, now)
+  redis.call('ZADD', s, now + ms, member)
+  if redis.call('PTTL', s) < ms then
+    redis.call('PEXPIRE', s, ms)
+  end
+end
+"
+    };
+}
+
 // Every script touches the lock's books only while the lock holds our token.
 // Calls that only inform (the holder record, the PUBLISH that wakes waiters)
 // go through pcall: an ACL that denies them must not cost a lock or a
 // release. Keys are passed as KEYS (one hash slot, see `keys`), never spliced
 // into the Lua text.
 
-/// Takes the lock: SET NX PX, or, when it already holds our token (a retry
-/// after a lost reply), renews it. In the same atomic step: writes the
-/// holder record (KEYS[2]) when fields are given from ARGV[8], reads the
-/// --fence counter (KEYS[3]) when ARGV[3] is '1', and with --limit records
-/// the number of slots (ARGV[4]) in KEYS[4] for `status`.
+/// Takes the lock (KEYS[1]: the lock, or with --limit a slot): SET NX PX,
+/// or, when it already holds our token (a retry after a lost reply), renews
+/// it. In the same atomic step: writes the holder record (KEYS[2]) when
+/// fields are given from ARGV[8], and reads the --fence counter (KEYS[3])
+/// when ARGV[3] is '1'.
+///
+/// One name, one lock: without --limit (ARGV[4] empty) the lock is refused
+/// while any --limit holder is live in KEYS[4] (`slots_lua`); with --limit N
+/// (ARGV[4] is our entry, `<N>:<token>`) a slot is refused while the lock
+/// itself (KEYS[7]) is held, and refused as a conflict (answer 2) while a
+/// holder with another N is live, so that runs with different --limit values
+/// never share the name. A slot taken adds our entry to KEYS[4].
 ///
 /// The queue (KEYS[5], KEYS[6]) by ARGV[5]: '' ignores it; 'check' (a
 /// single try) takes the lock only while fewer than ARGV[7] waiters are
-/// queued; a number (a waiter's arrival) queues or renews our place with
-/// that score, lapsing in ARGV[6] ms, and takes the lock only from among the
-/// first ARGV[7] places, leaving the queue when it does.
+/// queued; 'join' (a waiter's first try) queues us scored by this node's
+/// clock, unless we have a place already; a number (the waiter's ticket)
+/// queues or renews our place with that score. A place lapses in ARGV[6] ms;
+/// a waiter takes the lock only from among the first ARGV[7] places, and
+/// leaves the queue when it does.
+///
+/// The answer: {1} or {1, fence counter} when taken; else {0 (2 for the
+/// conflict), false, our place's score or false, why ('held', 'plain',
+/// 'slots', 'queued', 'limit'), a number for it (waiters queued, the other
+/// N) or false, ms until the earliest place ahead of ours lapses or false}.
 pub(super) const ACQUIRE: &str = concat!(
     queue_lua!(),
+    slots_lua!(),
     "\
-local mode = ARGV[5]
+local token, mode, n = ARGV[1], ARGV[5], tonumber(ARGV[7])
+local place, lapse_ahead = false, false
+local function refused(why, detail)
+  return {0, false, place, why, detail or false, lapse_ahead}
+end
 local function gate()
   if mode == 'check' and redis.call('EXISTS', KEYS[5]) == 0 then
     return true
   end
-  if redis.call('GET', KEYS[1]) == ARGV[1] then
-    return true
-  end
   local now = now_ms()
   if mode ~= 'check' then
-    redis.call('HSET', KEYS[6], ARGV[1], now + tonumber(ARGV[6]))
-    redis.call('ZADD', KEYS[5], mode, ARGV[1])
+    redis.call('HSET', KEYS[6], token, now + tonumber(ARGV[6]))
+    if mode == 'join' then
+      redis.call('ZADD', KEYS[5], 'NX', now, token)
+      place = tonumber(redis.call('ZSCORE', KEYS[5], token))
+    else
+      redis.call('ZADD', KEYS[5], mode, token)
+      place = tonumber(mode)
+    end
     redis.call('PEXPIRE', KEYS[5], ARGV[6])
     redis.call('PEXPIRE', KEYS[6], ARGV[6])
   end
-  local n = tonumber(ARGV[7])
-  local live = front(KEYS[5], KEYS[6], n, now)
+  local live, lapse = front(KEYS[5], KEYS[6], n, now)
   if mode == 'check' then
     return #live < n
   end
   for _, id in ipairs(live) do
-    if id == ARGV[1] then
+    if id == token then
       return true
     end
   end
+  if lapse then
+    lapse_ahead = lapse - now + 1
+  end
   return false
 end
-if mode ~= '' then
-  local ok, ours = pcall(gate)
-  if ok and not ours then
-    return {0}
+local mine = redis.call('GET', KEYS[1]) == token
+if not mine then
+  if mode ~= '' then
+    local ok, ours = pcall(gate)
+    if ok and not ours then
+      if redis.call('EXISTS', KEYS[1]) == 1 then
+        return refused('held')
+      end
+      local q = redis.pcall('ZCARD', KEYS[5])
+      return refused('queued', type(q) == 'number' and q or 0)
+    end
+  end
+  if ARGV[4] == '' then
+    -- An ACL without the set's commands cannot take a slot either: a plain
+    -- lock still works for it.
+    local ok, holders = pcall(function()
+      return slot_holders(KEYS[4], now_ms())
+    end)
+    if ok and #holders > 0 then
+      return refused('slots', slot_limit(holders[1]))
+    end
+  else
+    local holders = slot_holders(KEYS[4], now_ms())
+    if redis.call('EXISTS', KEYS[7]) == 1 then
+      return refused('plain')
+    end
+    local ours = slot_limit(ARGV[4])
+    for _, m in ipairs(holders) do
+      if slot_limit(m) ~= ours then
+        return {2, false, place, 'limit', slot_limit(m), false}
+      end
+    end
   end
 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-    return {0}
-  end
+if mine then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+elseif not redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
+  return refused('held')
+end
+if ARGV[4] ~= '' then
+  hold_slot(KEYS[4], ARGV[4], tonumber(ARGV[2]), now_ms())
 end
 if mode ~= '' and mode ~= 'check' then
-  redis.pcall('ZREM', KEYS[5], ARGV[1])
-  redis.pcall('HDEL', KEYS[6], ARGV[1])
+  redis.pcall('ZREM', KEYS[5], token)
+  redis.pcall('HDEL', KEYS[6], token)
 end
 if #ARGV > 7 then
   redis.pcall('DEL', KEYS[2])
   redis.pcall('HSET', KEYS[2], unpack(ARGV, 8))
   redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
 end
-if ARGV[4] ~= '' then
-  redis.pcall('SET', KEYS[4], ARGV[4], 'PX', ARGV[2])
-end
 if ARGV[3] == '1' then
   return {1, redis.call('GET', KEYS[3])}
 end
 return {1}"
+);
+
+/// `status`: the --limit N that live holders of the lock's slots took
+/// (KEYS[1], the largest), else what versions before the `slots` set
+/// recorded (KEYS[2]); false when neither.
+pub(super) const LIMIT_OF: &str = concat!(
+    queue_lua!(),
+    slots_lua!(),
+    "\
+local best = false
+for _, m in ipairs(slot_holders(KEYS[1], now_ms())) do
+  local n = slot_limit(m)
+  if n > 0 and (not best or n > best) then
+    best = n
+  end
+end
+if not best then
+  local old = redis.pcall('GET', KEYS[2])
+  if type(old) == 'string' then
+    best = tonumber(old) or false
+  end
+end
+return best"
 );
 
 /// A --once-per marker: SET NX PX, or renew it when it holds our token.
@@ -138,22 +254,44 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 return {1}";
 
-/// Extends only our own lock (its record, and with --limit the slot count,
-/// KEYS[3]); never re-creates one (see `retake`). 1 extended, -1 no key
-/// here, 0 another token.
-pub(super) const EXTEND: &str = "\
+/// Extends only our own lock (its record, and with --limit our entry among
+/// the slot holders, KEYS[3], ARGV[3]); never re-creates one (see
+/// `retake`). 1 extended, -1 no key here, 0 another token.
+pub(super) const EXTEND: &str = concat!(
+    queue_lua!(),
+    slots_lua!(),
+    "\
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
-  redis.pcall('PEXPIRE', KEYS[3], ARGV[2])
+  if ARGV[3] ~= '' then
+    hold_slot(KEYS[3], ARGV[3], tonumber(ARGV[2]), now_ms())
+  end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 elseif v == false then
   return -1
 end
-return 0";
+return 0"
+);
 
-// RELEASE's text, also inside RELEASE_RECORDING (after queue_lua!).
+/// With --limit: puts our slot (KEYS[1]) back on a node that lost it, with
+/// our entry among the slot holders (KEYS[2], ARGV[3]). 1 taken back, 0
+/// another token holds it.
+pub(super) const RETAKE_SLOT: &str = concat!(
+    queue_lua!(),
+    slots_lua!(),
+    "\
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 0
+end
+hold_slot(KEYS[2], ARGV[3], tonumber(ARGV[2]), now_ms())
+return 1"
+);
+
+// RELEASE's text, also inside RELEASE_RECORDING (after queue_lua!). The
+// wrapper names the slot holders' set and our entry there (`slots_key`,
+// `member`; an empty member without --limit).
 macro_rules! release {
     () => {
         "\
@@ -164,6 +302,9 @@ if v == ARGV[1] then
   r = 1
 elseif v == false then
   r = -1
+end
+if member ~= '' then
+  redis.pcall('ZREM', slots_key, member)
 end
 if ARGV[2] ~= '' then
   if r ~= 0 then
@@ -188,9 +329,14 @@ return r"
 /// ARGV[2] itself, in the same script, so that no waiter can miss it. An
 /// empty ARGV[2] (undoing a failed attempt) wakes nobody and keeps our place
 /// in the queue; a real release also drops our place wherever it is left (a
-/// node that did not grant us the lock still has it). -1 tells the log the
-/// key had already gone.
-pub(super) const RELEASE: &str = concat!(queue_lua!(), release!());
+/// node that did not grant us the lock still has it). With --limit our entry
+/// (ARGV[4]) leaves the slot holders (KEYS[5]). -1 tells the log the key had
+/// already gone.
+pub(super) const RELEASE: &str = concat!(
+    queue_lua!(),
+    "local slots_key, member = KEYS[5], ARGV[4]\n",
+    release!()
+);
 
 /// Drops our place in the queue, waking nobody: we hold the lock, taken on
 /// a quorum of other nodes, and this node should not keep us at its front.
@@ -210,7 +356,8 @@ pcall(wake, KEYS[1], KEYS[2], ARGV[2], tonumber(ARGV[3]))
 return 1"
 );
 
-// HOLD's text, also inside HOLD_RECORDING.
+// HOLD's text, also inside HOLD_RECORDING (after queue_lua! and
+// slots_lua!, with `slots_key` and `member` as for release!).
 macro_rules! hold {
     () => {
         "\
@@ -219,14 +366,23 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 redis.pcall('HSET', KEYS[2], 'exited_ms', ARGV[3], 'exit_code', ARGV[4])
 redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
+if member ~= '' then
+  hold_slot(slots_key, member, tonumber(ARGV[2]), now_ms())
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1"
     };
 }
 
 /// Leaves our lock to expire after ARGV[2] ms (--hold), saying so in its
-/// record: the command exited (ARGV[3] ms) with status ARGV[4].
-pub(super) const HOLD: &str = hold!();
+/// record: the command exited (ARGV[3] ms) with status ARGV[4]. With
+/// --limit our entry among the slot holders (KEYS[3], ARGV[5]) lapses with it.
+pub(super) const HOLD: &str = concat!(
+    queue_lua!(),
+    slots_lua!(),
+    "local slots_key, member = KEYS[3], ARGV[5]\n",
+    hold!()
+);
 
 /// `unlock --token`: deletes the lock where its token starts with ARGV[1]
 /// (the whole token, or the prefix `status` shows), and wakes waiters.
@@ -337,10 +493,12 @@ pub(super) const APPEND: &str = concat!(
 
 /// RELEASE (KEYS[1..4], ARGV[1..3]), then the append of ARGV[4] to the
 /// history KEYS[5] (ARGV[5], ARGV[6] as in APPEND): {RELEASE's answer,
-/// `record`'s}.
+/// `record`'s}. With --limit, the slot holders are KEYS[6] and our entry
+/// ARGV[7].
 pub(super) const RELEASE_RECORDING: &str = concat!(
     queue_lua!(),
     record!(),
+    "local slots_key, member = KEYS[6], ARGV[7]\n",
     "local function release()\n",
     release!(),
     "
@@ -352,8 +510,12 @@ return {released, recorded}"
 
 /// HOLD (KEYS[1..2], ARGV[1..4]), then the append of ARGV[5] to the history
 /// KEYS[3] (ARGV[6], ARGV[7] as in APPEND): {HOLD's answer, `record`'s}.
+/// With --limit, the slot holders are KEYS[4] and our entry ARGV[8].
 pub(super) const HOLD_RECORDING: &str = concat!(
+    queue_lua!(),
+    slots_lua!(),
     record!(),
+    "local slots_key, member = KEYS[4], ARGV[8]\n",
     "local function hold()\n",
     hold!(),
     "

@@ -10,7 +10,7 @@ use redis::Value;
 use super::conn::{Conn, Target};
 use super::error::{self, Failure, NodeError, interrupted, server_error, unexpected};
 use super::scripts::*;
-use super::{Books, Extension, Granted, Inspection, Options, Queue, Released, millis};
+use super::{Books, Extension, Granted, Inspection, Options, Queue, Refusal, Released, millis};
 use crate::lock::history::{Ended, Ending, Finish, HISTORY_CAP, HISTORY_TTL};
 use crate::lock::redlock::Answer;
 
@@ -61,27 +61,29 @@ impl Session {
     ) -> Result<Granted, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(ACQUIRE)
-            .arg(6)
+            .arg(7)
             .arg(&books.lock)
             .arg(&books.holder)
-            .arg(&books.fence);
-        // Without --limit KEYS[4] is unused: the fence key stands in, in the
-        // same hash slot.
-        let (limit_key, n) = match &books.limit {
-            Some((key, n)) => (key, n.to_string()),
-            None => (&books.fence, String::new()),
-        };
-        cmd.arg(limit_key)
+            .arg(&books.fence)
+            .arg(&books.slots)
             .arg(&books.queue)
             .arg(&books.waiters)
+            .arg(&books.main)
             .arg(token)
             .arg(millis(ttl))
             .arg(u8::from(fence))
-            .arg(n);
+            .arg(books.member(token));
         match queue {
             Queue::Ignore => cmd.arg("").arg(0),
             Queue::Check => cmd.arg("check").arg(0),
-            Queue::Join { arrival, lapse } => cmd.arg(arrival).arg(millis(*lapse)),
+            Queue::Join {
+                ticket: None,
+                lapse,
+            } => cmd.arg("join").arg(millis(*lapse)),
+            Queue::Join {
+                ticket: Some(t),
+                lapse,
+            } => cmd.arg(t).arg(millis(*lapse)),
         };
         cmd.arg(books.front());
         for (k, v) in record {
@@ -114,7 +116,7 @@ impl Session {
         };
         let answer = match parts.first() {
             Some(Value::Int(1)) => Answer::Granted,
-            Some(Value::Int(0)) => Answer::Refused,
+            Some(Value::Int(0 | 2)) => Answer::Refused,
             other => return Err(self.unexpected("acquire script", &format!("{other:?}"))),
         };
         let fence = match (fence, answer, parts.get(1)) {
@@ -130,7 +132,32 @@ impl Session {
                 return Err(self.unexpected("GET fence counter", &format!("{other:?}")));
             }
         };
-        Ok(Granted { answer, fence })
+        let int = |i: usize| match parts.get(i) {
+            Some(Value::Int(n)) => u64::try_from(*n).ok(),
+            _ => None,
+        };
+        let refusal = match (answer, parts.get(3)) {
+            (Answer::Refused, Some(Value::BulkString(why))) => {
+                let n = int(4).unwrap_or(0);
+                let small = u32::try_from(n).unwrap_or(u32::MAX);
+                Some(match why.as_slice() {
+                    b"plain" => Refusal::Plain,
+                    b"slots" => Refusal::Slots(small),
+                    b"queued" => Refusal::Queued(n),
+                    b"limit" => Refusal::Limit(small),
+                    _ => Refusal::Held,
+                })
+            }
+            (Answer::Refused, _) => Some(Refusal::Held),
+            _ => None,
+        };
+        Ok(Granted {
+            answer,
+            fence,
+            refusal,
+            place: int(2),
+            lapse_ahead: int(5).map(Duration::from_millis),
+        })
     }
 
     /// Compare-and-PEXPIRE (the record too): `Refused` when the key no
@@ -143,9 +170,8 @@ impl Session {
     ) -> Result<Extension, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(EXTEND).arg(3).arg(&books.lock).arg(&books.holder);
-        // Without --limit there is no count to refresh: the record again.
-        cmd.arg(books.limit.as_ref().map_or(&books.holder, |(k, _)| k));
-        cmd.arg(token).arg(millis(ttl));
+        cmd.arg(&books.slots);
+        cmd.arg(token).arg(millis(ttl)).arg(books.member(token));
         self.follow_primary();
         match self.write(&cmd, &books.lock, |v| *v == Value::Int(1))? {
             Value::Int(1) => Ok(Extension::Extended),
@@ -159,7 +185,22 @@ impl Session {
     /// or expired early by its clock) while a quorum still holds it for us:
     /// so that losses spread over a long run do not add up. Only ever sent
     /// within the validity the extension round just won.
+    /// With --limit, a script: the slot goes back with our entry among the
+    /// slot holders, which keeps plain runs away.
     pub fn retake(&mut self, books: &Books, token: &str, ttl: Duration) -> Result<bool, NodeError> {
+        if books.limit.is_some() {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(RETAKE_SLOT)
+                .arg(2)
+                .arg(&books.lock)
+                .arg(&books.slots);
+            cmd.arg(token).arg(millis(ttl)).arg(books.member(token));
+            return match self.write(&cmd, &books.lock, |v| *v == Value::Int(1))? {
+                Value::Int(1) => Ok(true),
+                Value::Int(0) => Ok(false),
+                other => Err(self.unexpected("retake script", &format!("{other:?}"))),
+            };
+        }
         let mut cmd = redis::cmd("SET");
         cmd.arg(&books.lock)
             .arg(token)
@@ -185,18 +226,19 @@ impl Session {
     ) -> Result<Released, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(RELEASE)
-            .arg(4)
+            .arg(5)
             .arg(&books.lock)
             .arg(&books.holder)
             .arg(&books.queue)
             .arg(&books.waiters)
+            .arg(&books.slots)
             .arg(token);
         if announce {
             cmd.arg(&books.released);
         } else {
             cmd.arg("");
         }
-        cmd.arg(books.front());
+        cmd.arg(books.front()).arg(books.member(token));
         match self.eval(&cmd)? {
             Value::Int(1) => Ok(Released::Deleted),
             Value::Int(-1) => Ok(Released::AlreadyGone),
@@ -214,11 +256,16 @@ impl Session {
         exit_code: u8,
     ) -> Result<Answer, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(HOLD).arg(2).arg(&books.lock).arg(&books.holder);
+        cmd.arg(HOLD)
+            .arg(3)
+            .arg(&books.lock)
+            .arg(&books.holder)
+            .arg(&books.slots);
         cmd.arg(token)
             .arg(millis(left))
             .arg(crate::lock::unix_ms())
-            .arg(exit_code);
+            .arg(exit_code)
+            .arg(books.member(token));
         match self.write(&cmd, &books.lock, |v| *v == Value::Int(1))? {
             Value::Int(1) => Ok(Answer::Granted),
             Value::Int(0) => Ok(Answer::Refused),
@@ -259,10 +306,15 @@ impl Session {
         self.eval(&cmd).map(drop)
     }
 
-    /// With --limit N recorded beside the lock: N.
-    pub fn limit(&mut self, key: &[u8]) -> Result<Option<u32>, NodeError> {
-        let v: Option<String> = self.query(|c| redis::cmd("GET").arg(key).query(c))?;
-        Ok(v.and_then(|v| v.parse().ok()))
+    /// The N of the --limit N holders of the lock's slots (see LIMIT_OF).
+    pub fn limit(&mut self, books: &Books, old: &[u8]) -> Result<Option<u32>, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(LIMIT_OF).arg(2).arg(&books.slots).arg(old);
+        match self.eval(&cmd)? {
+            Value::Int(n) => Ok(u32::try_from(n).ok()),
+            Value::Nil => Ok(None),
+            other => Err(self.unexpected("limit script", &format!("{other:?}"))),
+        }
     }
 
     /// Deletes `key` only while it holds our token.
@@ -419,22 +471,24 @@ impl Session {
         match ending {
             Ending::Release => {
                 cmd.arg(RELEASE_RECORDING)
-                    .arg(5)
+                    .arg(6)
                     .arg(&books.lock)
                     .arg(&books.holder)
                     .arg(&books.queue)
                     .arg(&books.waiters);
                 cmd.arg(key)
+                    .arg(&books.slots)
                     .arg(token)
                     .arg(&books.released)
                     .arg(books.front());
             }
             Ending::Hold { left, exit_code } => {
                 cmd.arg(HOLD_RECORDING)
-                    .arg(3)
+                    .arg(4)
                     .arg(&books.lock)
                     .arg(&books.holder);
                 cmd.arg(key)
+                    .arg(&books.slots)
                     .arg(token)
                     .arg(millis(left))
                     .arg(crate::lock::unix_ms())
@@ -442,6 +496,7 @@ impl Session {
             }
         }
         history_args(&mut cmd, record);
+        cmd.arg(books.member(token));
         // WAIT after a hold that took, as for HOLD alone, and after an
         // append; a release alone waits for nobody, as RELEASE does.
         let hold = matches!(ending, Ending::Hold { .. });
