@@ -153,7 +153,7 @@ _redlock_run_value()
         _redlock_run_words 'text json'
         ;;
     'redlock-run:--record-command')
-        _redlock_run_words 'masked name'
+        _redlock_run_words 'name masked'
         ;;
     esac
     for i in "${!COMPREPLY[@]}"; do

@@ -54,8 +54,8 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l busy-exit-
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l command -d 'Run STRING with /bin/sh -c instead of a command given after --' -r -f -a "(__fish_complete_command)"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d 'Log lines on stderr as text, or as one JSON object per line' -r -f -a "text\t''
 json\t''"
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l record-command -d 'What the holder record (shown by status on every host) keeps of the command line: masked (credentials in URLs and password=/--password values masked, cut to 200 characters) or name (the program\'s name only)' -r -f -a "masked\t'The command line, credentials masked, cut to 200 characters'
-name\t'The program\'s name only'"
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l record-command -d 'What the holder record (shown by status on every host, readable by anyone who can read the nodes) keeps of the command: name (the program\'s name only: `report.sh`, or `/bin/sh -c pg_dump …` for -c) or masked (the command line with what looks like a credential masked, cut to 200 characters)' -r -f -a "name\t'The program\'s name only'
+masked\t'The command line, what looks like a credential masked, cut to 200 characters'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l report -d 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-file -d 'Record the run in FILE, a node_exporter textfile-collector file shared by every run and key on the host: runs by outcome, and the last run\'s start, duration, exit status and success time' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'

@@ -461,10 +461,11 @@ pub struct Cli {
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
     pub log_format: Format,
 
-    /// What the holder record (shown by status on every host) keeps of the command line:
-    /// masked (credentials in URLs and password=/--password values masked, cut to 200
-    /// characters) or name (the program's name only)
-    #[arg(long, value_name = "WHAT", value_enum, default_value_t = RecordCommand::Masked)]
+    /// What the holder record (shown by status on every host, readable by anyone who can read
+    /// the nodes) keeps of the command: name (the program's name only: `report.sh`, or
+    /// `/bin/sh -c pg_dump …` for -c) or masked (the command line with what looks like a
+    /// credential masked, cut to 200 characters)
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = RecordCommand::Name)]
     pub record_command: RecordCommand,
 
     /// Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)
@@ -498,10 +499,10 @@ pub fn command() -> clap::Command {
 /// What the holder record keeps of the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum RecordCommand {
-    /// The command line, credentials masked, cut to 200 characters.
-    Masked,
     /// The program's name only.
     Name,
+    /// The command line, what looks like a credential masked, cut to 200 characters.
+    Masked,
 }
 
 /// What to do with processes the command leaves behind when it exits.

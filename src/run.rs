@@ -792,7 +792,13 @@ fn check_once_per(lock: &Lock, config: &Config, log: &Log) -> Result<Option<u64>
 /// Environment variables that may carry a password: the command never sees them.
 fn secret_env() -> Vec<&'static str> {
     let mut remove = vec!["REDLOCK_PASSWORD", "REDLOCK_SENTINEL_PASSWORD"];
-    if std::env::var("REDLOCK_REDIS").is_ok_and(|v| v.split(',').any(|u| node::redact(u) != u)) {
+    // Any user-info at all (a password may hold a comma, which splits the
+    // list) or a `pass=` that redaction would hide.
+    let secret = |v: &str| v.contains('@') || node::redact(v) != v;
+    if std::env::var_os("REDLOCK_REDIS").is_some_and(|v| {
+        let v = v.to_string_lossy();
+        secret(&v) || v.split(',').any(secret)
+    }) {
         remove.push("REDLOCK_REDIS");
     }
     remove

@@ -2,10 +2,13 @@
 //! `status`. Information only: nothing decides anything from it, and the
 //! lock itself stays the plain token so other clients remain compatible.
 //!
-//! Anyone who can read the nodes (and every RDB/AOF file) can read it, so the
-//! command line goes in with credentials masked (`scheme://user:***@host`,
-//! `password=***`, `--password ***`), cut to 200 characters; with
-//! `--record-command name`, only the program's name.
+//! Anyone who can read the nodes (and every RDB/AOF file) can read it, so by
+//! default the command is recorded by its program's name alone (`report.sh`;
+//! for `-c`, `/bin/sh -c` and the line's first program). `--record-command
+//! masked` keeps the command line with what looks like a credential masked,
+//! in argv and `-c` alike (see `mask_words`), cut to 200 characters. Masking
+//! is a best effort over forms that are common, not a parser of every
+//! program's options: the name is what is safe.
 
 use crate::cli::{Config, Program, RecordCommand};
 use crate::lock::node::push_masked_authority;
@@ -28,25 +31,17 @@ pub fn holder(config: &Config) -> Vec<(&'static str, String)> {
 /// The command as the record shows it.
 pub fn command(program: &Program, what: RecordCommand) -> String {
     let mut line = match (program, what) {
-        (Program::Shell(_), RecordCommand::Name) => "/bin/sh".to_string(),
-        (Program::Argv(argv), RecordCommand::Name) => {
-            let first = argv[0].to_string_lossy();
-            first.rsplit('/').next().unwrap_or(&first).to_string()
+        (Program::Shell(s), RecordCommand::Name) => shell_name(s),
+        (Program::Argv(argv), RecordCommand::Name) => basename(&argv[0].to_string_lossy()),
+        (Program::Shell(s), RecordCommand::Masked) => {
+            format!("/bin/sh -c {}", mask_words(&shell_words(s)))
         }
-        (Program::Shell(s), RecordCommand::Masked) => format!("/bin/sh -c {}", mask(s)),
         (Program::Argv(argv), RecordCommand::Masked) => {
-            let mut words: Vec<String> = Vec::with_capacity(argv.len());
-            let mut hide_next = false;
-            for a in argv {
-                let a = a.to_string_lossy();
-                if std::mem::take(&mut hide_next) {
-                    words.push("***".into());
-                    continue;
-                }
-                hide_next = is_secret_flag(&a);
-                words.push(mask(&a));
-            }
-            words.join(" ")
+            let words: Vec<(String, String)> = argv
+                .iter()
+                .map(|a| (a.to_string_lossy().into_owned(), " ".to_string()))
+                .collect();
+            mask_words(&words).trim_end().to_string()
         }
     };
     if line.chars().count() > MAX_COMMAND
@@ -58,39 +53,243 @@ pub fn command(program: &Program, what: RecordCommand) -> String {
     line
 }
 
-/// Words that name a secret: `password=`, `PGPASSWORD=`, `--api-key ...`.
+fn basename(path: &str) -> String {
+    path.rsplit('/').next().unwrap_or(path).to_string()
+}
+
+/// `/bin/sh -c` and the first program the line runs (past `VAR=value`
+/// words and `exec`), by its base name, when that is a plain word; `…` when
+/// the line goes on.
+fn shell_name(line: &str) -> String {
+    let words = shell_words(line);
+    let assignment = |w: &str| {
+        w.split_once('=').is_some_and(|(name, _)| {
+            name.bytes().next().is_some_and(|b| !b.is_ascii_digit())
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        })
+    };
+    let plain = |w: &str| {
+        !w.is_empty()
+            && w.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._/+-".contains(&b))
+    };
+    match words
+        .iter()
+        .position(|(w, _)| w != "exec" && !assignment(w))
+    {
+        Some(i) if plain(&words[i].0) => format!(
+            "/bin/sh -c {}{}",
+            basename(&words[i].0),
+            if i + 1 < words.len() { " …" } else { "" }
+        ),
+        _ => "/bin/sh -c …".to_string(),
+    }
+}
+
+/// A shell line cut into words (quotes and backslashes keep spaces inside
+/// a word; the quotes stay in it), each with the blanks that follow it, so
+/// that joining them gives the line back.
+fn shell_words(line: &str) -> Vec<(String, String)> {
+    let mut words: Vec<(String, String)> = Vec::new();
+    let (mut word, mut gap) = (String::new(), String::new());
+    let (mut quote, mut escaped) = (None::<char>, false);
+    for c in line.chars() {
+        let blank = c.is_whitespace() && quote.is_none() && !escaped;
+        if blank {
+            gap.push(c);
+            continue;
+        }
+        if !gap.is_empty() {
+            words.push((std::mem::take(&mut word), std::mem::take(&mut gap)));
+        }
+        word.push(c);
+        match (quote, c) {
+            _ if escaped => escaped = false,
+            (Some('\''), '\'') => quote = None,
+            (Some('\''), _) => {}
+            (_, '\\') => escaped = true,
+            (Some('"'), '"') => quote = None,
+            (None, '\'' | '"') => quote = Some(c),
+            _ => {}
+        }
+    }
+    if !word.is_empty() || !gap.is_empty() {
+        words.push((word, gap));
+    }
+    words
+}
+
+/// Words that name a secret: `password=`, `PGPASSWORD=`, `--api-key`,
+/// `AWS_SECRET_ACCESS_KEY=`, `X-Auth-Token:`.
 fn names_secret(word: &str) -> bool {
-    let w = word.trim_start_matches('-').to_ascii_lowercase();
+    let w = word
+        .trim_start_matches(['-', '$', '\'', '"'])
+        .to_ascii_lowercase();
     [
-        "password", "passwd", "pass", "pwd", "secret", "token", "apikey", "api-key", "api_key",
+        "passw",
+        "passwd",
+        "pwd",
+        "secret",
+        "token",
+        "apikey",
+        "api-key",
+        "api_key",
+        "credential",
+        "auth",
+        "cookie",
     ]
     .iter()
-    .any(|s| w.ends_with(s))
+    .any(|s| w.contains(s))
+        || w.ends_with("pass")
+        || w.ends_with("key")
 }
 
-/// `--password VALUE`: the next argument is the secret.
-fn is_secret_flag(arg: &str) -> bool {
-    arg.starts_with("--") && !arg.contains('=') && names_secret(arg)
+/// `--password VALUE`, `-password VALUE`, redis-cli's `-a VALUE`: the next
+/// word is the secret.
+fn is_secret_flag(word: &str) -> bool {
+    word == "-a"
+        || (word.starts_with('-') && word.len() > 2 && !word.contains('=') && names_secret(word))
 }
 
-/// Masks, in one word or a shell line: the password in every URL's
-/// user-info (the whole user-info when it has no `:`, as for
-/// `https://TOKEN@host`), and the value of every `secret=value`.
-fn mask(text: &str) -> String {
+/// curl's `-u user:PASSWORD` (`--user`): the next word's password.
+fn is_user_flag(word: &str) -> bool {
+    matches!(word, "-u" | "--user" | "--proxy-user" | "-U")
+}
+
+/// `user:secret` with the part after the first `:` masked.
+fn mask_after_colon(word: &str) -> String {
+    match word.find(':') {
+        Some(i) => format!("{}***{}", &word[..=i], closing_quote(word)),
+        None => word.to_string(),
+    }
+}
+
+/// The quote a word ends with, if it is a quoted one, so a mask keeps it.
+fn closing_quote(word: &str) -> &str {
+    match word.chars().next() {
+        Some(q @ ('\'' | '"')) if word.len() > 1 && word.ends_with(q) => &word[word.len() - 1..],
+        _ => "",
+    }
+}
+
+/// Masks every word of a command line (`(word, blanks after it)` pairs) and
+/// joins them again: the password in every URL's user-info (all of what
+/// comes before the last `@`, as `https://TOKEN@host` has no `:`), the value
+/// of every `secret=value` and `Secret-Header: value`, mysql's `-pSECRET`,
+/// curl's `-uuser:SECRET`, and the word after a flag that names a secret
+/// (`--password X`, `-a X`) or after `-u` (its password).
+fn mask_words(words: &[(String, String)]) -> String {
+    let mut out = String::new();
+    // What the previous word asked of this one.
+    enum Next {
+        Plain,
+        Secret,
+        UserColon,
+        HeaderValue,
+    }
+    let mut next = Next::Plain;
+    for (word, gap) in words {
+        let masked = match std::mem::replace(&mut next, Next::Plain) {
+            Next::Secret => format!("***{}", closing_quote(word)),
+            Next::UserColon => mask_after_colon(word),
+            Next::HeaderValue if is_auth_scheme(word) => {
+                // `Authorization: Bearer TOKEN` in words of its own.
+                next = Next::Secret;
+                word.clone()
+            }
+            Next::HeaderValue => format!("***{}", closing_quote(word)),
+            Next::Plain => mask(word),
+        };
+        let bare = word.trim_matches(['\'', '"']);
+        if is_secret_flag(bare) {
+            next = Next::Secret;
+        } else if is_user_flag(bare) {
+            next = Next::UserColon;
+        } else if bare.ends_with(':') && names_secret(bare.trim_end_matches(':')) {
+            next = Next::HeaderValue;
+        }
+        out.push_str(&masked);
+        out.push_str(gap);
+    }
+    out
+}
+
+/// `Bearer`, `Basic` and the like: the word before the credential.
+fn is_auth_scheme(word: &str) -> bool {
+    let w = word.trim_matches(['\'', '"']);
+    !w.is_empty() && w.len() <= 16 && w.bytes().all(|b| b.is_ascii_alphabetic())
+}
+
+/// One word, masked (see `mask_words`).
+fn mask(word: &str) -> String {
+    let lead = if word.starts_with(['\'', '"']) {
+        &word[..1]
+    } else {
+        ""
+    };
+    let bare = &word[lead.len()..];
+    // mysql's -pSECRET, curl's -uuser:SECRET, attached to their flag.
+    if let Some(secret) = bare.strip_prefix("-p")
+        && !secret.is_empty()
+    {
+        return format!("{lead}-p***{}", closing_quote(word));
+    }
+    if let Some(user) = bare.strip_prefix("-u")
+        && user.contains(':')
+    {
+        return format!("{lead}-u{}", mask_after_colon(user));
+    }
+    mask_headers(&mask_assignments(&mask_urls(word)))
+}
+
+/// The user-info of every `scheme://user:password@host` in `text`: what
+/// comes between `://` and the last `@` before the URL ends (a blank or a
+/// quote), so that a password holding `/`, `?`, `#` or `@` is masked whole.
+fn mask_urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    // URLs first: `scheme://userinfo@host`.
     while let Some(i) = rest.find("://") {
         let (head, tail) = rest.split_at(i + 3);
         out.push_str(head);
         let end = tail
-            .find(|c: char| c.is_whitespace() || "/?#'\"".contains(c))
+            .find(|c: char| c.is_whitespace() || "'\"".contains(c))
             .unwrap_or(tail.len());
-        push_masked_authority(&mut out, &tail[..end]);
+        let url = &tail[..end];
+        match url.rfind('@') {
+            Some(at) => {
+                push_masked_authority(&mut out, &url[..=at]);
+                out.push_str(&url[at + 1..]);
+            }
+            None => out.push_str(url),
+        }
         rest = &tail[end..];
     }
     out.push_str(rest);
-    mask_assignments(&out)
+    out
+}
+
+/// `Name: value` inside one word (a quoted header, or an argument of its
+/// own) where Name names a secret: the value becomes `***`, after the
+/// scheme word (`Bearer`, `Basic`) when there is one.
+fn mask_headers(text: &str) -> String {
+    let Some(colon) = text.find(": ") else {
+        return text.to_string();
+    };
+    let name = text[..colon].trim_start_matches(['\'', '"']);
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        || !names_secret(name)
+    {
+        return text.to_string();
+    }
+    let value = text[colon + 2..].trim_start();
+    let scheme = value
+        .split_once(' ')
+        .filter(|(s, _)| is_auth_scheme(s))
+        .map_or(String::new(), |(s, _)| format!("{s} "));
+    format!("{}: {scheme}***{}", &text[..colon], closing_quote(text))
 }
 
 /// `key=value` where the key names a secret: the value becomes `***`.
@@ -197,13 +396,102 @@ mod tests {
     fn name_only_and_length() {
         let p = argv(&["/opt/app/report.sh", "postgres://u:pw@h/db"]);
         assert_eq!(command(&p, RecordCommand::Name), "report.sh");
+        let shell = |s: &str| command(&Program::Shell(s.into()), RecordCommand::Name);
+        assert_eq!(shell("x"), "/bin/sh -c x");
         assert_eq!(
-            command(&Program::Shell("x".into()), RecordCommand::Name),
-            "/bin/sh"
+            shell("PGPASSWORD=s3 exec /usr/bin/pg_dump -h db | gzip"),
+            "/bin/sh -c pg_dump …"
         );
+        assert_eq!(shell("\"$TOOL\" --password x"), "/bin/sh -c …");
+        assert_eq!(shell("hunter2=1"), "/bin/sh -c …");
         let long = "é".repeat(500);
         let c = command(&argv(&["echo", &long]), RecordCommand::Masked);
         assert_eq!(c.chars().count(), MAX_COMMAND);
         assert!(c.ends_with('…'));
+    }
+
+    /// Each form of secret, in argv and in a -c line: gone, the rest kept.
+    #[test]
+    fn secret_forms_are_masked_in_argv_and_in_shell_lines() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["redis-cli", "-a", "hunter2", "ping"],
+                "redis-cli -a *** ping",
+            ),
+            (
+                &["mysql", "-phunter2", "-e", "select 1"],
+                "mysql -p*** -e select 1",
+            ),
+            (
+                &["curl", "-u", "me:hunter2", "https://x"],
+                "curl -u me:*** https://x",
+            ),
+            (&["curl", "-ume:hunter2", "x"], "curl -ume:*** x"),
+            (
+                &["curl", "-H", "Authorization: Bearer hunter2", "x"],
+                "curl -H Authorization: Bearer *** x",
+            ),
+            (
+                &["curl", "-H", "X-Api-Key: hunter2"],
+                "curl -H X-Api-Key: ***",
+            ),
+            (
+                &["env", "AWS_SECRET_ACCESS_KEY=hunter2", "aws", "s3", "ls"],
+                "env AWS_SECRET_ACCESS_KEY=*** aws s3 ls",
+            ),
+            (
+                &["psql", "postgres://u:p/hunter2@db/app"],
+                "psql postgres://u:***@db/app",
+            ),
+            (
+                &["psql", "postgres://u:p?#@hunter2@db:5432/app?x=1"],
+                "psql postgres://u:***@db:5432/app?x=1",
+            ),
+            (&["tool", "--password", "hunter2"], "tool --password ***"),
+            (&["tool", "--password=hunter2"], "tool --password=***"),
+        ];
+        for (words, want) in cases {
+            assert_eq!(
+                command(&argv(words), RecordCommand::Masked),
+                *want,
+                "{words:?}"
+            );
+        }
+        let shell = |s: &str| command(&Program::Shell(s.into()), RecordCommand::Masked);
+        for (line, want) in [
+            ("redis-cli -a hunter2 ping", "redis-cli -a *** ping"),
+            ("redis-cli -a 'hun ter2' ping", "redis-cli -a ***' ping"),
+            ("mysql -phunter2 -e 'select 1'", "mysql -p*** -e 'select 1'"),
+            ("curl -u me:hunter2 https://x", "curl -u me:*** https://x"),
+            (
+                "curl -sf -H 'Authorization: Bearer hunter2' https://x | jq .",
+                "curl -sf -H 'Authorization: Bearer ***' https://x | jq .",
+            ),
+            (
+                "curl -H \"Authorization: Bearer hunter2\" x",
+                "curl -H \"Authorization: Bearer ***\" x",
+            ),
+            (
+                "curl -H Authorization: Bearer hunter2 x",
+                "curl -H Authorization: Bearer *** x",
+            ),
+            (
+                "AWS_SECRET_ACCESS_KEY=hunter2 aws s3 sync . s3://b",
+                "AWS_SECRET_ACCESS_KEY=*** aws s3 sync . s3://b",
+            ),
+            (
+                "pg_dump 'postgres://u:p/hunter2@db/app' > out",
+                "pg_dump 'postgres://u:***@db/app' > out",
+            ),
+            (
+                "tool --password hunter2 && next",
+                "tool --password *** && next",
+            ),
+            ("tool  --api-key\thunter2", "tool  --api-key\t***"),
+        ] {
+            let got = shell(line);
+            assert_eq!(got, format!("/bin/sh -c {want}"), "{line}");
+            assert!(!got.contains("hunter2") && !got.contains("ter2"), "{got}");
+        }
     }
 }

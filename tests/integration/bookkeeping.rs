@@ -659,6 +659,8 @@ fn the_holder_record_masks_credentials() {
     let dir = tempdir();
     let running = base(&node.url(), "record", &dir)
         .args([
+            "--record-command",
+            "masked",
             "--",
             "sh",
             "-c",
@@ -682,18 +684,120 @@ fn the_holder_record_masks_credentials() {
         assert!(!status.stdout.contains(secret), "{secret} shown: {status}");
     }
     assert!(command.contains("postgres://u:***@db/app"), "{command}");
-    // Only the program's name.
+    // By default, only the program's name.
     let _ = fs::remove_file(dir.join("held"));
     let _ = fs::remove_file(dir.join("go"));
     let running = base(&node.url(), "record", &dir)
-        .args(["--record-command", "name", "--", "sh", "-c"])
+        .args(["--", "/bin/sh", "-c"])
         .arg(format!("touch held; {WAIT_FOR_GO}"))
+        .arg("postgres://u:hunter2@db/app")
         .spawn();
     await_marker(&dir, "held", &running);
     let command = recorded_command(&node, "record");
     touch(&dir, "go");
     running.wait().assert_code(0);
     assert_eq!(command, "sh");
+}
+
+/// Every key's contents on `node`, whatever its type, as one text.
+fn everything_on(node: &RedisNode) -> String {
+    let mut all = String::new();
+    for key in node.all_keys() {
+        all.push_str(&String::from_utf8_lossy(&key));
+        let kind: String = node.cmd(redis::cmd("TYPE").arg(&key));
+        let parts: Vec<Vec<u8>> = match kind.as_str() {
+            "string" => vec![node.cmd(redis::cmd("GET").arg(&key))],
+            "hash" => node.cmd(redis::cmd("HGETALL").arg(&key)),
+            "list" => node.cmd(redis::cmd("LRANGE").arg(&key).arg(0).arg(-1)),
+            "zset" => node.cmd(redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1)),
+            "set" => node.cmd(redis::cmd("SMEMBERS").arg(&key)),
+            other => panic!("a {other} key: {}", key.escape_ascii()),
+        };
+        for p in parts {
+            all.push('\n');
+            all.push_str(&String::from_utf8_lossy(&p));
+        }
+        all.push('\n');
+    }
+    all
+}
+
+/// `-c` lines that hold a secret in each common form, by default and with
+/// `--record-command masked`: no node's keys, no `status` output (text or
+/// JSON) and no `history` hold any of them, while the lock is held and after.
+#[test]
+fn no_secret_of_a_shell_line_leaves_the_host() {
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let dir = tempdir();
+    let secrets = [
+        "Pw1redis",
+        "Pw2mysql",
+        "Pw3curl",
+        "Pw4bearer",
+        "Pw5aws",
+        "Pw6pg",
+        "Pw7flag",
+        "Pw8key",
+    ];
+    let line = format!(
+        ": redis-cli -a Pw1redis ping; : mysql -pPw2mysql -e 'select 1'; \
+         : curl -fsS -u me:Pw3curl https://x; \
+         : curl -H 'Authorization: Bearer Pw4bearer' https://x; \
+         AWS_SECRET_ACCESS_KEY=Pw5aws true; : psql postgres://u:p/Pw6pg@db/app; \
+         : tool --password Pw7flag; : tool --api-key=Pw8key; touch held; {WAIT_FOR_GO}"
+    );
+    for mode in [&[][..], &["--record-command", "masked"]] {
+        for f in ["held", "go"] {
+            let _ = fs::remove_file(dir.join(f));
+        }
+        let running = base(&urls, "secrets", &dir)
+            .args(mode)
+            .args(["-c", &line])
+            .spawn();
+        await_marker(&dir, "held", &running);
+        cluster.await_on_all(lock_key("secrets"));
+        let admin = |args: &[&str]| {
+            Test::new()
+                .args(args)
+                .args(["-r", &urls, "-k", "secrets"])
+                .run()
+        };
+        let mut seen = vec![
+            ("status", admin(&["status"]).stdout),
+            ("status --json", admin(&["status", "--json"]).stdout),
+        ];
+        for (i, node) in cluster.iter().enumerate() {
+            seen.push((["node 0", "node 1", "node 2"][i], everything_on(node)));
+        }
+        let command = recorded_command(&cluster[0], "secrets");
+        touch(&dir, "go");
+        running.wait().assert_code(0);
+        seen.push(("history", admin(&["history"]).stdout));
+        seen.push(("history --json", admin(&["history", "--json"]).stdout));
+        for (i, node) in cluster.iter().enumerate() {
+            seen.push((
+                ["node 0 after", "node 1 after", "node 2 after"][i],
+                everything_on(node),
+            ));
+        }
+        for (place, text) in &seen {
+            for secret in secrets {
+                assert!(
+                    !text.contains(secret),
+                    "{mode:?}: {secret} in {place}:\n{text}"
+                );
+            }
+        }
+        if mode.is_empty() {
+            assert_eq!(command, "/bin/sh -c …", "{mode:?}");
+        } else {
+            assert!(
+                command.contains("redis-cli -a *** ping") && command.contains("Bearer ***'"),
+                "{command}"
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------

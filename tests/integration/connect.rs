@@ -992,6 +992,105 @@ fn password_in_redlock_redis_is_kept_from_the_command() {
     );
 }
 
+/// A generated password with URL delimiters in it: `/`, `?`, `#`, `@` and a
+/// comma (which also separates node URLs).
+const DELIMITED: &str = "Qx1/Yz2?Wv3#Ut4@Sr5,Po6";
+
+/// Pieces of `password` between its delimiters: none may be printed.
+fn pieces(password: &str) -> Vec<&str> {
+    password
+        .split(['/', '?', '#', '@', ','])
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// A password holding `/`, `?`, `#`, `@` and `,`, written raw in the URL:
+/// the node is reached with it, the command's environment gets no
+/// REDLOCK_REDIS, and no line names any piece of it: not a wrong one's error,
+/// not the error of a URL that does not parse.
+#[test]
+fn passwords_with_url_delimiters_work_and_are_never_printed() {
+    let node = CustomNode::start(
+        "127.0.0.1",
+        |port, _| {
+            [
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--requirepass",
+                DELIMITED,
+            ]
+            .map(String::from)
+            .to_vec()
+        },
+        |port, _| {
+            client(&format!(
+                "redis://:{}@127.0.0.1:{port}",
+                crate::support::redis_node::url_encode(DELIMITED)
+            ))
+        },
+    );
+    let dir = tempdir();
+    let printed = |out: &crate::support::RunOutput, password: &str| -> Vec<String> {
+        let all = format!("{}{}", out.stdout, out.stderr);
+        pieces(password)
+            .into_iter()
+            .filter(|p| all.contains(p))
+            .map(str::to_string)
+            .collect()
+    };
+    let url = format!("redis://:{DELIMITED}@127.0.0.1:{}", node.port());
+    let out = Test::new()
+        .current_dir(dir.path())
+        .env("REDLOCK_REDIS", &url)
+        .args(["-k", "delim", "-vvv", "-c", "env > env.txt"])
+        .run();
+    out.assert_code(0);
+    assert_eq!(printed(&out, DELIMITED), Vec::<String>::new(), "{out}");
+    let env = fs::read_to_string(dir.join("env.txt")).expect("env.txt");
+    assert!(
+        !env.contains("REDLOCK_REDIS=") && pieces(DELIMITED).iter().all(|p| !env.contains(p)),
+        "the password reached the command\n{env}"
+    );
+    assert!(out.stderr.contains("redis://:***@127.0.0.1:"), "{out}");
+
+    let wrong = "Ab1/Cd2?Ef3#Gh4@Ij5";
+    let port = node.port();
+    for (url, code) in [
+        (format!("redis://:{wrong}@127.0.0.1:{port}"), 69),
+        (format!("redis://user:{wrong}@127.0.0.1:{port}/0"), 69),
+        (format!("redis://:{wrong}@127.0.0.1:notaport"), 64),
+        (format!("redis://:{wrong}@127.0.0.1:{port}/x"), 64),
+        (format!("redis+cluster://:{wrong}@"), 64),
+        (format!("redis+cluster://:{wrong}@127.0.0.1:0"), 64),
+        (format!("redis+sentinel://:{wrong}@127.0.0.1:x/m"), 64),
+        (format!("redis+sentinel://:{wrong}@127.0.0.1:{port}"), 64),
+        (format!("bogus://:{wrong}@h"), 64),
+    ] {
+        let out = base(&url, "delim", &dir)
+            .args(["-vvv", "-c", "touch ran"])
+            .run();
+        assert_eq!(out.code, Some(code), "{url}\n{out}");
+        assert_eq!(printed(&out, wrong), Vec::<String>::new(), "{url}\n{out}");
+        for status in [
+            Test::new()
+                .args(["status", "-r", &url, "-k", "delim"])
+                .run(),
+            Test::new()
+                .args(["history", "-r", &url, "-k", "delim", "--json"])
+                .run(),
+        ] {
+            assert_eq!(
+                printed(&status, wrong),
+                Vec::<String>::new(),
+                "{url}\n{status}"
+            );
+        }
+    }
+    assert!(!dir.has("ran"));
+}
+
 // ---------------------------------------------------------------------------
 // 4. Unix socket, IPv6, db numbers
 // ---------------------------------------------------------------------------

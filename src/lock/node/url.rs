@@ -65,18 +65,26 @@ pub fn parse(url: &str, name: &str) -> Result<Spec, String> {
         "rediss+sentinel" => ("sentinel", true),
         _ => return Err(bad(FORMS)),
     };
+    // Everything before the last `@` is user-info, so that a password may
+    // hold `/`, `?`, `#` or `@`: those are escaped for the crate's URL
+    // parser, which would read them as the end of the authority.
+    let (userinfo, after) = match rest.rfind('@') {
+        Some(at) if scheme != "unix" && scheme != "redis+unix" => {
+            (Some(escape_userinfo(&rest[..at])), &rest[at + 1..])
+        }
+        _ => (None, rest),
+    };
     if kind == "server" {
         return Ok(Spec::Server {
-            url: url.to_string(),
+            url: match &userinfo {
+                Some(u) => format!("{scheme}://{u}@{after}"),
+                None => url.to_string(),
+            },
             tls,
         });
     }
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let (userinfo, hosts) = match authority.rfind('@') {
-        Some(at) => (Some(authority[..at].to_string()), &authority[at + 1..]),
-        None => (None, authority),
-    };
+    let authority_end = after.find(['/', '?', '#']).unwrap_or(after.len());
+    let (hosts, path) = after.split_at(authority_end);
     let default_port = if kind == "cluster" { 6379 } else { 26379 };
     let hosts = hosts
         .split(',')
@@ -171,6 +179,23 @@ fn host(text: &str, default_port: u16) -> Result<Host, String> {
     })
 }
 
+/// User-info as a URL must spell it: `/`, `?`, `#` and `@` percent-escaped
+/// (the crate decodes them again). A `%` is left alone: it already starts an
+/// escape in a user-info written for a URL parser.
+fn escape_userinfo(userinfo: &str) -> String {
+    let mut out = String::with_capacity(userinfo.len());
+    for c in userinfo.chars() {
+        match c {
+            '/' => out.push_str("%2F"),
+            '?' => out.push_str("%3F"),
+            '#' => out.push_str("%23"),
+            '@' => out.push_str("%40"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Appends a URL's authority (`user:password@host:port`) with the password
 /// replaced by `***`; a lone user-info (`redis://secret@host`,
 /// `https://TOKEN@host`) is taken for a password.
@@ -194,12 +219,23 @@ pub fn push_masked_authority(out: &mut String, authority: &str) {
 
 /// The URL with any password replaced by `***`, for logs and errors.
 /// Works on text that does not parse, since that is when it gets printed.
+/// Everything between `://` and the last `@` is user-info: a password may
+/// hold `/`, `?`, `#` and `@`, and a URL parser (ours or the crate's) that
+/// cut the authority at the first of them would show the rest.
 pub fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_string();
     };
     let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority_end = match rest.rfind('@') {
+        Some(at) => {
+            at + 1
+                + rest[at + 1..]
+                    .find(['/', '?', '#'])
+                    .unwrap_or(rest.len() - at - 1)
+        }
+        None => rest.find(['/', '?', '#']).unwrap_or(rest.len()),
+    };
     let mut out = url[..scheme_end + 3].to_string();
     push_masked_authority(&mut out, &rest[..authority_end]);
     out.push_str(&rest[authority_end..]);
@@ -238,7 +274,26 @@ mod tests {
             "unix:///run/r.sock?db=1&pass=***"
         );
         assert_eq!(redact("not a url"), "not a url");
-        assert_eq!(redact("redis://h/0#frag@x"), "redis://h/0#frag@x");
+        // All before the last `@` is user-info, whatever it holds.
+        assert_eq!(redact("redis://h/0#frag@x"), "redis://***@x");
+        for (url, shown) in [
+            ("redis://:pa/ss@h:1/0", "redis://:***@h:1/0"),
+            ("redis://u:pa?ss@h", "redis://u:***@h"),
+            ("redis://u:pa#ss@h/2", "redis://u:***@h/2"),
+            (
+                "redis://:p@s/s?x#y@h:6379/0?a=1",
+                "redis://:***@h:6379/0?a=1",
+            ),
+            ("rediss://u:a/b@h/#insecure", "rediss://u:***@h/#insecure"),
+            ("redis+cluster://:p/w@h1,h2", "redis+cluster://:***@h1,h2"),
+            (
+                "redis+sentinel://:p#w@s1,s2/m",
+                "redis+sentinel://:***@s1,s2/m",
+            ),
+            ("redis://:p/w@h:notaport", "redis://:***@h:notaport"),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+        }
         assert_eq!(
             redact("redis+sentinel://u:s3cret@h1:1,h2:2/m"),
             "redis+sentinel://u:***@h1:1,h2:2/m"
@@ -317,6 +372,27 @@ mod tests {
         ] {
             assert!(parse(bad, "n").is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn passwords_with_url_delimiters_are_escaped_for_the_crate() {
+        assert_eq!(
+            parse("redis://:pa/ss?w#d@h:1/2", "n"),
+            Ok(Spec::Server {
+                url: "redis://:pa%2Fss%3Fw%23d@h:1/2".into(),
+                tls: false
+            })
+        );
+        assert_eq!(
+            parse("redis+cluster://u:p@ss/w@a:1,b", "n"),
+            Ok(Spec::Cluster {
+                seeds: vec![h("a", 1), h("b", 6379)],
+                userinfo: Some("u:p%40ss%2Fw".into()),
+                tls: false
+            })
+        );
+        let err = parse("redis+sentinel://:pa/ss@s1:x/m", "shown").expect_err("bad port");
+        assert!(!err.contains("pa") && err.contains("shown"), "{err}");
     }
 
     #[test]
