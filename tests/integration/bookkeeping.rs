@@ -851,3 +851,67 @@ fn the_report_never_follows_a_planted_symlink() {
             .is_file()
     );
 }
+
+/// A `--metrics-file` and a `--report` that belong to another user (as
+/// node_exporter's textfile directory often does), 0644, rewritten by a run
+/// under umask 077: still 0644, same owner and group. A new one gets 0644
+/// unless the umask is stricter. Needs root to give a file away (CI runs as
+/// root); the mode part runs as anyone.
+#[test]
+fn rewritten_files_keep_their_owner_and_mode() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let node = RedisNode::start();
+    let dir = tempdir();
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let (uid, gid) = if root {
+        (65534, 65534)
+    } else {
+        eprintln!("not root: the files stay ours, only their mode is checked");
+        let meta = fs::metadata(dir.path()).expect("dir");
+        (meta.uid(), meta.gid())
+    };
+    let (metrics, report) = (dir.join("jobs.prom"), dir.join("job.json"));
+    for file in [&metrics, &report] {
+        fs::write(file, "").expect("create");
+        fs::set_permissions(file, fs::Permissions::from_mode(0o644)).expect("chmod");
+        std::os::unix::fs::chown(file, Some(uid), Some(gid)).expect("chown");
+    }
+    for _ in 0..2 {
+        base(&node.url(), "owned", &dir)
+            .umask(0o077)
+            .arg("--metrics-file")
+            .arg(&metrics)
+            .arg("--report")
+            .arg(&report)
+            .args(["-c", "true"])
+            .expect_code(0);
+        for file in [&metrics, &report] {
+            let meta = fs::metadata(file).expect("meta");
+            assert_eq!(
+                (meta.mode() & 0o7777, meta.uid(), meta.gid()),
+                (0o644, uid, gid),
+                "{} lost its mode or owner",
+                file.display()
+            );
+        }
+    }
+    assert!(
+        fs::read_to_string(&metrics)
+            .expect("metrics")
+            .contains("redlock_run_runs_total{key=\"owned\",outcome=\"ran\"} 2"),
+        "the run was not counted"
+    );
+    // New files: 0644, or what a stricter umask leaves.
+    for (umask, want) in [(0o022, 0o644), (0o077, 0o600)] {
+        let fresh = dir.join(format!("fresh-{umask:o}.prom"));
+        base(&node.url(), "owned", &dir)
+            .umask(umask)
+            .arg("--metrics-file")
+            .arg(&fresh)
+            .args(["-c", "true"])
+            .expect_code(0);
+        let mode = fs::metadata(&fresh).expect("fresh").mode() & 0o7777;
+        assert_eq!(mode, want, "a new file under umask {umask:o}: {mode:o}");
+    }
+}

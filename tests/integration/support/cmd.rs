@@ -46,6 +46,7 @@ pub struct Test {
     stdin: Option<Vec<u8>>,
     timeout: Duration,
     own_group: bool,
+    umask: Option<libc::mode_t>,
 }
 
 impl Default for Test {
@@ -63,6 +64,7 @@ impl Test {
             stdin: None,
             timeout: DEFAULT_TIMEOUT,
             own_group: true,
+            umask: None,
         }
     }
 
@@ -122,6 +124,12 @@ impl Test {
         self
     }
 
+    /// Start the program under this umask instead of the harness's.
+    pub fn umask(mut self, mask: libc::mode_t) -> Test {
+        self.umask = Some(mask);
+        self
+    }
+
     fn describe(&self) -> String {
         let mut s = String::from("redlock-run");
         for a in &self.args {
@@ -157,7 +165,7 @@ impl Test {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let own_group = self.own_group;
+        let (own_group, umask) = (self.own_group, self.umask);
         // SAFETY: only async-signal-safe libc calls between fork and exec.
         unsafe {
             command.pre_exec(move || {
@@ -186,6 +194,9 @@ impl Test {
                 libc::setrlimit(libc::RLIMIT_CORE, &no_core);
                 if own_group && libc::setpgid(0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(mask) = umask {
+                    libc::umask(mask);
                 }
                 Ok(())
             });
