@@ -374,7 +374,8 @@ pub struct Cli {
     pub kill_after: Option<Duration>,
 
     /// Keep trying this long (or `forever`) while the lock is held elsewhere; waiters queue and
-    /// are served in arrival order, each woken by the release before its turn
+    /// are served in arrival order (as the Redis nodes' clocks see it), each woken by the
+    /// release before its turn
     #[arg(short, long, value_name = "DURATION|forever", default_value = "0", value_parser = parse_wait)]
     pub wait: Wait,
 
@@ -437,7 +438,9 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100), default_value_t = 0, hide_default_value = true)]
     pub replicas: u32,
 
-    /// Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT
+    /// Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT.
+    /// Plain runs of the name are kept out while a slot is held, and a run that asks for
+    /// another N than the holders is refused (64)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub limit: Option<u32>,
 

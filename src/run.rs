@@ -636,7 +636,11 @@ fn wait_loop(
             && told.is_none_or(|t| t.elapsed() >= WAIT_NOTE_EVERY)
         {
             let waited = start.elapsed();
-            let by = lock.holder().map_or(String::new(), |h| format!(" by {h}"));
+            let by = match busy.why {
+                Refusal::Slots(n) => format!(" by runs with --limit {n}"),
+                Refusal::Plain => " by a run without --limit".to_string(),
+                _ => lock.holder().map_or(String::new(), |h| format!(" by {h}")),
+            };
             let limit = match config.wait {
                 Wait::For(d) => format!("up to {}", humantime::format_duration(d)),
                 _ => "for as long as it takes (--wait forever)".into(),
