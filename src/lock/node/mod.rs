@@ -70,6 +70,18 @@ impl Books {
     pub fn member(&self, token: &str) -> String {
         self.limit.map_or(String::new(), |n| format!("{n}:{token}"))
     }
+
+    /// The key where a script keeps our entry (`member`): `slots` with
+    /// --limit. Without, the script names nothing there and the holder
+    /// record stands in: a key that exists, in the same hash slot, since a
+    /// Cluster whose slot is being moved refuses (TRYAGAIN) a script some of
+    /// whose keys are missing, and a heartbeat must get through.
+    pub fn entries(&self) -> &[u8] {
+        match self.limit {
+            Some(_) => &self.slots,
+            None => &self.holder,
+        }
+    }
 }
 
 /// How an acquire treats the --wait queue.

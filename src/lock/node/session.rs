@@ -170,7 +170,7 @@ impl Session {
     ) -> Result<Extension, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(EXTEND).arg(3).arg(&books.lock).arg(&books.holder);
-        cmd.arg(&books.slots);
+        cmd.arg(books.entries());
         cmd.arg(token).arg(millis(ttl)).arg(books.member(token));
         self.follow_primary();
         match self.write(&cmd, &books.lock, |v| *v == Value::Int(1))? {
@@ -231,7 +231,7 @@ impl Session {
             .arg(&books.holder)
             .arg(&books.queue)
             .arg(&books.waiters)
-            .arg(&books.slots)
+            .arg(books.entries())
             .arg(token);
         if announce {
             cmd.arg(&books.released);
@@ -260,7 +260,7 @@ impl Session {
             .arg(3)
             .arg(&books.lock)
             .arg(&books.holder)
-            .arg(&books.slots);
+            .arg(books.entries());
         cmd.arg(token)
             .arg(millis(left))
             .arg(crate::lock::unix_ms())
@@ -477,7 +477,7 @@ impl Session {
                     .arg(&books.queue)
                     .arg(&books.waiters);
                 cmd.arg(key)
-                    .arg(&books.slots)
+                    .arg(books.entries())
                     .arg(token)
                     .arg(&books.released)
                     .arg(books.front());
@@ -488,7 +488,7 @@ impl Session {
                     .arg(&books.lock)
                     .arg(&books.holder);
                 cmd.arg(key)
-                    .arg(&books.slots)
+                    .arg(books.entries())
                     .arg(token)
                     .arg(millis(left))
                     .arg(crate::lock::unix_ms())
