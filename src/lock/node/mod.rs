@@ -380,10 +380,12 @@ impl Node {
                             if woken && pubsub.set_read_timeout(None).is_ok() {
                                 while pubsub.get_message().is_ok() && wake() {}
                             }
+                            // Closing the connection ends the subscription:
+                            // not the UNSUBSCRIBE the crate sends on drop, a
+                            // round trip for nothing that would block on a
+                            // node that stopped answering.
+                            std::mem::forget(pubsub);
                             if !alive() {
-                                // The UNSUBSCRIBE on drop must not hang on a
-                                // node that stopped answering.
-                                let _ = pubsub.set_read_timeout(Some(self.timeout));
                                 return;
                             }
                             // Once at once; a subscription that keeps

@@ -62,7 +62,8 @@ end
 // written in the same step as the slot key's own expiry, so an entry is live
 // exactly as long as its slot key. The set itself lives as long as its
 // longest entry. `slot_holders` drops a few lapsed entries (holders that
-// died) and returns the live ones; `hold_slot` sets ours to lapse in `ms`.
+// died) and returns the live ones (reading the clock only when there is a
+// set); `hold_slot` sets ours to lapse in `ms`.
 // Not under pcall where a slot is taken or kept: a plain lock and a --limit
 // lock exclude each other by it, so a step that fails fails the request (the
 // node then counts as failed and is undone). A plain acquire that may not
@@ -70,10 +71,11 @@ end
 macro_rules! slots_lua {
     () => {
         "\
-local function slot_holders(s, now)
+local function slot_holders(s)
   if redis.call('EXISTS', s) == 0 then
     return {}
   end
+  local now = now_ms()
   local dead = redis.call('ZRANGE', s, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)
   for _, m in ipairs(dead) do
     redis.call('ZREM', s, m)
@@ -164,12 +166,13 @@ local function gate()
   end
   return false
 end
-local mine = redis.call('GET', KEYS[1]) == token
+local value = redis.call('GET', KEYS[1])
+local mine = value == token
 if not mine then
   if mode ~= '' then
     local ok, ours = pcall(gate)
     if ok and not ours then
-      if redis.call('EXISTS', KEYS[1]) == 1 then
+      if value then
         return refused('held')
       end
       local q = redis.pcall('ZCARD', KEYS[5])
@@ -179,14 +182,12 @@ if not mine then
   if ARGV[4] == '' then
     -- An ACL without the set's commands cannot take a slot either: a plain
     -- lock still works for it.
-    local ok, holders = pcall(function()
-      return slot_holders(KEYS[4], now_ms())
-    end)
+    local ok, holders = pcall(slot_holders, KEYS[4])
     if ok and #holders > 0 then
       return refused('slots', slot_limit(holders[1]))
     end
   else
-    local holders = slot_holders(KEYS[4], now_ms())
+    local holders = slot_holders(KEYS[4])
     if redis.call('EXISTS', KEYS[7]) == 1 then
       return refused('plain')
     end
@@ -229,7 +230,7 @@ pub(super) const LIMIT_OF: &str = concat!(
     slots_lua!(),
     "\
 local best = false
-for _, m in ipairs(slot_holders(KEYS[1], now_ms())) do
+for _, m in ipairs(slot_holders(KEYS[1])) do
   local n = slot_limit(m)
   if n > 0 and (not best or n > best) then
     best = n
