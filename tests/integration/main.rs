@@ -10,6 +10,7 @@ mod support;
 mod bookkeeping;
 mod completion;
 mod connect;
+mod containers;
 mod containment;
 mod cron;
 mod degraded;

@@ -47,6 +47,7 @@ pub struct Test {
     timeout: Duration,
     own_group: bool,
     umask: Option<libc::mode_t>,
+    wrapper: Vec<OsString>,
 }
 
 impl Default for Test {
@@ -65,6 +66,7 @@ impl Test {
             timeout: DEFAULT_TIMEOUT,
             own_group: true,
             umask: None,
+            wrapper: Vec::new(),
         }
     }
 
@@ -124,6 +126,20 @@ impl Test {
         self
     }
 
+    /// Start the program through `program ARGS... redlock-run ...` (for
+    /// example `unshare --pid --fork`): the handle's pid is then `program`'s.
+    pub fn wrapped_in<I, S>(mut self, program_and_args: I) -> Test
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.wrapper = program_and_args
+            .into_iter()
+            .map(|a| a.as_ref().to_os_string())
+            .collect();
+        self
+    }
+
     /// Start the program under this umask instead of the harness's.
     pub fn umask(mut self, mask: libc::mode_t) -> Test {
         self.umask = Some(mask);
@@ -131,7 +147,11 @@ impl Test {
     }
 
     fn describe(&self) -> String {
-        let mut s = String::from("redlock-run");
+        let mut s = String::new();
+        for w in &self.wrapper {
+            s.push_str(&format!("{:?} ", w.to_string_lossy()));
+        }
+        s.push_str("redlock-run");
         for a in &self.args {
             s.push(' ');
             s.push_str(&format!("{:?}", a.to_string_lossy()));
@@ -141,7 +161,14 @@ impl Test {
 
     /// Starts the program and returns a handle to it.
     pub fn spawn(&self) -> Running {
-        let mut command = Command::new(BIN);
+        let mut command = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
         command.args(&self.args);
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("REDLOCK_") {
@@ -204,7 +231,7 @@ impl Test {
         let started = Instant::now();
         let mut child = command
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot spawn {BIN}: {e}"));
+            .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", self.describe()));
         if let (Some(bytes), Some(mut stdin)) = (self.stdin.clone(), child.stdin.take()) {
             std::thread::spawn(move || {
                 let _ = stdin.write_all(&bytes);
