@@ -62,7 +62,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-insecure -d
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l wait-unfair -d 'Do not queue: race every other contender for the lock whenever it is released (woken together), and take it even when waiters are queued'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fence -d 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder\'s'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing when the lock is busy (cron mails any output)'
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Say more on stderr: -v each decision, -vv every node and heartbeat'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Say more on stderr: -v each attempt node by node, heartbeats, decisions and waits; -vv releases and backoff too'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s V -l version -d 'Print version'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'

@@ -17,8 +17,9 @@ Examples:
   # three nodes (Redlock), set once for every run
   export REDLOCK_REDIS=redis://lock1,redis://lock2,redis://lock3
 
-  # crontab on every host: one host runs the report, the others stay silent
-  */5 * * * * redlock-run -q -E 0 -k report -- ./report.sh
+  # crontab on every host: one host runs the report, the others stay silent; --once-per
+  # because cron on two hosts fires a second apart, and a short job could run on both
+  */5 * * * * redlock-run -q -E 0 -k report --once-per 5m -- ./report.sh
 
   # a shell command under a 2-minute TTL, renewed while it runs
   redlock-run -k backup -t 2m -c 'pg_dump app | gzip > /backup/app.gz'
@@ -456,7 +457,8 @@ pub struct Cli {
     #[arg(short, long, conflicts_with = "verbose")]
     pub quiet: bool,
 
-    /// Say more on stderr: -v each decision, -vv every node and heartbeat
+    /// Say more on stderr: -v each attempt node by node, heartbeats, decisions and waits; -vv
+    /// releases and backoff too
     #[arg(short, long, action = ArgAction::Count)]
     pub verbose: u8,
 

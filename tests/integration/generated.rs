@@ -583,13 +583,19 @@ fn environment_section(cmd: &Command) -> Roff {
     roff.text([
         roman("Read directly, never from the command line: "),
         bold("REDLOCK_PASSWORD"),
-        roman(" (the password for nodes whose URL has none, unless --password-file is given) and "),
+        roman(" (the password for nodes whose URL has none, unless --password-file is given), "),
         bold("REDLOCK_USERNAME"),
-        roman(" (the ACL user that goes with it)."),
+        roman(" (the ACL user that goes with it), "),
+        bold("REDLOCK_SENTINEL_PASSWORD"),
+        roman(" (the password of the sentinels of redis+sentinel:// nodes, unless --sentinel-password-file is given) and "),
+        bold("REDLOCK_SENTINEL_USERNAME"),
+        roman(" (the sentinels' ACL user)."),
     ]);
     roff.control("PP", []);
     roff.text([
         bold("REDLOCK_PASSWORD"),
+        roman(", "),
+        bold("REDLOCK_SENTINEL_PASSWORD"),
         roman(", and "),
         bold("REDLOCK_REDIS"),
         roman(

@@ -174,3 +174,137 @@ fn readme_examples_run() {
         "--once-per leaves its window marker"
     );
 }
+
+/// Whether `text` names `word` as a whole word: not as the start of a longer
+/// flag or variable (`--wait` in `--wait-unfair`, `REDLOCK_KEY` in `REDLOCK_KEYS`).
+fn names(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(i, _)| {
+        !text[i + word.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    })
+}
+
+/// Every `REDLOCK_*` name quoted in the Rust files under `dir`, recursively.
+fn redlock_vars_in(dir: &Path, out: &mut std::collections::BTreeSet<String>) {
+    let entries = fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            redlock_vars_in(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+            out.extend(redlock_vars(&text));
+        }
+    }
+}
+
+/// The `REDLOCK_[A-Z0-9_]+` words of `text`.
+fn redlock_vars(text: &str) -> Vec<String> {
+    text.match_indices("REDLOCK_")
+        .map(|(i, _)| {
+            text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|v| v.len() > "REDLOCK_".len() && !v.ends_with('_'))
+        .collect()
+}
+
+/// The README is the reference users read: every long flag `--help` shows
+/// (the run's and each subcommand's) and every `REDLOCK_*` variable the
+/// program reads or sets must be in it, and the man page must name the same
+/// variables; the other way round, every flag of the README's option table
+/// and every `REDLOCK_*` it names must exist. `-v`/`-vv` read the same in the
+/// README's table as in `--help`.
+#[test]
+fn readme_help_and_man_page_name_the_same_flags_and_variables() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cmd = redlock_run::cli::command();
+    let mut longs = Vec::new();
+    for c in std::iter::once(&cmd).chain(cmd.get_subcommands()) {
+        for arg in c.get_arguments().filter(|a| !a.is_hide_set()) {
+            if let Some(long) = arg.get_long().filter(|l| !matches!(*l, "help" | "version")) {
+                longs.push(format!("--{long}"));
+            }
+        }
+    }
+    assert!(longs.len() > 30, "found only {longs:?} in the CLI");
+    let missing: Vec<&String> = longs.iter().filter(|f| !names(README, f)).collect();
+    assert!(missing.is_empty(), "README does not mention {missing:?}");
+
+    // The option table's flags, each one the program has.
+    let table_flags: Vec<&str> = README
+        .lines()
+        .filter(|l| l.starts_with("| `-"))
+        .filter_map(|l| l.split('|').nth(1))
+        .flat_map(|cell| cell.split(['`', ',', ' ']))
+        .filter(|w| w.starts_with("--"))
+        .collect();
+    assert!(
+        table_flags.len() > 30,
+        "no option table found: {table_flags:?}"
+    );
+    let unknown: Vec<&&str> = table_flags
+        .iter()
+        .filter(|f| !longs.iter().any(|l| l == *f))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "README's option table names unknown flags {unknown:?}"
+    );
+
+    // Variables: what src/ reads or sets, test-build hooks aside.
+    let mut program = std::collections::BTreeSet::new();
+    redlock_vars_in(&root.join("src"), &mut program);
+    program.retain(|v| !v.starts_with("REDLOCK_TEST_"));
+    for var in [
+        "REDLOCK_KEY",
+        "REDLOCK_REDIS",
+        "REDLOCK_SENTINEL_USERNAME",
+        "REDLOCK_SLOT",
+    ] {
+        assert!(
+            program.contains(var),
+            "{var} not found in src/: {program:?}"
+        );
+    }
+    let man = fs::read_to_string(root.join("man/redlock-run.1")).expect("man page");
+    for var in &program {
+        assert!(names(README, var), "README does not mention {var}");
+        assert!(names(&man, var), "the man page does not mention {var}");
+    }
+    // What the README names is the program's, or the test suite's own knobs.
+    let mut known = program.clone();
+    redlock_vars_in(&root.join("tests"), &mut known);
+    let strange: Vec<String> = redlock_vars(README)
+        .into_iter()
+        .filter(|v| !known.contains(v))
+        .collect();
+    assert!(
+        strange.is_empty(),
+        "README names variables nothing reads: {strange:?}"
+    );
+
+    // -v and -vv: the README's row says what --help says.
+    let verbose = cmd
+        .get_arguments()
+        .find(|a| a.get_long() == Some("verbose"))
+        .and_then(|a| a.get_help())
+        .map(|h| h.to_string().replace('\n', " "))
+        .expect("--verbose has help");
+    let what = verbose
+        .split_once(": ")
+        .map_or(verbose.as_str(), |(_, w)| w);
+    let row = README
+        .lines()
+        .find(|l| l.starts_with("| `-v, --verbose`"))
+        .expect("README's option table has --verbose")
+        .replace('`', "");
+    assert!(
+        row.contains(what),
+        "README's -v/-vv ({row}) differs from --help ({what})"
+    );
+}
