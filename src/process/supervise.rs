@@ -331,6 +331,29 @@ fn watch(
             }
         }
     }
+    let last = deadline.checked_sub(guard).unwrap_or(*deadline);
+    if stop.is_none()
+        && clock::now() >= last
+        && first.is_some_and(|s| {
+            use std::os::unix::process::ExitStatusExt;
+            s.signal() == Some(libc::SIGKILL)
+        })
+    {
+        // redlock-run was held up (stopped, wedged) past the deadline, and
+        // the guard stopped the command in its place.
+        log.error(
+            ev(
+                "lost",
+                format!(
+                    "lock '{}' lost: redlock-run was held up past the lock's validity; the \
+                     guard stopped the command",
+                    config.name
+                ),
+            )
+            .outcome("lost"),
+        );
+        return Exit::Lost;
+    }
     match (stop, first) {
         (Some(Stop::GuardGone), _) if gone_before_exit => Exit::Lost,
         (Some(Stop::Lost(_)), _) => Exit::Lost,
