@@ -63,6 +63,7 @@ int main(int argc, char **argv) {
 /// SIGTERM, writes its pid to `argv[1]`, then the time to `argv[2]` every
 /// 5 ms for `argv[3]` milliseconds.
 const ROOT_C: &str = r#"
+#define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
