@@ -199,10 +199,12 @@ fn children(pid: libc::pid_t) -> Option<Vec<libc::pid_t>> {
     Some(out)
 }
 
-/// Calls `visit` for every live descendant of `root`, parents before
-/// children, while it is pinned (`Err(errno)` for one that could not be).
-fn walk(root: libc::pid_t, mut visit: impl FnMut(libc::pid_t, Result<Option<&OwnedFd>, i32>)) {
+/// Every live descendant of `root`, parents before children, and every pid
+/// the walk met (zombies included: their children are still ours), `root`
+/// too. Each is pinned while its parent is checked, one at a time.
+fn walk(root: libc::pid_t) -> (Vec<libc::pid_t>, HashSet<libc::pid_t>) {
     let mut known: HashSet<libc::pid_t> = HashSet::from([root]);
+    let mut live = Vec::new();
     let mut queue = vec![root];
     let mut scan: Option<Vec<(libc::pid_t, libc::pid_t)>> = None;
     while let Some(parent) = queue.pop() {
@@ -226,50 +228,68 @@ fn walk(root: libc::pid_t, mut visit: impl FnMut(libc::pid_t, Result<Option<&Own
             if known.contains(&pid) {
                 continue;
             }
-            let fd = match pidfd_open(pid) {
-                Err(libc::ESRCH) => continue,
-                other => other,
-            };
-            // Checked after pinning: if the pid was recycled before the pin,
-            // the new process's parent is not one of ours.
-            match stat(pid) {
-                Some((state, ppid)) if known.contains(&ppid) => {
-                    known.insert(pid);
-                    queue.push(pid);
-                    if alive(pid, state) {
-                        visit(pid, fd.as_ref().map(Option::as_ref).map_err(|e| *e));
-                    }
+            if let Some(state) = pinned_state(pid, &known) {
+                known.insert(pid);
+                queue.push(pid);
+                if alive(pid, state) {
+                    live.push(pid);
                 }
-                _ => {}
             }
-            // The pin is dropped here, before the next member's is taken.
         }
+    }
+    (live, known)
+}
+
+/// The state of `pid` if, pinned, its parent is one of `known`: checked
+/// after pinning, so a pid recycled before the pin (whose new process's
+/// parent is not one of ours) is left alone. The pin is dropped on return.
+fn pinned_state(pid: libc::pid_t, known: &HashSet<libc::pid_t>) -> Option<u8> {
+    let _pin = pidfd_open(pid).ok()?;
+    match stat(pid) {
+        Some((state, ppid)) if known.contains(&ppid) => Some(state),
+        _ => None,
     }
 }
 
 /// Every live descendant of `root`, parents before children.
 pub fn descendants(root: libc::pid_t) -> Vec<Member> {
-    let mut out = Vec::new();
-    walk(root, |pid, _| out.push(Member { pid }));
-    out
+    walk(root).0.into_iter().map(|pid| Member { pid }).collect()
 }
 
-/// Sends `sig` to every live descendant of `root`.
+/// Sends `sig` to every live descendant of `root`. The whole tree is listed
+/// first: a parent killed before its children were listed would hand them
+/// to the subreaper and out of the listing. Each member is then pinned again
+/// and its parent checked again (one of the tree's, or the subreaper it was
+/// re-parented to) before the signal goes through the pin.
 pub fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
+    let (live, known) = walk(root);
     let mut sent = Sent::default();
-    walk(root, |pid, fd| {
+    for pid in live {
+        let fd = match pidfd_open(pid) {
+            Ok(fd) => fd,
+            Err(libc::ESRCH) => continue,
+            // No descriptor for a pin this time: the next round finds it
+            // again if it is still there.
+            Err(_) => {
+                sent.found += 1;
+                continue;
+            }
+        };
+        match stat(pid) {
+            Some((state, ppid)) if known.contains(&ppid) && alive(pid, state) => {}
+            _ => continue,
+        }
         sent.found += 1;
-        match fd.and_then(|fd| send(pid, fd, sig)) {
+        match send(pid, fd.as_ref(), sig) {
             Ok(()) => sent.delivered += 1,
             Err(libc::EPERM) => sent.refused.push(Refusal {
                 pid,
                 uid: uid_of(pid),
             }),
-            // Gone since (ESRCH), or no descriptor for a pin this time: the
-            // next round finds it again if it is still there.
+            // Gone since (ESRCH).
             Err(_) => {}
         }
-    });
+    }
     sent
 }
 
