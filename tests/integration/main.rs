@@ -12,6 +12,7 @@ mod completion;
 mod connect;
 mod containers;
 mod containment;
+mod containment_edges;
 mod cron;
 mod degraded;
 mod fairness;
