@@ -24,8 +24,10 @@ mod sentinel;
 mod server;
 mod session;
 mod url;
+mod wire;
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
@@ -34,10 +36,11 @@ use std::time::{Duration, Instant};
 use crate::lock::redlock::Answer;
 
 pub use error::NodeError;
-pub use session::Session;
+pub use session::{Session, behind};
 pub use url::{push_masked_authority, redact};
 
 use conn::Target;
+use wire::Line;
 
 /// The keys one acquire, extension or release touches.
 #[derive(Clone, Debug)]
@@ -220,6 +223,10 @@ pub struct Node {
     /// What the session noticed about the topology (a Sentinel group's new
     /// primary), for the log; see `Node::notes`.
     notes: Arc<Mutex<Vec<String>>>,
+    /// The writing half of the session's connection (see `write_behind`).
+    line: Arc<Mutex<Line>>,
+    /// Jobs submitted so far: the next one's number.
+    jobs: AtomicU64,
 }
 
 impl Node {
@@ -229,13 +236,17 @@ impl Node {
         let name = redact(url);
         let target = Arc::new(Target::new(url::parse(url, &name)?, &name, opts)?);
         let notes = Arc::new(Mutex::new(Vec::new()));
+        let line = Arc::new(Mutex::new(Line::default()));
         Ok(Node {
             session: Arc::new(Mutex::new(Session::new(
                 &name,
                 Arc::clone(&target),
                 opts,
                 Arc::clone(&notes),
+                Arc::clone(&line),
             ))),
+            line,
+            jobs: AtomicU64::new(0),
             name,
             timeout: opts.timeout,
             target,
@@ -299,9 +310,15 @@ impl Node {
     }
 
     /// Runs `job` on this node's worker thread, after every job submitted
-    /// before it. Returns at once.
-    pub fn submit(&self, job: Job) {
+    /// before it. Returns at once, with the job's number (see
+    /// `write_behind`).
+    pub fn submit(&self, job: Job) -> u64 {
         let mut worker = lock(&self.worker);
+        let seq = self.jobs.fetch_add(1, Ordering::Relaxed);
+        let job: Job = Box::new(move |session: &mut Session| {
+            session.job = seq;
+            job(session)
+        });
         if worker.is_none() {
             let (tx, rx) = mpsc::channel::<Job>();
             let session = Arc::clone(&self.session);
@@ -318,7 +335,7 @@ impl Node {
         }
         let job = match worker.as_ref() {
             Some(tx) => match tx.send(job) {
-                Ok(()) => return,
+                Ok(()) => return seq,
                 Err(mpsc::SendError(job)) => job,
             },
             None => job,
@@ -326,12 +343,36 @@ impl Node {
         // No worker thread to be had: run it here, late but in order (we hold
         // the worker slot, so nothing else can be submitted meanwhile).
         job(&mut lock(&self.session));
+        seq
     }
 
     /// Runs `f` on the calling thread. For a lock on a single node, where
     /// there is nothing to overlap and a thread hop would only add latency.
     pub fn run<T>(&self, f: impl FnOnce(&mut Session) -> T) -> T {
-        f(&mut lock(&self.session))
+        let seq = self.jobs.fetch_add(1, Ordering::Relaxed);
+        let mut session = lock(&self.session);
+        session.job = seq;
+        f(&mut session)
+    }
+
+    /// For job `job`, which has not been answered and may still be waiting
+    /// behind an unanswered request on the node's worker: writes its request
+    /// `bytes` on the node's connection now, behind what is in flight there,
+    /// and does not wait for the reply. The node, when it answers again,
+    /// applies the two in the order written: an acquire that was never
+    /// answered, then its release. Jobs submitted before `job` and not yet
+    /// written are not written any more (the release is the last word on
+    /// what they would have done). False when there is no connection of
+    /// redlock-run's own to write on (TLS, Cluster, or none yet): the job
+    /// then stays queued on the worker.
+    pub fn write_behind(&self, job: u64, bytes: &[u8]) -> bool {
+        lock(&self.line).write_behind(job, bytes)
+    }
+
+    /// Before the process ends, so that what was written behind reaches the
+    /// node (see `Line::close`).
+    pub fn close(&self) {
+        lock(&self.line).close();
     }
 
     /// Blocks on a connection of its own subscribed to `channels`: `ready` once
