@@ -295,6 +295,11 @@ fn take_and_run(
             return Exit::Unavailable;
         }
     };
+    // After the fork: naming a host may start a resolver thread.
+    if let Some(msg) = lock.same_server() {
+        log.error(msg);
+        return Exit::Usage;
+    }
     if config.options.tls_insecure {
         log.error(ev(
             "tls-insecure",

@@ -207,6 +207,11 @@ impl Lock {
             .collect()
     }
 
+    /// Two nodes that are one server (see `node::same_server`), worded.
+    pub fn same_server(&self) -> Option<String> {
+        node::same_server(&self.nodes.iter().map(|n| &**n).collect::<Vec<_>>())
+    }
+
     /// Whether a quorum of nodes agreed in the last acquire round (granted,
     /// or refused): only then did the quorum do without the others. A split
     /// (one granted, one refused, one silent of three) reached none.

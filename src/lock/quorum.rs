@@ -13,7 +13,9 @@
 //! commit) do not wait for it, nor for a node that timed out earlier in the
 //! run; a node that is only busy (its answer is due any moment) is waited for
 //! until it would be overdue. A stopped node of three then costs about a
-//! millisecond, and what it may hold expires by its TTL (it is a minority).
+//! millisecond. It still gets the release, written behind the unanswered
+//! acquire on its connection (see `on_each_behind`): once it resumes it
+//! holds nothing of a finished run.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::support::{Cluster, tempdir, wait_until};
+use crate::support::{Cluster, FaultProxy, RedisNode, Test, tempdir, wait_until};
 use crate::support::{base, lock_key};
 
 /// Every key of lock `name` (history aside) on every node of `cluster`.
@@ -119,4 +119,93 @@ fn a_split_round_warns_of_no_quorum_it_did_not_reach() {
         "{:?}",
         leftovers(&cluster, name)
     );
+}
+
+#[test]
+fn one_server_under_three_names_is_a_usage_error() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let p = node.port();
+    let urls = format!("redis://127.0.0.1:{p},redis://127.0.0.1:{p}/0,redis://localhost:{p}");
+    let out = base(&urls, "aliases", &dir).args(["-c", "echo ran"]).run();
+    out.assert_code(64);
+    assert!(!out.stdout.contains("ran"), "{out}");
+    let line = out.stderr.trim();
+    assert_eq!(line.lines().count(), 1, "{out}");
+    assert!(line.contains("same server"), "{out}");
+    assert!(
+        line.contains(&format!("redis://127.0.0.1:{p} "))
+            && line.contains(&format!("redis://127.0.0.1:{p}/0")),
+        "names both: {out}"
+    );
+    assert!(node.all_keys().is_empty(), "{:?}", node.all_keys());
+    // The admin commands refuse the same way.
+    for admin in [&["status"][..], &["unlock", "--force"], &["history"]] {
+        let out = Test::new()
+            .args(admin)
+            .args(["-r", &urls, "-k", "aliases"])
+            .run();
+        out.assert_code(64);
+        assert!(out.stderr.contains("same server"), "{admin:?}: {out}");
+    }
+    // Passwords stay out of the line.
+    let secret = RedisNode::start_with_password(&[], "s3cret-pw");
+    let q = secret.port();
+    let urls = format!("redis://:s3cret-pw@127.0.0.1:{q},redis://:s3cret-pw@localhost:{q}");
+    let out = base(&urls, "aliases", &dir).args(["-c", "true"]).run();
+    out.assert_code(64);
+    assert!(!out.stderr.contains("s3cret-pw"), "{out}");
+}
+
+#[test]
+fn status_tells_one_server_by_its_run_id() {
+    // A second port in front of the same server: two addresses, one run_id.
+    let node = RedisNode::start();
+    let other = RedisNode::start();
+    let proxy = FaultProxy::new(node.port());
+    let urls = format!("{},{},{}", node.url(), other.url(), proxy.url());
+    let out = Test::new()
+        .args(["status", "-r", &urls, "-k", "run-id"])
+        .run();
+    out.assert_code(64);
+    assert!(out.stderr.contains("same server (run_id"), "{out}");
+    assert!(
+        out.stderr.contains(&node.url()) && out.stderr.contains(&proxy.url()),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_missing_password_is_named_with_its_fix_everywhere() {
+    let node = RedisNode::start_with_password(&[], "pw-needed");
+    let url = format!("redis://127.0.0.1:{}", node.port());
+    let dir = tempdir();
+    const FIX: &str = "authentication required: give the password with --password-file or \
+                       REDLOCK_PASSWORD";
+    let run = base(&url, "auth", &dir)
+        .env_remove("REDLOCK_PASSWORD")
+        .args(["-c", "echo ran"])
+        .run();
+    assert!(!run.stdout.contains("ran"), "{run}");
+    assert!(run.stderr.contains(FIX), "run: {run}");
+    assert!(!run.stderr.contains("Protocol error"), "run: {run}");
+    for admin in [
+        &["status"][..],
+        &["unlock", "--force"][..],
+        &["history"][..],
+    ] {
+        let out = Test::new()
+            .env_remove("REDLOCK_PASSWORD")
+            .args(admin)
+            .args(["-r", &url, "-k", "auth"])
+            .run();
+        assert!(
+            out.stderr.contains(FIX) || out.stdout.contains(FIX),
+            "{admin:?}: {out}"
+        );
+        assert!(
+            !out.stdout.contains("unreachable") && !out.stderr.contains("unreachable"),
+            "{admin:?}: {out}"
+        );
+    }
 }

@@ -7,11 +7,14 @@
 //! in play, one worker thread that runs the node's requests strictly in the
 //! order they were submitted. So a release always reaches a node after an
 //! acquire still in flight there (a reply we gave up on may still have been
-//! applied), and a round costs no thread start.
+//! applied), and a round costs no thread start. A release that must not
+//! wait for the worker (the node stopped answering) is written behind the
+//! request in flight, on the same connection (`Node::write_behind`).
 //!
 //! - `url`: the URL forms, and the redaction of their passwords;
 //! - `server`, `sentinel`, `cluster`: connecting to each topology;
 //! - `conn`: one connection, whichever topology it reaches;
+//! - `wire`: redlock-run's own connection to a plain server;
 //! - `session`: the lock's requests, and `--replicas`;
 //! - `scripts`: the Lua every request runs;
 //! - `error`: what a failure says.
@@ -455,6 +458,64 @@ impl Node {
             thread::sleep(pause);
         }
     }
+}
+
+/// Two of `nodes` that are one server under two names: the same address
+/// (any of those a name resolves to), port and database, or the same Unix
+/// socket. One server must count once in a quorum, or "2 of 3 granted" may
+/// come from one machine, with no fault tolerance left.
+///
+/// By address only, which costs no request (a name is resolved within the
+/// node timeout, as the connect would). A server reached under two
+/// addresses of its own (loopback and a LAN address) is one `run_id`, but
+/// that takes a reply from every node before the verdict: an INFO in the
+/// acquire round would tell only once the command may already run (a
+/// quorum of the aliases and one other node answers first), and a round of
+/// its own would cost every run a round trip. `status` compares run_ids,
+/// where a round trip costs no run anything.
+pub fn same_server(nodes: &[&Node]) -> Option<String> {
+    let places: Vec<Option<server::Place>> = nodes
+        .iter()
+        .map(|n| match n.target.as_ref() {
+            Target::Server(client) => server::place(client, &n.name, n.timeout),
+            _ => None,
+        })
+        .collect();
+    for (i, a) in places.iter().enumerate() {
+        for (j, b) in places.iter().enumerate().skip(i + 1) {
+            if let (Some(a), Some(b)) = (a, b)
+                && let Some(at) = a.shared(b)
+            {
+                return Some(format!(
+                    "{} and {} are the same server ({at}): each server counts once in the \
+                     quorum, give each node once",
+                    nodes[i].name, nodes[j].name
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Two nodes whose servers report the same `run_id` (see `same_server`);
+/// `ids` in node order, None where unknown.
+pub fn same_run_id(names: &[&str], ids: &[Option<String>]) -> Option<String> {
+    for (i, a) in ids.iter().enumerate() {
+        for (j, b) in ids.iter().enumerate().skip(i + 1) {
+            if let (Some(a), Some(b)) = (a, b)
+                && a == b
+            {
+                return Some(format!(
+                    "{} and {} are the same server (run_id {}): each server counts once in \
+                     the quorum, give each node once",
+                    names[i],
+                    names[j],
+                    &a[..a.len().min(8)]
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// How soon a dropped subscription is tried again while its node refuses:

@@ -183,6 +183,78 @@ pub(super) fn own(
     Some(Ok(wire))
 }
 
+/// Where a server listens, for telling two names of one server apart.
+#[derive(Debug, PartialEq)]
+pub(super) enum Place {
+    Tcp {
+        addrs: Vec<IpAddr>,
+        port: u16,
+        db: i64,
+    },
+    Unix {
+        path: std::path::PathBuf,
+        db: i64,
+    },
+}
+
+impl Place {
+    /// What `self` and `other` have in common, worded; None when they are
+    /// different servers (or databases).
+    pub(super) fn shared(&self, other: &Place) -> Option<String> {
+        match (self, other) {
+            (
+                Place::Tcp { addrs, port, db },
+                Place::Tcp {
+                    addrs: others,
+                    port: p,
+                    db: d,
+                },
+            ) if port == p && db == d => addrs
+                .iter()
+                .find(|a| others.contains(a))
+                .map(|a| format!("{} port {port}, database {db}", a)),
+            (Place::Unix { path, db }, Place::Unix { path: p, db: d }) if path == p && db == d => {
+                Some(format!("{}, database {db}", path.display()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Where `client`'s server is: its addresses (a name resolved within
+/// `timeout`), port and database. None when the name does not resolve (the
+/// connect will say why).
+pub(super) fn place(client: &Client, name: &str, timeout: Duration) -> Option<Place> {
+    let info = client.get_connection_info();
+    let db = info.redis_settings().db();
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            let addrs = match host.trim_matches(['[', ']']).parse::<IpAddr>() {
+                Ok(ip) => vec![ip],
+                Err(_) => resolve(host, *port, name, timeout).ok()?,
+            };
+            Some(Place::Tcp {
+                addrs: addrs.into_iter().map(canonical).collect(),
+                port: *port,
+                db,
+            })
+        }
+        ConnectionAddr::Unix(path) => Some(Place::Unix {
+            path: std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()),
+            db,
+        }),
+        _ => None,
+    }
+}
+
+/// An IPv4 address written as IPv6 (::ffff:a.b.c.d) is the IPv4 one.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
 /// The addresses `host` resolves to, within `timeout`.
 pub(super) fn resolve(
     host: &str,
@@ -216,5 +288,41 @@ pub(super) fn resolve(
             "{name}: {host} did not resolve within {} (--node-timeout)",
             humantime::format_duration(timeout)
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(addrs: &[&str], port: u16, db: i64) -> Place {
+        Place::Tcp {
+            addrs: addrs.iter().map(|a| a.parse().expect("ip")).collect(),
+            port,
+            db,
+        }
+    }
+
+    #[test]
+    fn one_server_under_two_names_is_seen() {
+        let v4 = tcp(&["127.0.0.1"], 7000, 0);
+        let localhost = tcp(&["::1", "127.0.0.1"], 7000, 0);
+        assert!(
+            v4.shared(&localhost)
+                .is_some_and(|s| s.contains("127.0.0.1 port 7000"))
+        );
+        assert_eq!(v4.shared(&tcp(&["127.0.0.1"], 7001, 0)), None);
+        assert_eq!(v4.shared(&tcp(&["127.0.0.1"], 7000, 1)), None);
+        assert_eq!(v4.shared(&tcp(&["::1"], 7000, 0)), None);
+        let sock = Place::Unix {
+            path: "/run/r.sock".into(),
+            db: 0,
+        };
+        assert!(sock.shared(&sock).is_some());
+        assert_eq!(sock.shared(&v4), None);
+        assert_eq!(
+            canonical("::ffff:127.0.0.1".parse().expect("ip")),
+            "127.0.0.1".parse::<IpAddr>().expect("ip")
+        );
     }
 }

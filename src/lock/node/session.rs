@@ -480,6 +480,22 @@ impl Session {
         })
     }
 
+    /// The server's `run_id` (INFO server): one per server process,
+    /// whatever address it is reached at. None from a Cluster (INFO goes to
+    /// any of its nodes) or a server that does not say.
+    pub fn run_id(&mut self) -> Result<Option<String>, NodeError> {
+        if matches!(self.target.as_ref(), Target::Cluster(_)) {
+            return Ok(None);
+        }
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("server");
+        let info: String = self.query(|c| cmd.query(c))?;
+        Ok(info
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|id| id.trim().to_string()))
+    }
+
     /// The newest `count` records of the history at `key`, as stored.
     pub fn history(&mut self, key: &[u8], count: usize) -> Result<Vec<String>, NodeError> {
         let last = isize::try_from(count).unwrap_or(isize::MAX) - 1;

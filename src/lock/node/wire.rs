@@ -454,6 +454,22 @@ mod tests {
     }
 
     #[test]
+    fn several_silent_addresses_take_one_timeout_in_all() {
+        // TEST-NET-1 (RFC 5737): nothing answers there; a SYN goes unanswered
+        // or the network is unreachable at once.
+        let silent: Vec<SocketAddr> = (1..=4)
+            .map(|i| SocketAddr::from(([192, 0, 2, i], 6379)))
+            .collect();
+        let started = Instant::now();
+        assert!(connect_tcp(&silent, Duration::from_millis(150)).is_err());
+        assert!(
+            started.elapsed() < Duration::from_millis(400),
+            "{:?} for four addresses",
+            started.elapsed()
+        );
+    }
+
+    #[test]
     fn jobs_behind_a_written_release_are_not_written() {
         let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = server.local_addr().expect("addr");
