@@ -209,3 +209,32 @@ fn a_missing_password_is_named_with_its_fix_everywhere() {
         );
     }
 }
+
+#[test]
+fn holds_end_reaches_a_node_that_was_stopped_during_the_run() {
+    // --hold leaves the lock for 1 s after the command; a node stopped for
+    // the whole run gets that hold behind its acquire, so its copy lapses
+    // with the others' rather than after the 30 s TTL.
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let name = "hold-behind";
+    cluster[2].stop();
+    let out = base(&cluster.urls(), name, &dir)
+        .args(["--node-timeout", "100ms", "--ttl", "30s", "--hold", "1s"])
+        .args(["-c", "echo ran"])
+        .run();
+    cluster[2].cont();
+    out.assert_code(0);
+    assert!(wait_until(Duration::from_secs(5), || cluster[2].ping()));
+    let pttl = cluster[2].pttl(lock_key(name));
+    assert!(
+        pttl <= 1_000,
+        "the resumed node keeps the lock for {pttl} ms, not the hold's 1 s\n{out}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(3), || leftovers(&cluster, name)
+            .is_empty()),
+        "{:?}",
+        leftovers(&cluster, name)
+    );
+}
