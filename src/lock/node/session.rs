@@ -635,7 +635,8 @@ impl Session {
     /// A read or connect interrupted by the process being stopped and
     /// continued (SIGSTOP/SIGCONT, Ctrl-Z and `fg`, a cgroup freezer) fails
     /// with EINTR even without signal handlers; it is retried on a fresh
-    /// connection for as long as the node timeout allows. Every request
+    /// connection for as long as the node timeout allows (redlock-run's own
+    /// connection reads on instead, see `wire`). Every request
     /// redlock-run sends gives the same answer when repeated (an acquire for
     /// our own token, a compare-and-delete that finds the key gone), so a
     /// retry cannot change what happened.
