@@ -225,7 +225,7 @@ fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) ->
     // Every node's part, replies that came after a verdict included, however
     // the run ended: the report's counts and the closing warning.
     let outcomes = lock.outcomes(&log);
-    if !matches!(exit, Exit::Unavailable | Exit::Usage) {
+    if !matches!(exit, Exit::Unavailable | Exit::Usage) && lock.quorum_agreed() {
         warn_unreachable(&outcomes, &log);
     }
     *stats.nodes.lock().unwrap_or_else(|p| p.into_inner()) = outcomes;
@@ -233,8 +233,8 @@ fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) ->
 }
 
 /// One line per node that did not answer, or failed, in a run that did not
-/// end as "unavailable" (whose error names the nodes already): the lock was
-/// taken, or found busy, without it, which is what a quorum is for, but
+/// end as "unavailable" (whose error names the nodes already) and where a
+/// quorum agreed: the lock was taken, or found busy, without it, which is what a quorum is for, but
 /// somebody should look at it. Silenced by -q.
 fn warn_unreachable(outcomes: &[NodeOutcome], log: &Log) {
     for o in outcomes {
@@ -299,6 +299,11 @@ fn take_and_run(
             return Exit::Unavailable;
         }
     };
+    // After the fork: naming a host may start a resolver thread.
+    if let Some(msg) = lock.same_server() {
+        log.error(msg);
+        return Exit::Usage;
+    }
     if config.options.tls_insecure {
         log.error(ev(
             "tls-insecure",

@@ -51,6 +51,11 @@ fn connect(target: &Target) -> Result<(Resolved, Vec<Arc<Node>>), String> {
         .iter()
         .map(|u| Node::new(u, &resolved.options).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(msg) =
+        crate::lock::node::same_server(&nodes.iter().map(|n| &**n).collect::<Vec<_>>())
+    {
+        return Err(msg);
+    }
     Ok((resolved, nodes))
 }
 

@@ -107,6 +107,18 @@ fn describe_stale(n: usize, (token, on, left): &(Vec<u8>, usize, i64)) -> String
 /// (text), or one object with a `slots` array (JSON). Exit 0 while any slot
 /// is free, 1 when all are held.
 pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
+    // One server under two addresses of its own: see `node::same_server`.
+    if nodes.len() > 1 {
+        let ids: Vec<Option<String>> = on_all(nodes, |n| n.run_id())
+            .into_iter()
+            .map(|r| r.and_then(Result::ok).flatten())
+            .collect();
+        let names: Vec<&str> = nodes.iter().map(|n| n.name()).collect();
+        if let Some(msg) = crate::lock::node::same_run_id(&names, &ids) {
+            eprintln!("redlock-run: {msg}");
+            return Exit::Usage;
+        }
+    }
     let limit = args.limit.or_else(|| recorded_limit(lock, nodes));
     let last = super::history::last_run(lock, nodes);
     let last_json = last.as_ref().map_or("null".into(), Record::to_json);
@@ -307,6 +319,9 @@ impl Status<'_> {
         for (node, f) in nodes.iter().zip(found) {
             let line = match f {
                 None => "no answer in time (unreachable)".to_string(),
+                // A node that answered "who are you?" is reachable: the
+                // error says what it wants.
+                Some(Err(e)) if e.contains("authentication") => e.clone(),
                 Some(Err(e)) => format!("{e} (unreachable)"),
                 Some(Ok(i)) => match &i.value {
                     None => "free".to_string(),

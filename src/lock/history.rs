@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lock::Lock;
-use crate::lock::node::{NodeError, Released};
+use crate::lock::node::{self, NodeError, Released};
 use crate::lock::quorum::{self, Reply};
 use crate::lock::redlock::Answer;
 use crate::log::{Log, ev};
@@ -69,12 +69,23 @@ impl Lock {
         let history: Arc<[u8]> = self.keys.history().into();
         let record: Option<Arc<str>> = record.map(Into::into);
         let ours = holding.clone();
-        let replies = quorum::on_each_indexed(
+        let (books2, token2, history2, record2) = (
+            Arc::clone(&books),
+            Arc::clone(&token),
+            Arc::clone(&history),
+            record.clone(),
+        );
+        let replies = quorum::on_each_behind(
             &self.nodes,
             &which,
             move |i, s| {
                 let entry = record.as_deref().map(|r| (&history[..], r));
                 s.end_run(&books, &token, ours.contains(&i).then_some(ending), entry)
+            },
+            |i| {
+                let entry = record2.as_deref().map(|r| (&history2[..], r));
+                let ending = holding.contains(&i).then_some(ending);
+                node::behind::end_run(&books2, &token2, ending, entry)
             },
             self.round_limit(),
         );

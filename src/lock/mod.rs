@@ -207,6 +207,21 @@ impl Lock {
             .collect()
     }
 
+    /// Two nodes that are one server (see `node::same_server`), worded.
+    pub fn same_server(&self) -> Option<String> {
+        node::same_server(&self.nodes.iter().map(|n| &**n).collect::<Vec<_>>())
+    }
+
+    /// Whether a quorum of nodes agreed in the last acquire round (granted,
+    /// or refused): only then did the quorum do without the others. A split
+    /// (one granted, one refused, one silent of three) reached none.
+    pub fn quorum_agreed(&self) -> bool {
+        let last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
+        let q = redlock::quorum(self.nodes.len());
+        last.as_ref()
+            .is_some_and(|r| r.tally.granted() >= q || r.tally.refused() >= q)
+    }
+
     /// Nodes that failed, or have not answered, the last acquire round.
     pub fn failed_nodes(&self) -> Vec<String> {
         let mut last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
@@ -616,10 +631,12 @@ impl Lock {
     pub fn hold_for(&self, left: Duration, exit_code: u8, log: &Log) {
         let which = self.holding();
         let (books, token) = (self.books(), Arc::clone(&self.token));
-        let replies = quorum::on_each(
+        let bytes = node::behind::hold(&books, &token, left, exit_code);
+        let replies = quorum::on_each_behind(
             &self.nodes,
             &which,
-            move |n| n.hold(&books, &token, left, exit_code),
+            move |_, n| n.hold(&books, &token, left, exit_code),
+            |_| Some(bytes.clone()),
             self.round_limit(),
         );
         self.log_holds(&replies, left, log);
@@ -818,10 +835,12 @@ impl Lock {
             return;
         }
         let (books, token) = (self.books(), Arc::clone(&self.token));
-        let replies = quorum::on_each(
+        let bytes = node::behind::release(&books, &token, announce);
+        let replies = quorum::on_each_behind(
             &self.nodes,
             which,
-            move |n| n.release(&books, &token, announce),
+            move |_, n| n.release(&books, &token, announce),
+            |_| Some(bytes.clone()),
             self.round_limit(),
         );
         self.log_releases(which, &replies, log);
@@ -947,6 +966,16 @@ impl Lock {
             "no node failed".into()
         } else {
             parts.join("; ")
+        }
+    }
+}
+
+impl Drop for Lock {
+    /// What was written behind an unanswered request must reach its node
+    /// after the process ends (see `Node::close`).
+    fn drop(&mut self) {
+        for node in self.nodes.iter() {
+            node.close();
         }
     }
 }

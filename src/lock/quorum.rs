@@ -13,7 +13,9 @@
 //! commit) do not wait for it, nor for a node that timed out earlier in the
 //! run; a node that is only busy (its answer is due any moment) is waited for
 //! until it would be overdue. A stopped node of three then costs about a
-//! millisecond, and what it may hold expires by its TTL (it is a minority).
+//! millisecond. It still gets the release, written behind the unanswered
+//! acquire on its connection (see `on_each_behind`): once it resumes it
+//! holds nothing of a finished run.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +31,9 @@ pub struct Reply<T> {
     pub result: Result<T, NodeError>,
     pub latency: Duration,
 }
+
+/// Each node's job number in a round (see `Node::write_behind`).
+type Jobs = Vec<(usize, u64)>;
 
 /// Replies that may still come in after a round stopped listening.
 struct Late<T>(Option<Receiver<Reply<T>>>);
@@ -77,13 +82,14 @@ pub fn not_answering(node: &Node) -> bool {
 /// parallel, and collects replies until `until` says stop (`None`) or the
 /// moment it names passes.
 /// Replies come back in arrival order, carrying indexes into `nodes`; the
-/// receiver for the ones still to come is returned beside them.
+/// receiver for the ones still to come is returned beside them, and each
+/// node's job number (see `Node::write_behind`).
 fn fan_out<T, F, U>(
     nodes: &[Arc<Node>],
     which: &[usize],
     op: F,
     mut until: U,
-) -> (Vec<Reply<T>>, Late<T>)
+) -> (Vec<Reply<T>>, Late<T>, Jobs)
 where
     T: Send + 'static,
     F: Fn(usize, &mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
@@ -105,14 +111,16 @@ where
                 latency: start.elapsed(),
             }],
             Late(None),
+            Vec::new(),
         );
     }
     let op = Arc::new(op);
     let (tx, rx) = mpsc::channel();
+    let mut jobs = Vec::with_capacity(which.len());
     for &i in which {
         let (tx, op, node) = (tx.clone(), Arc::clone(&op), Arc::clone(&nodes[i]));
         nodes[i].begin();
-        nodes[i].submit(Box::new(move |session| {
+        let job = nodes[i].submit(Box::new(move |session| {
             let result = op(i, session);
             node.finish(&result);
             let latency = start.elapsed();
@@ -125,6 +133,7 @@ where
                 latency,
             });
         }));
+        jobs.push((i, job));
     }
     drop(tx);
     let mut replies = Vec::with_capacity(which.len());
@@ -138,7 +147,7 @@ where
             Err(_) => break,
         }
     }
-    (replies, Late(Some(rx)))
+    (replies, Late(Some(rx)), jobs)
 }
 
 /// A node's reply that says whether it granted what was asked.
@@ -261,7 +270,7 @@ where
         .copied()
         .filter(|&i| overdue(&nodes[i], start))
         .collect();
-    let (replies, late) = fan_out(
+    let (replies, late, _) = fan_out(
         nodes,
         &all,
         move |_, s| op(s),
@@ -322,6 +331,29 @@ where
     T: Send + 'static,
     F: Fn(usize, &mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
 {
+    on_each_behind(nodes, which, op, |_| None, limit)
+}
+
+/// `on_each_indexed` for the requests that must reach a node even when it
+/// is not waited for: the end of a run, the undo of a failed attempt. A node
+/// that has not answered when the waiting ends gets `behind(i)`, the same
+/// request as bytes, written behind whatever it has in flight, at once (see
+/// `Node::write_behind`); queued on its worker, the request would wait there
+/// for the unanswered one and die with the process. So a node stopped while
+/// it had our acquire applies the acquire and then its release when it
+/// resumes, and holds no copy of a finished run's lock.
+pub fn on_each_behind<T, F, B>(
+    nodes: &[Arc<Node>],
+    which: &[usize],
+    op: F,
+    behind: B,
+    limit: Duration,
+) -> Vec<Reply<T>>
+where
+    T: Send + 'static,
+    F: Fn(usize, &mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
+    B: Fn(usize) -> Option<Vec<u8>>,
+{
     let start = Instant::now();
     // Per node: wait for its reply until this moment (None: do not wait).
     let wait: Vec<(usize, Option<Instant>)> = which
@@ -341,7 +373,7 @@ where
             (i, until.map(|t| t.min(start + limit)))
         })
         .collect();
-    let (mut replies, late) = fan_out(nodes, which, op, |r| {
+    let (mut replies, late, jobs) = fan_out(nodes, which, op, |r| {
         wait.iter()
             .filter(|(i, _)| !r.iter().any(|x| x.node == *i))
             .filter_map(|(_, until)| *until)
@@ -351,6 +383,13 @@ where
     // Whatever the others have answered by now is worth reporting.
     if let Some(rx) = &late.0 {
         replies.extend(rx.try_iter());
+    }
+    for (i, job) in jobs {
+        if !replies.iter().any(|r| r.node == i)
+            && let Some(bytes) = behind(i)
+        {
+            nodes[i].write_behind(job, &bytes);
+        }
     }
     replies
 }

@@ -20,6 +20,7 @@ mod fence;
 mod foundation;
 mod generated;
 mod metrics_format;
+mod node_io;
 mod one_name;
 mod operability;
 mod operator;

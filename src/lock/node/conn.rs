@@ -1,7 +1,7 @@
 //! What a node's URL names (`Target`) and one connection to it (`Conn`),
 //! whichever the topology: the session's requests are the same on each.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::cluster::ClusterConnection;
@@ -11,6 +11,7 @@ use super::cluster::{self, Bounded, Cluster};
 use super::error::{Failure, NodeError};
 use super::sentinel::Group;
 use super::url::Spec;
+use super::wire::{Line, Wire};
 use super::{Options, lock, server};
 
 pub(super) enum Target {
@@ -40,40 +41,52 @@ impl Target {
         })
     }
 
+    /// A connection for the node's requests: redlock-run's own where it can
+    /// (see `wire`), its writing half left in `line`.
     pub(super) fn connect(
         &self,
         name: &str,
         timeout: Duration,
         notes: &Mutex<Vec<String>>,
+        line: &Arc<Mutex<Line>>,
     ) -> Result<Conn, Failure> {
         match self {
-            Target::Server(client) => server::connect(client, name, timeout).map(Conn::Plain),
+            Target::Server(client) => match server::own(client, name, timeout, line) {
+                Some(wire) => wire.map(Conn::Own),
+                None => server::connect(client, name, timeout).map(Conn::Plain),
+            },
             Target::Sentinel(group) => {
                 let (client, note) = group.primary(name, timeout).map_err(Failure::Other)?;
                 if let Some(note) = note {
                     lock(notes).push(note);
                 }
-                match server::connect(&client, name, timeout) {
-                    Ok(c) => Ok(Conn::Plain(c)),
-                    Err(e) => {
-                        group.forget();
-                        Err(e)
-                    }
+                let conn = match server::own(&client, name, timeout, line) {
+                    Some(wire) => wire.map(Conn::Own),
+                    None => server::connect(&client, name, timeout).map(Conn::Plain),
+                };
+                if conn.is_err() {
+                    group.forget();
                 }
+                conn
             }
             Target::Cluster(c) => c.connect(name, timeout).map(|c| Conn::Cluster(Box::new(c))),
         }
     }
 
-    /// A plain connection, for a subscription.
+    /// A plain connection of the crate's, for a subscription.
     pub(super) fn plain(&self, name: &str, timeout: Duration) -> Result<Connection, NodeError> {
         match self {
             Target::Cluster(c) => c.plain(name, timeout),
-            _ => match self.connect(name, timeout, &Mutex::new(Vec::new())) {
-                Ok(Conn::Plain(c)) => Ok(c),
-                Ok(Conn::Cluster(_)) => Err(NodeError::new(format!("{name}: not a server"))),
-                Err(f) => Err(f.into_error()),
-            },
+            Target::Server(client) => {
+                server::connect(client, name, timeout).map_err(Failure::into_error)
+            }
+            Target::Sentinel(group) => {
+                let (client, _) = group.primary(name, timeout)?;
+                server::connect(&client, name, timeout).map_err(|f| {
+                    group.forget();
+                    f.into_error()
+                })
+            }
         }
     }
 
@@ -101,6 +114,7 @@ impl Target {
 }
 
 pub(super) enum Conn {
+    Own(Wire),
     Plain(Connection),
     Cluster(Box<ClusterConnection<Bounded>>),
 }
@@ -110,6 +124,7 @@ impl Conn {
     /// the master of its slot.
     pub(super) fn at_key(&mut self, cmd: &Cmd, key: &[u8]) -> RedisResult<Value> {
         match self {
+            Conn::Own(c) => cmd.query(c),
             Conn::Plain(c) => cmd.query(c),
             Conn::Cluster(c) => c.route_command(cmd, cluster::master_of(key)),
         }
@@ -117,8 +132,12 @@ impl Conn {
 }
 
 impl Conn {
-    pub(super) fn set_read_timeout(&self, d: Duration) -> RedisResult<()> {
+    pub(super) fn set_read_timeout(&mut self, d: Duration) -> RedisResult<()> {
         match self {
+            Conn::Own(c) => {
+                c.timeout = d;
+                Ok(())
+            }
             Conn::Plain(c) => c.set_read_timeout(Some(d)),
             Conn::Cluster(c) => c.set_read_timeout(Some(d)),
         }
@@ -128,6 +147,7 @@ impl Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         match self {
+            Conn::Own(c) => c.req_packed_command(cmd),
             Conn::Plain(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         }
@@ -140,6 +160,7 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisResult<Vec<Value>> {
         match self {
+            Conn::Own(c) => c.req_packed_commands(cmd, offset, count),
             Conn::Plain(c) => c.req_packed_commands(cmd, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
         }
@@ -147,6 +168,7 @@ impl ConnectionLike for Conn {
 
     fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         match self {
+            Conn::Own(c) => c.req_command(cmd),
             Conn::Plain(c) => c.req_command(cmd),
             Conn::Cluster(c) => c.req_command(cmd),
         }
@@ -154,6 +176,7 @@ impl ConnectionLike for Conn {
 
     fn get_db(&self) -> i64 {
         match self {
+            Conn::Own(c) => c.get_db(),
             Conn::Plain(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
         }
@@ -161,6 +184,7 @@ impl ConnectionLike for Conn {
 
     fn supports_pipelining(&self) -> bool {
         match self {
+            Conn::Own(c) => c.supports_pipelining(),
             Conn::Plain(c) => c.supports_pipelining(),
             Conn::Cluster(c) => c.supports_pipelining(),
         }
@@ -168,6 +192,7 @@ impl ConnectionLike for Conn {
 
     fn check_connection(&mut self) -> bool {
         match self {
+            Conn::Own(c) => c.check_connection(),
             Conn::Plain(c) => c.check_connection(),
             Conn::Cluster(c) => c.check_connection(),
         }
@@ -175,6 +200,7 @@ impl ConnectionLike for Conn {
 
     fn is_open(&self) -> bool {
         match self {
+            Conn::Own(c) => c.is_open(),
             Conn::Plain(c) => c.is_open(),
             Conn::Cluster(c) => c.is_open(),
         }

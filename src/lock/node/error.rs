@@ -113,6 +113,8 @@ pub(super) fn wording(name: &str, timeout: Duration, e: &redis::RedisError) -> N
         no_answer(timeout)
     } else if e.is_connection_refusal() {
         "connection refused".to_string()
+    } else if e.code() == Some("NOAUTH") || unauthenticated(&e.to_string()) {
+        needs_password()
     } else if e.kind() == redis::ErrorKind::AuthenticationFailed || e.code() == Some("WRONGPASS") {
         wrong_password()
     } else if e.code() == Some("NOPERM") {
@@ -157,12 +159,22 @@ pub(super) fn wording(name: &str, timeout: Duration, e: &redis::RedisError) -> N
     }
 }
 
+/// Redis 7 answers a request of more than a few arguments (or a long
+/// one) from a client that has not authenticated with a protocol error, and
+/// closes the connection, before it would say NOAUTH: the acquire's EVAL
+/// gets that. It means the same, and says so in its own words.
+fn unauthenticated(text: &str) -> bool {
+    text.contains("unauthenticated multibulk length")
+        || text.contains("unauthenticated bulk length")
+}
+
 /// An error reply from the server.
 pub(super) fn server_error(name: &str, e: &redis::ServerError) -> NodeError {
     let what = match e.code() {
         "NOPERM" => permission_denied(&e.to_string()),
         "NOAUTH" => needs_password(),
         "WRONGPASS" => wrong_password(),
+        _ if unauthenticated(&e.to_string()) => needs_password(),
         code => match topology_hint(code) {
             Some(hint) => format!("{e} {hint}"),
             None => e.to_string(),
@@ -176,7 +188,9 @@ pub(super) fn server_error(name: &str, e: &redis::ServerError) -> NodeError {
 /// `NOPERM ...` from 7.2 on, and `ERR The user executing the script can't run
 /// this command or subcommand` before.
 pub(super) fn script_error(name: &str, text: &str) -> NodeError {
-    let what = if text.contains("NOPERM") || text.contains("can't run this command") {
+    let what = if text.contains("NOAUTH") || unauthenticated(text) {
+        needs_password()
+    } else if text.contains("NOPERM") || text.contains("can't run this command") {
         permission_denied(text)
     } else {
         text.to_string()
@@ -221,8 +235,8 @@ fn wrong_password() -> String {
 }
 
 fn needs_password() -> String {
-    "authentication required: give the password in the URL, with --password-file or in \
-     REDLOCK_PASSWORD"
+    "authentication required: give the password with --password-file or REDLOCK_PASSWORD (or \
+     in the URL)"
         .to_string()
 }
 
@@ -246,4 +260,37 @@ pub(super) fn is_tls_error(e: &redis::RedisError) -> bool {
     ]
     .iter()
     .any(|w| text.contains(w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_password_is_named_whatever_redis_answers() {
+        for answer in [
+            "-NOAUTH Authentication required.\r\n",
+            "-ERR Protocol error: unauthenticated multibulk length\r\n",
+            "-ERR Protocol error: unauthenticated bulk length\r\n",
+        ] {
+            let v = redis::parse_redis_value(answer.as_bytes()).expect("parses");
+            let e = v.extract_error().expect_err("an error");
+            let msg = wording("redis://h:1", Duration::from_secs(1), &e).to_string();
+            assert!(
+                msg.starts_with(
+                    "redis://h:1: authentication required: give the password with \
+                                 --password-file or REDLOCK_PASSWORD"
+                ),
+                "{answer}: {msg}"
+            );
+        }
+        let refused = redis::parse_redis_value(
+            b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+        )
+        .expect("parses")
+        .extract_error()
+        .expect_err("an error");
+        let msg = wording("n", Duration::from_secs(1), &refused).to_string();
+        assert!(msg.contains("authentication failed"), "{msg}");
+    }
 }

@@ -7,11 +7,14 @@
 //! in play, one worker thread that runs the node's requests strictly in the
 //! order they were submitted. So a release always reaches a node after an
 //! acquire still in flight there (a reply we gave up on may still have been
-//! applied), and a round costs no thread start.
+//! applied), and a round costs no thread start. A release that must not
+//! wait for the worker (the node stopped answering) is written behind the
+//! request in flight, on the same connection (`Node::write_behind`).
 //!
 //! - `url`: the URL forms, and the redaction of their passwords;
 //! - `server`, `sentinel`, `cluster`: connecting to each topology;
 //! - `conn`: one connection, whichever topology it reaches;
+//! - `wire`: redlock-run's own connection to a plain server;
 //! - `session`: the lock's requests, and `--replicas`;
 //! - `scripts`: the Lua every request runs;
 //! - `error`: what a failure says.
@@ -24,8 +27,10 @@ mod sentinel;
 mod server;
 mod session;
 mod url;
+mod wire;
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
@@ -34,10 +39,11 @@ use std::time::{Duration, Instant};
 use crate::lock::redlock::Answer;
 
 pub use error::NodeError;
-pub use session::Session;
+pub use session::{Session, behind};
 pub use url::{push_masked_authority, redact};
 
 use conn::Target;
+use wire::Line;
 
 /// The keys one acquire, extension or release touches.
 #[derive(Clone, Debug)]
@@ -220,6 +226,10 @@ pub struct Node {
     /// What the session noticed about the topology (a Sentinel group's new
     /// primary), for the log; see `Node::notes`.
     notes: Arc<Mutex<Vec<String>>>,
+    /// The writing half of the session's connection (see `write_behind`).
+    line: Arc<Mutex<Line>>,
+    /// Jobs submitted so far: the next one's number.
+    jobs: AtomicU64,
 }
 
 impl Node {
@@ -229,13 +239,17 @@ impl Node {
         let name = redact(url);
         let target = Arc::new(Target::new(url::parse(url, &name)?, &name, opts)?);
         let notes = Arc::new(Mutex::new(Vec::new()));
+        let line = Arc::new(Mutex::new(Line::default()));
         Ok(Node {
             session: Arc::new(Mutex::new(Session::new(
                 &name,
                 Arc::clone(&target),
                 opts,
                 Arc::clone(&notes),
+                Arc::clone(&line),
             ))),
+            line,
+            jobs: AtomicU64::new(0),
             name,
             timeout: opts.timeout,
             target,
@@ -299,9 +313,15 @@ impl Node {
     }
 
     /// Runs `job` on this node's worker thread, after every job submitted
-    /// before it. Returns at once.
-    pub fn submit(&self, job: Job) {
+    /// before it. Returns at once, with the job's number (see
+    /// `write_behind`).
+    pub fn submit(&self, job: Job) -> u64 {
         let mut worker = lock(&self.worker);
+        let seq = self.jobs.fetch_add(1, Ordering::Relaxed);
+        let job: Job = Box::new(move |session: &mut Session| {
+            session.job = seq;
+            job(session)
+        });
         if worker.is_none() {
             let (tx, rx) = mpsc::channel::<Job>();
             let session = Arc::clone(&self.session);
@@ -318,7 +338,7 @@ impl Node {
         }
         let job = match worker.as_ref() {
             Some(tx) => match tx.send(job) {
-                Ok(()) => return,
+                Ok(()) => return seq,
                 Err(mpsc::SendError(job)) => job,
             },
             None => job,
@@ -326,12 +346,36 @@ impl Node {
         // No worker thread to be had: run it here, late but in order (we hold
         // the worker slot, so nothing else can be submitted meanwhile).
         job(&mut lock(&self.session));
+        seq
     }
 
     /// Runs `f` on the calling thread. For a lock on a single node, where
     /// there is nothing to overlap and a thread hop would only add latency.
     pub fn run<T>(&self, f: impl FnOnce(&mut Session) -> T) -> T {
-        f(&mut lock(&self.session))
+        let seq = self.jobs.fetch_add(1, Ordering::Relaxed);
+        let mut session = lock(&self.session);
+        session.job = seq;
+        f(&mut session)
+    }
+
+    /// For job `job`, which has not been answered and may still be waiting
+    /// behind an unanswered request on the node's worker: writes its request
+    /// `bytes` on the node's connection now, behind what is in flight there,
+    /// and does not wait for the reply. The node, when it answers again,
+    /// applies the two in the order written: an acquire that was never
+    /// answered, then its release. Jobs submitted before `job` and not yet
+    /// written are not written any more (the release is the last word on
+    /// what they would have done). False when there is no connection of
+    /// redlock-run's own to write on (TLS, Cluster, or none yet): the job
+    /// then stays queued on the worker.
+    pub fn write_behind(&self, job: u64, bytes: &[u8]) -> bool {
+        lock(&self.line).write_behind(job, bytes)
+    }
+
+    /// Before the process ends, so that what was written behind reaches the
+    /// node (see `Line::close`).
+    pub fn close(&self) {
+        lock(&self.line).close();
     }
 
     /// Blocks on a connection of its own subscribed to `channels`: `ready` once
@@ -414,6 +458,64 @@ impl Node {
             thread::sleep(pause);
         }
     }
+}
+
+/// Two of `nodes` that are one server under two names: the same address
+/// (any of those a name resolves to), port and database, or the same Unix
+/// socket. One server must count once in a quorum, or "2 of 3 granted" may
+/// come from one machine, with no fault tolerance left.
+///
+/// By address only, which costs no request (a name is resolved within the
+/// node timeout, as the connect would). A server reached under two
+/// addresses of its own (loopback and a LAN address) is one `run_id`, but
+/// that takes a reply from every node before the verdict: an INFO in the
+/// acquire round would tell only once the command may already run (a
+/// quorum of the aliases and one other node answers first), and a round of
+/// its own would cost every run a round trip. `status` compares run_ids,
+/// where a round trip costs no run anything.
+pub fn same_server(nodes: &[&Node]) -> Option<String> {
+    let places: Vec<Option<server::Place>> = nodes
+        .iter()
+        .map(|n| match n.target.as_ref() {
+            Target::Server(client) => server::place(client, &n.name, n.timeout),
+            _ => None,
+        })
+        .collect();
+    for (i, a) in places.iter().enumerate() {
+        for (j, b) in places.iter().enumerate().skip(i + 1) {
+            if let (Some(a), Some(b)) = (a, b)
+                && let Some(at) = a.shared(b)
+            {
+                return Some(format!(
+                    "{} and {} are the same server ({at}): each server counts once in the \
+                     quorum, give each node once",
+                    nodes[i].name, nodes[j].name
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Two nodes whose servers report the same `run_id` (see `same_server`);
+/// `ids` in node order, None where unknown.
+pub fn same_run_id(names: &[&str], ids: &[Option<String>]) -> Option<String> {
+    for (i, a) in ids.iter().enumerate() {
+        for (j, b) in ids.iter().enumerate().skip(i + 1) {
+            if let (Some(a), Some(b)) = (a, b)
+                && a == b
+            {
+                return Some(format!(
+                    "{} and {} are the same server (run_id {}): each server counts once in \
+                     the quorum, give each node once",
+                    names[i],
+                    names[j],
+                    &a[..a.len().min(8)]
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// How soon a dropped subscription is tried again while its node refuses:

@@ -2,13 +2,15 @@
 //! connection with every step bounded, name resolution included. A Sentinel
 //! group's primary is reached the same way once it is known.
 
-use std::net::{IpAddr, ToSocketAddrs};
-use std::time::Duration;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use redis::{Client, Connection, ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 use super::Options;
 use super::error::{Failure, NodeError};
+use super::wire::{self, Line, Wire};
 
 /// The client for `url`, with the options' credentials filling in for a
 /// URL that carries none.
@@ -72,12 +74,18 @@ pub(super) fn connect(
         // address found.
         ConnectionAddr::Tcp(host, port) if host.parse::<IpAddr>().is_err() => {
             // Every address in turn, as a resolver-backed connect would:
-            // "localhost" is often ::1 first and 127.0.0.1 second.
+            // "localhost" is often ::1 first and 127.0.0.1 second. All of
+            // them within the one node timeout.
+            let until = Instant::now() + timeout;
             let mut last = None;
             for ip in resolve(host, *port, name, timeout).map_err(Failure::Other)? {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
                 let info = client.get_connection_info().clone();
                 match Client::open(info.set_addr(ConnectionAddr::Tcp(ip.to_string(), *port)))
-                    .and_then(|c| c.get_connection_with_timeout(timeout))
+                    .and_then(|c| c.get_connection_with_timeout(left))
                 {
                     Ok(conn) => {
                         last = Some(Ok(conn));
@@ -89,8 +97,9 @@ pub(super) fn connect(
             match last {
                 Some(result) => result,
                 None => {
-                    return Err(Failure::Other(NodeError::new(format!(
-                        "{name}: {host} has no address"
+                    return Err(Failure::Other(NodeError::timed_out(format!(
+                        "{name}: {}",
+                        super::error::no_answer(timeout)
                     ))));
                 }
             }
@@ -112,6 +121,138 @@ pub(super) fn connect(
         .and_then(|()| conn.set_write_timeout(Some(timeout)))
         .map_err(|e| Failure::of(name, timeout, &e))?;
     Ok(conn)
+}
+
+/// redlock-run's own connection to `client`'s server (see `wire`), with
+/// the handshake the crate would do (AUTH, SELECT), everything within
+/// `timeout`; None where the crate's connection must do (TLS, RESP3).
+pub(super) fn own(
+    client: &Client,
+    name: &str,
+    timeout: Duration,
+    line: &Arc<Mutex<Line>>,
+) -> Option<Result<Wire, Failure>> {
+    let info = client.get_connection_info();
+    let settings = info.redis_settings();
+    if settings.protocol() != redis::ProtocolVersion::RESP2 {
+        return None;
+    }
+    let until = Instant::now() + timeout;
+    let io = |e: std::io::Error| Failure::of(name, timeout, &redis::RedisError::from(e));
+    let stream = match info.addr() {
+        ConnectionAddr::Tcp(host, port) => {
+            let addrs: Vec<SocketAddr> = match host.trim_matches(['[', ']']).parse::<IpAddr>() {
+                Ok(ip) => vec![SocketAddr::new(ip, *port)],
+                Err(_) => match resolve(host, *port, name, timeout) {
+                    Ok(ips) => ips
+                        .into_iter()
+                        .map(|ip| SocketAddr::new(ip, *port))
+                        .collect(),
+                    Err(e) => return Some(Err(Failure::Other(e))),
+                },
+            };
+            let left = until.saturating_duration_since(Instant::now());
+            wire::connect_tcp(&addrs, left.max(Duration::from_millis(1)))
+        }
+        ConnectionAddr::Unix(path) => wire::connect_unix(path),
+        _ => return None,
+    };
+    let mut wire = match stream.and_then(|s| Wire::new(s, line, timeout, settings.db())) {
+        Ok(w) => w,
+        Err(e) => return Some(Err(io(e))),
+    };
+    let mut handshake = Vec::new();
+    if let Some(password) = settings.password() {
+        let mut auth = redis::cmd("AUTH");
+        if let Some(user) = settings.username() {
+            auth.arg(user);
+        }
+        handshake.push(auth.arg(password).clone());
+    }
+    if settings.db() != 0 {
+        handshake.push(redis::cmd("SELECT").arg(settings.db()).clone());
+    }
+    for cmd in &handshake {
+        wire.timeout = until.saturating_duration_since(Instant::now());
+        if let Err(e) = cmd.query::<redis::Value>(&mut wire) {
+            wire.discard(false);
+            return Some(Err(Failure::of(name, timeout, &e)));
+        }
+    }
+    wire.timeout = timeout;
+    Some(Ok(wire))
+}
+
+/// Where a server listens, for telling two names of one server apart.
+#[derive(Debug, PartialEq)]
+pub(super) enum Place {
+    Tcp {
+        addrs: Vec<IpAddr>,
+        port: u16,
+        db: i64,
+    },
+    Unix {
+        path: std::path::PathBuf,
+        db: i64,
+    },
+}
+
+impl Place {
+    /// What `self` and `other` have in common, worded; None when they are
+    /// different servers (or databases).
+    pub(super) fn shared(&self, other: &Place) -> Option<String> {
+        match (self, other) {
+            (
+                Place::Tcp { addrs, port, db },
+                Place::Tcp {
+                    addrs: others,
+                    port: p,
+                    db: d,
+                },
+            ) if port == p && db == d => addrs
+                .iter()
+                .find(|a| others.contains(a))
+                .map(|a| format!("{} port {port}, database {db}", a)),
+            (Place::Unix { path, db }, Place::Unix { path: p, db: d }) if path == p && db == d => {
+                Some(format!("{}, database {db}", path.display()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Where `client`'s server is: its addresses (a name resolved within
+/// `timeout`), port and database. None when the name does not resolve (the
+/// connect will say why).
+pub(super) fn place(client: &Client, name: &str, timeout: Duration) -> Option<Place> {
+    let info = client.get_connection_info();
+    let db = info.redis_settings().db();
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            let addrs = match host.trim_matches(['[', ']']).parse::<IpAddr>() {
+                Ok(ip) => vec![ip],
+                Err(_) => resolve(host, *port, name, timeout).ok()?,
+            };
+            Some(Place::Tcp {
+                addrs: addrs.into_iter().map(canonical).collect(),
+                port: *port,
+                db,
+            })
+        }
+        ConnectionAddr::Unix(path) => Some(Place::Unix {
+            path: std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()),
+            db,
+        }),
+        _ => None,
+    }
+}
+
+/// An IPv4 address written as IPv6 (::ffff:a.b.c.d) is the IPv4 one.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
 }
 
 /// The addresses `host` resolves to, within `timeout`.
@@ -147,5 +288,41 @@ pub(super) fn resolve(
             "{name}: {host} did not resolve within {} (--node-timeout)",
             humantime::format_duration(timeout)
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(addrs: &[&str], port: u16, db: i64) -> Place {
+        Place::Tcp {
+            addrs: addrs.iter().map(|a| a.parse().expect("ip")).collect(),
+            port,
+            db,
+        }
+    }
+
+    #[test]
+    fn one_server_under_two_names_is_seen() {
+        let v4 = tcp(&["127.0.0.1"], 7000, 0);
+        let localhost = tcp(&["::1", "127.0.0.1"], 7000, 0);
+        assert!(
+            v4.shared(&localhost)
+                .is_some_and(|s| s.contains("127.0.0.1 port 7000"))
+        );
+        assert_eq!(v4.shared(&tcp(&["127.0.0.1"], 7001, 0)), None);
+        assert_eq!(v4.shared(&tcp(&["127.0.0.1"], 7000, 1)), None);
+        assert_eq!(v4.shared(&tcp(&["::1"], 7000, 0)), None);
+        let sock = Place::Unix {
+            path: "/run/r.sock".into(),
+            db: 0,
+        };
+        assert!(sock.shared(&sock).is_some());
+        assert_eq!(sock.shared(&v4), None);
+        assert_eq!(
+            canonical("::ffff:127.0.0.1".parse().expect("ip")),
+            "127.0.0.1".parse::<IpAddr>().expect("ip")
+        );
     }
 }

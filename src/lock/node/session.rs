@@ -10,6 +10,7 @@ use redis::Value;
 use super::conn::{Conn, Target};
 use super::error::{self, Failure, NodeError, interrupted, server_error, unexpected};
 use super::scripts::*;
+use super::wire::Line;
 use super::{Books, Extension, Granted, Inspection, Options, Queue, Refusal, Released, millis};
 use crate::lock::history::{Ended, Ending, Finish, HISTORY_CAP, HISTORY_TTL};
 use crate::lock::redlock::Answer;
@@ -27,6 +28,10 @@ pub struct Session {
     conn: Option<Conn>,
     /// Shared with the node: what the log should hear about the topology.
     notes: Arc<Mutex<Vec<String>>>,
+    /// Shared with the node: the connection's writing half.
+    line: Arc<Mutex<Line>>,
+    /// The number of the node's job running now (see `Node::write_behind`).
+    pub(super) job: u64,
 }
 
 impl Session {
@@ -35,6 +40,7 @@ impl Session {
         target: Arc<Target>,
         opts: &Options,
         notes: Arc<Mutex<Vec<String>>>,
+        line: Arc<Mutex<Line>>,
     ) -> Session {
         Session {
             name: name.to_string(),
@@ -43,6 +49,8 @@ impl Session {
             replicas: opts.replicas,
             conn: None,
             notes,
+            line,
+            job: 0,
         }
     }
 
@@ -224,22 +232,7 @@ impl Session {
         token: &str,
         announce: bool,
     ) -> Result<Released, NodeError> {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(RELEASE)
-            .arg(5)
-            .arg(&books.lock)
-            .arg(&books.holder)
-            .arg(&books.queue)
-            .arg(&books.waiters)
-            .arg(books.entries())
-            .arg(token);
-        if announce {
-            cmd.arg(&books.released);
-        } else {
-            cmd.arg("");
-        }
-        cmd.arg(books.front()).arg(books.member(token));
-        match self.eval(&cmd)? {
+        match self.eval(&release_cmd(books, token, announce))? {
             Value::Int(1) => Ok(Released::Deleted),
             Value::Int(-1) => Ok(Released::AlreadyGone),
             Value::Int(0) => Ok(Released::NotOurs),
@@ -255,17 +248,7 @@ impl Session {
         left: Duration,
         exit_code: u8,
     ) -> Result<Answer, NodeError> {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(HOLD)
-            .arg(3)
-            .arg(&books.lock)
-            .arg(&books.holder)
-            .arg(books.entries());
-        cmd.arg(token)
-            .arg(millis(left))
-            .arg(crate::lock::unix_ms())
-            .arg(exit_code)
-            .arg(books.member(token));
+        let cmd = hold_cmd(books, token, left, exit_code);
         match self.write(&cmd, &books.lock, |v| *v == Value::Int(1))? {
             Value::Int(1) => Ok(Answer::Granted),
             Value::Int(0) => Ok(Answer::Refused),
@@ -440,9 +423,7 @@ impl Session {
                 recorded: None,
             }),
             (None, Some((key, record))) => {
-                let mut cmd = redis::cmd("EVAL");
-                cmd.arg(APPEND).arg(1).arg(key);
-                history_args(&mut cmd, record);
+                let cmd = append_cmd(key, record);
                 let recorded = self
                     .write(&cmd, key, |v| *v == Value::Int(1))
                     .and_then(|v| self.appended(v));
@@ -467,36 +448,7 @@ impl Session {
         key: &[u8],
         record: &str,
     ) -> Result<Ended, NodeError> {
-        let mut cmd = redis::cmd("EVAL");
-        match ending {
-            Ending::Release => {
-                cmd.arg(RELEASE_RECORDING)
-                    .arg(6)
-                    .arg(&books.lock)
-                    .arg(&books.holder)
-                    .arg(&books.queue)
-                    .arg(&books.waiters);
-                cmd.arg(key)
-                    .arg(books.entries())
-                    .arg(token)
-                    .arg(&books.released)
-                    .arg(books.front());
-            }
-            Ending::Hold { left, exit_code } => {
-                cmd.arg(HOLD_RECORDING)
-                    .arg(4)
-                    .arg(&books.lock)
-                    .arg(&books.holder);
-                cmd.arg(key)
-                    .arg(books.entries())
-                    .arg(token)
-                    .arg(millis(left))
-                    .arg(crate::lock::unix_ms())
-                    .arg(exit_code);
-            }
-        }
-        history_args(&mut cmd, record);
-        cmd.arg(books.member(token));
+        let cmd = recording_cmd(books, token, ending, key, record);
         // WAIT after a hold that took, as for HOLD alone, and after an
         // append; a release alone waits for nobody, as RELEASE does.
         let hold = matches!(ending, Ending::Hold { .. });
@@ -526,6 +478,22 @@ impl Session {
                 recorded: Some(recorded.and(Err(e))),
             },
         })
+    }
+
+    /// The server's `run_id` (INFO server): one per server process,
+    /// whatever address it is reached at. None from a Cluster (INFO goes to
+    /// any of its nodes) or a server that does not say.
+    pub fn run_id(&mut self) -> Result<Option<String>, NodeError> {
+        if matches!(self.target.as_ref(), Target::Cluster(_)) {
+            return Ok(None);
+        }
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("server");
+        let info: String = self.query(|c| cmd.query(c))?;
+        Ok(info
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|id| id.trim().to_string()))
     }
 
     /// The newest `count` records of the history at `key`, as stored.
@@ -667,7 +635,8 @@ impl Session {
     /// A read or connect interrupted by the process being stopped and
     /// continued (SIGSTOP/SIGCONT, Ctrl-Z and `fg`, a cgroup freezer) fails
     /// with EINTR even without signal handlers; it is retried on a fresh
-    /// connection for as long as the node timeout allows. Every request
+    /// connection for as long as the node timeout allows (redlock-run's own
+    /// connection reads on instead, see `wire`). Every request
     /// redlock-run sends gives the same answer when repeated (an acquire for
     /// our own token, a compare-and-delete that finds the key gone), so a
     /// retry cannot change what happened.
@@ -677,34 +646,81 @@ impl Session {
         loop {
             let mut conn = match self.conn.take() {
                 Some(c) => c,
-                None => match self.target.connect(&self.name, self.timeout, &self.notes) {
+                None => match self
+                    .target
+                    .connect(&self.name, self.timeout, &self.notes, &self.line)
+                {
                     Ok(c) => c,
                     Err(Failure::Interrupted(_)) if retry() => continue,
                     Err(f) => return Err(f.into_error().unsent()),
                 },
             };
+            if let Conn::Own(wire) = &mut conn {
+                wire.job = self.job;
+            }
             match f(&mut conn) {
                 Ok(v) => {
                     self.conn = Some(conn);
                     return Ok(v);
                 }
-                // After a timeout a late reply would be read as the answer to
-                // the next request: a connection that saw an error is dropped.
-                Err(e) if interrupted(&e) && retry() => {}
-                // A Sentinel group's primary that answers READONLY has been
-                // demoted: ask again where the primary is now.
-                Err(e)
-                    if e.code() == Some("READONLY")
-                        && self.target.follows_failover()
-                        && retry() =>
-                {
-                    self.target.forget();
-                }
                 Err(e) => {
-                    self.target.forget();
-                    return Err(error::wording(&self.name, self.timeout, &e));
+                    let superseded = matches!(&conn, Conn::Own(w) if w.superseded);
+                    let kept = self.keep(conn, &e);
+                    if superseded {
+                        return Err(NodeError::new(format!(
+                            "{}: not sent, a release went out behind it",
+                            self.name
+                        ))
+                        .unsent());
+                    }
+                    match e {
+                        // The crate's connection: a late reply would be read
+                        // as the answer to the next request, so one that saw
+                        // an error is gone, and the request is made again on
+                        // a fresh one.
+                        e if interrupted(&e) && retry() && !kept => {}
+                        // A Sentinel group's primary that answers READONLY
+                        // has been demoted: ask again where the primary is
+                        // now.
+                        e if e.code() == Some("READONLY")
+                            && self.target.follows_failover()
+                            && retry() =>
+                        {
+                            self.target.forget();
+                            self.conn = None;
+                        }
+                        e => {
+                            self.target.forget();
+                            return Err(error::wording(&self.name, self.timeout, &e));
+                        }
+                    }
                 }
             }
+        }
+    }
+
+    /// After a request on `conn` failed with `e`: keeps redlock-run's own
+    /// connection to a plain server when it only timed out (the reply owed
+    /// is discarded when it comes, see `wire`), so that the node's next
+    /// requests follow on the same connection, in order; every other
+    /// connection is dropped. True when kept.
+    fn keep(&mut self, conn: Conn, e: &redis::RedisError) -> bool {
+        match conn {
+            Conn::Own(wire) if wire.superseded => {
+                self.conn = Some(Conn::Own(wire));
+                true
+            }
+            Conn::Own(wire) if e.is_timeout() && !self.target.follows_failover() => {
+                self.conn = Some(Conn::Own(wire));
+                true
+            }
+            // A Sentinel group's primary is looked up again; what is written
+            // behind still goes out on this connection until a new one is made.
+            Conn::Own(wire) => {
+                wire.discard(e.is_timeout());
+                false
+            }
+            _ => false,
         }
     }
 
@@ -721,6 +737,121 @@ impl Session {
 
     fn unexpected(&self, what: &str, reply: &str) -> NodeError {
         unexpected(&self.name, what, reply)
+    }
+}
+
+/// RELEASE: compare-and-delete, waking waiters when `announce`.
+fn release_cmd(books: &Books, token: &str, announce: bool) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(RELEASE)
+        .arg(5)
+        .arg(&books.lock)
+        .arg(&books.holder)
+        .arg(&books.queue)
+        .arg(&books.waiters)
+        .arg(books.entries())
+        .arg(token);
+    if announce {
+        cmd.arg(&books.released);
+    } else {
+        cmd.arg("");
+    }
+    cmd.arg(books.front()).arg(books.member(token));
+    cmd
+}
+
+fn hold_cmd(books: &Books, token: &str, left: Duration, exit_code: u8) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(HOLD)
+        .arg(3)
+        .arg(&books.lock)
+        .arg(&books.holder)
+        .arg(books.entries());
+    cmd.arg(token)
+        .arg(millis(left))
+        .arg(crate::lock::unix_ms())
+        .arg(exit_code)
+        .arg(books.member(token));
+    cmd
+}
+
+fn append_cmd(key: &[u8], record: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(APPEND).arg(1).arg(key);
+    history_args(&mut cmd, record);
+    cmd
+}
+
+fn recording_cmd(
+    books: &Books,
+    token: &str,
+    ending: Ending,
+    key: &[u8],
+    record: &str,
+) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    match ending {
+        Ending::Release => {
+            cmd.arg(RELEASE_RECORDING)
+                .arg(6)
+                .arg(&books.lock)
+                .arg(&books.holder)
+                .arg(&books.queue)
+                .arg(&books.waiters);
+            cmd.arg(key)
+                .arg(books.entries())
+                .arg(token)
+                .arg(&books.released)
+                .arg(books.front());
+        }
+        Ending::Hold { left, exit_code } => {
+            cmd.arg(HOLD_RECORDING)
+                .arg(4)
+                .arg(&books.lock)
+                .arg(&books.holder);
+            cmd.arg(key)
+                .arg(books.entries())
+                .arg(token)
+                .arg(millis(left))
+                .arg(crate::lock::unix_ms())
+                .arg(exit_code);
+        }
+    }
+    history_args(&mut cmd, record);
+    cmd.arg(books.member(token));
+    cmd
+}
+
+/// The requests a node may be sent behind an unanswered one, as bytes
+/// (see `Node::write_behind`): the same as the session's.
+pub mod behind {
+    use super::*;
+
+    pub fn release(books: &Books, token: &str, announce: bool) -> Vec<u8> {
+        release_cmd(books, token, announce).get_packed_command()
+    }
+
+    pub fn hold(books: &Books, token: &str, left: Duration, exit_code: u8) -> Vec<u8> {
+        hold_cmd(books, token, left, exit_code).get_packed_command()
+    }
+
+    /// The end of a run, as `Session::end_run` sends it.
+    pub fn end_run(
+        books: &Books,
+        token: &str,
+        ending: Option<Ending>,
+        entry: Option<(&[u8], &str)>,
+    ) -> Option<Vec<u8>> {
+        let cmd = match (ending, entry) {
+            (Some(ending), Some((key, record))) => recording_cmd(books, token, ending, key, record),
+            (Some(Ending::Release), None) => release_cmd(books, token, true),
+            (Some(Ending::Hold { left, exit_code }), None) => {
+                hold_cmd(books, token, left, exit_code)
+            }
+            (None, Some((key, record))) => append_cmd(key, record),
+            (None, None) => return None,
+        };
+        Some(cmd.get_packed_command())
     }
 }
 

@@ -1,0 +1,491 @@
+//! redlock-run's own connection to a plain Redis server (TCP or a Unix
+//! socket, RESP2), for `redis://` and `unix://` nodes and the primaries a
+//! Sentinel group names. The crate's connection cannot do two things the
+//! lock needs from a node that stops answering:
+//!
+//! - stay usable after a read timed out: here every request's reply is
+//!   counted, and replies owed to requests given up on are read and
+//!   discarded before the next request's own;
+//! - take a request from another thread while its worker waits for a reply:
+//!   the socket's writing half sits in the node's `Line`, so a release can
+//!   be written behind an acquire still unanswered, on the same connection,
+//!   and a node that resumes applies the two in order (see
+//!   `Node::write_behind`).
+//!
+//! TLS (`rediss://`), `protocol=resp3` and Redis Cluster stay on the crate's
+//! connections: a release behind an unanswered request there is queued on
+//! the node's worker and lost if the process ends first, so a stopped node
+//! keeps that copy of the lock until its TTL.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionLike, RedisResult, Value};
+
+use super::lock;
+
+/// A connected socket, either kind.
+pub(super) enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+        })
+    }
+
+    fn set_read_timeout(&self, d: Duration) -> io::Result<()> {
+        let d = Some(d.max(Duration::from_micros(1)));
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(d),
+            Stream::Unix(s) => s.set_read_timeout(d),
+        }
+    }
+
+    fn set_write_timeout(&self, d: Duration) -> io::Result<()> {
+        let d = Some(d.max(Duration::from_micros(1)));
+        match self {
+            Stream::Tcp(s) => s.set_write_timeout(d),
+            Stream::Unix(s) => s.set_write_timeout(d),
+        }
+    }
+
+    fn fd(&self) -> RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Connects to the first of `addrs` that answers, all of them within
+/// `timeout` together: a name with several addresses costs one node timeout
+/// at most, not one per address.
+pub(super) fn connect_tcp(addrs: &[SocketAddr], timeout: Duration) -> io::Result<Stream> {
+    let until = Instant::now() + timeout;
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
+    for addr in addrs {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"));
+        }
+        match TcpStream::connect_timeout(addr, left) {
+            Ok(s) => {
+                s.set_nodelay(true)?;
+                return Ok(Stream::Tcp(s));
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+pub(super) fn connect_unix(path: &std::path::Path) -> io::Result<Stream> {
+    UnixStream::connect(path).map(Stream::Unix)
+}
+
+/// The writing half of a node's connection, and what the node's requests
+/// have put on it (shared by the node and its session).
+#[derive(Default)]
+pub(super) struct Line {
+    writer: Option<Writer>,
+    /// Requests of jobs numbered below this must not be written any more: a
+    /// release went out behind them (see `Node::write_behind`).
+    barrier: u64,
+    /// One more than the last job number that has written a request.
+    written: u64,
+    /// Connections made, to tell a connection's own writer from a later one.
+    made: u64,
+}
+
+struct Writer {
+    stream: Stream,
+    of: u64,
+    /// Requests written on this connection.
+    sent: u64,
+}
+
+impl Line {
+    /// Writes `bytes` for job `job` behind whatever the connection has in
+    /// flight, without waiting for the reply, and keeps jobs numbered up to
+    /// `job` from writing after it. False when there is no connection to
+    /// write on (or the write failed).
+    pub(super) fn write_behind(&mut self, job: u64, bytes: &[u8]) -> bool {
+        if self.written > job {
+            return true;
+        }
+        let Some(w) = self.writer.as_mut() else {
+            // No connection (yet): whatever was submitted before `job` and
+            // has not been written must not be any more, or it could land
+            // (an acquire whose worker is still connecting) with nothing
+            // behind it to undo it; `job` itself stays queued.
+            self.barrier = self.barrier.max(job);
+            return false;
+        };
+        if w.stream.write_all(bytes).is_err() {
+            self.writer = None;
+            self.barrier = self.barrier.max(job);
+            return false;
+        }
+        w.sent += 1;
+        self.barrier = self.barrier.max(job + 1);
+        self.written = self.written.max(job + 1);
+        true
+    }
+
+    /// Whether job `job` has written a request already.
+    #[cfg(test)]
+    pub(super) fn wrote(&self, job: u64) -> bool {
+        self.written > job
+    }
+
+    /// Before the process ends: reads (without waiting) what the server
+    /// sent and nobody read, then ends our side. Closing a socket with
+    /// unread data makes the kernel send a reset, and a reset may make the
+    /// server drop what it has received and not yet read: a release just
+    /// written behind. With the data read and our side shut, the server gets
+    /// the release, then an orderly end.
+    pub(super) fn close(&mut self) {
+        if let Some(w) = self.writer.take() {
+            let fd = w.stream.fd();
+            let mut buf = [0u8; 4096];
+            loop {
+                // SAFETY: fd is an open socket owned by `w`, buf is valid
+                // for its length.
+                let n = unsafe {
+                    libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
+                };
+                if n <= 0 {
+                    break;
+                }
+            }
+            // SAFETY: as above; shutdown does not free the descriptor.
+            unsafe {
+                libc::shutdown(fd, libc::SHUT_WR);
+            }
+            // The descriptor stays open until exit, with the reading half
+            // (the session's) still on it.
+            std::mem::forget(w);
+        }
+    }
+}
+
+/// The reading half, held by the node's session: one request at a time.
+pub(super) struct Wire {
+    stream: Stream,
+    line: Arc<Mutex<Line>>,
+    of: u64,
+    buf: Vec<u8>,
+    /// Replies read on this connection.
+    read: u64,
+    /// The job whose requests this is writing now (see `Line::barrier`).
+    pub(super) job: u64,
+    /// Bound on each request's reply (the node timeout, or WAIT's longer one).
+    pub(super) timeout: Duration,
+    /// The last request was refused: a release went out behind it.
+    pub(super) superseded: bool,
+    db: i64,
+}
+
+impl Wire {
+    /// Takes over a fresh connection: its writing half goes to `line`.
+    pub(super) fn new(
+        stream: Stream,
+        line: &Arc<Mutex<Line>>,
+        timeout: Duration,
+        db: i64,
+    ) -> io::Result<Wire> {
+        stream.set_write_timeout(timeout)?;
+        let writer = stream.try_clone()?;
+        let mut l = lock(line);
+        l.made += 1;
+        let of = l.made;
+        l.writer = Some(Writer {
+            stream: writer,
+            of,
+            sent: 0,
+        });
+        drop(l);
+        Ok(Wire {
+            stream,
+            line: Arc::clone(line),
+            of,
+            buf: Vec::new(),
+            read: 0,
+            job: 0,
+            timeout,
+            superseded: false,
+            db,
+        })
+    }
+
+    /// The session is done with this connection after an error: a reset or
+    /// closed one takes its writing half along, so that nothing is written
+    /// behind on a dead socket; one that only stopped answering (a Sentinel
+    /// group's primary, which is looked up again) leaves it, so that a
+    /// release still goes out behind the unanswered request.
+    pub(super) fn discard(self, keep_writer: bool) {
+        let mut l = lock(&self.line);
+        if !keep_writer && l.writer.as_ref().is_some_and(|w| w.of == self.of) {
+            l.writer = None;
+        }
+    }
+
+    /// Writes `bytes` (`count` requests) and returns their replies, reading
+    /// past the replies owed to earlier requests given up on.
+    fn request(&mut self, bytes: &[u8], count: usize) -> RedisResult<Vec<Value>> {
+        let until = Instant::now() + self.timeout;
+        self.superseded = false;
+        let first = {
+            let mut l = lock(&self.line);
+            if self.job < l.barrier {
+                self.superseded = true;
+                return Err(io::Error::other("a release was written behind this request").into());
+            }
+            let job = self.job;
+            let Some(w) = l.writer.as_mut().filter(|w| w.of == self.of) else {
+                return Err(
+                    io::Error::new(io::ErrorKind::NotConnected, "connection closed").into(),
+                );
+            };
+            let first = w.sent;
+            if let Err(e) = w.stream.write_all(bytes) {
+                l.writer = None;
+                return Err(e.into());
+            }
+            w.sent += count as u64;
+            l.written = l.written.max(job + 1);
+            first
+        };
+        let mut replies = Vec::with_capacity(count);
+        while self.read < first + count as u64 {
+            let v = self.next(until)?;
+            self.read += 1;
+            if self.read > first {
+                replies.push(v);
+            }
+        }
+        Ok(replies)
+    }
+
+    /// The next whole reply, read by `until`. A timeout leaves what was read
+    /// of a reply in the buffer: the connection stays usable.
+    fn next(&mut self, until: Instant) -> RedisResult<Value> {
+        loop {
+            if let Some(len) = frame_len(&self.buf) {
+                let v = redis::parse_redis_value(&self.buf[..len]);
+                self.buf.drain(..len);
+                return v;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "read timed out").into());
+            }
+            self.stream.set_read_timeout(left)?;
+            let mut chunk = [0u8; 16 * 1024];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => {
+                    return Err(
+                        io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed").into(),
+                    );
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                // Stopped and continued (SIGSTOP/SIGCONT): read on.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, e.to_string()).into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl ConnectionLike for Wire {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        let mut replies = self.request(cmd, 1)?;
+        Ok(replies.pop().unwrap_or(Value::Nil))
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let replies = self.request(cmd, offset + count)?;
+        Ok(replies.into_iter().skip(offset).collect())
+    }
+
+    fn get_db(&self) -> i64 {
+        self.db
+    }
+
+    fn check_connection(&mut self) -> bool {
+        true
+    }
+
+    fn is_open(&self) -> bool {
+        true
+    }
+}
+
+/// The length of the first whole RESP2 reply in `buf`, if it is all there.
+pub(super) fn frame_len(buf: &[u8]) -> Option<usize> {
+    let mut pos = 0;
+    // Values still to be read before the reply is whole.
+    let mut todo: u64 = 1;
+    while todo > 0 {
+        let line_end = pos + buf.get(pos..)?.windows(2).position(|w| w == b"\r\n")?;
+        let kind = *buf.get(pos)?;
+        let head = std::str::from_utf8(&buf[pos + 1..line_end]).ok();
+        pos = line_end + 2;
+        todo -= 1;
+        match kind {
+            b'+' | b'-' | b':' => {}
+            b'$' => {
+                let n: i64 = head?.parse().ok()?;
+                if n >= 0 {
+                    let n = usize::try_from(n).ok()?;
+                    if buf.len() < pos + n + 2 {
+                        return None;
+                    }
+                    pos += n + 2;
+                }
+            }
+            b'*' => {
+                let n: i64 = head?.parse().ok()?;
+                if n > 0 {
+                    todo += u64::try_from(n).ok()?;
+                }
+            }
+            // Not RESP2: hand the rest to the parser, which will say what
+            // is wrong with it.
+            _ => return Some(buf.len()),
+        }
+    }
+    Some(pos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_whole_or_nothing() {
+        for whole in [
+            &b"+OK\r\n"[..],
+            b"-ERR no\r\n",
+            b":12\r\n",
+            b"$-1\r\n",
+            b"$3\r\na\r\n\r\n",
+            b"*-1\r\n",
+            b"*0\r\n",
+            b"*3\r\n:1\r\n$2\r\nab\r\n*2\r\n$0\r\n\r\n:5\r\n",
+        ] {
+            assert_eq!(frame_len(whole), Some(whole.len()), "{whole:?}");
+            for cut in 0..whole.len() {
+                assert_eq!(frame_len(&whole[..cut]), None, "{:?}", &whole[..cut]);
+            }
+            let mut two = whole.to_vec();
+            two.extend_from_slice(b":7\r\n");
+            assert_eq!(frame_len(&two), Some(whole.len()));
+        }
+    }
+
+    #[test]
+    fn a_timed_out_reply_is_discarded_by_the_next_request() {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = server.local_addr().expect("addr");
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = server.accept().expect("accept");
+            let mut got = Vec::new();
+            let mut buf = [0u8; 64];
+            // Two requests, then both replies, the first one late.
+            while got.windows(2).filter(|w| w == b"\r\n").count() < 2 {
+                let n = s.read(&mut buf).expect("read");
+                got.extend_from_slice(&buf[..n]);
+            }
+            s.write_all(b":1\r\n:2\r\n").expect("write");
+            got
+        });
+        let line = Arc::new(Mutex::new(Line::default()));
+        let stream = connect_tcp(&[addr], Duration::from_secs(1)).expect("connect");
+        let mut wire = Wire::new(stream, &line, Duration::from_millis(30), 0).expect("wire");
+        // The server answers nothing until it has both: the first times out.
+        let first = wire.req_packed_command(b"A\r\n");
+        assert!(first.is_err_and(|e| e.is_timeout()));
+        wire.timeout = Duration::from_secs(2);
+        assert_eq!(
+            wire.req_packed_command(b"B\r\n").expect("reply"),
+            Value::Int(2)
+        );
+        assert_eq!(peer.join().expect("peer"), b"A\r\nB\r\n");
+    }
+
+    #[test]
+    fn several_silent_addresses_take_one_timeout_in_all() {
+        // TEST-NET-1 (RFC 5737): nothing answers there; a SYN goes unanswered
+        // or the network is unreachable at once.
+        let silent: Vec<SocketAddr> = (1..=4)
+            .map(|i| SocketAddr::from(([192, 0, 2, i], 6379)))
+            .collect();
+        let started = Instant::now();
+        assert!(connect_tcp(&silent, Duration::from_millis(150)).is_err());
+        assert!(
+            started.elapsed() < Duration::from_millis(400),
+            "{:?} for four addresses",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn jobs_behind_a_written_release_are_not_written() {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = server.local_addr().expect("addr");
+        let line = Arc::new(Mutex::new(Line::default()));
+        let stream = connect_tcp(&[addr], Duration::from_secs(1)).expect("connect");
+        let mut wire = Wire::new(stream, &line, Duration::from_millis(10), 0).expect("wire");
+        assert!(lock(&line).write_behind(3, b"R\r\n"));
+        assert!(lock(&line).wrote(3));
+        wire.job = 2;
+        assert!(wire.req_packed_command(b"A\r\n").is_err());
+        assert!(wire.superseded);
+        let (mut s, _) = server.accept().expect("accept");
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("timeout");
+        let mut buf = [0u8; 16];
+        let n = s.read(&mut buf).expect("read");
+        assert_eq!(&buf[..n], b"R\r\n");
+    }
+}

@@ -1,0 +1,240 @@
+//! How redlock-run talks to each node when one stops answering, or should
+//! not count: a release written behind an unanswered acquire (a flapping
+//! node keeps no copy of a finished run's lock), verdicts that say what the
+//! nodes really said, one vote per server, and authentication in plain words.
+//!
+//! A node frozen by SIGSTOP still completes TCP handshakes and takes what is
+//! written to it into its socket buffer; it applies that in order once
+//! continued (SIGCONT).
+
+use std::time::Duration;
+
+use crate::support::{Cluster, FaultProxy, RedisNode, Test, tempdir, wait_until};
+use crate::support::{base, lock_key};
+
+/// Every key of lock `name` (history aside) on every node of `cluster`.
+fn leftovers(cluster: &Cluster, name: &str) -> Vec<String> {
+    let prefix = lock_key(name);
+    let mut left = Vec::new();
+    for (i, node) in cluster.iter().enumerate() {
+        for k in node.keys() {
+            if k.starts_with(&prefix) {
+                left.push(format!("node {i}: {}", String::from_utf8_lossy(&k)));
+            }
+        }
+    }
+    left
+}
+
+#[test]
+fn a_flapping_node_keeps_no_copy_of_a_finished_run() {
+    const RUNS: usize = 12;
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let name = "flapping";
+    let mut failures = Vec::new();
+    for run in 0..RUNS {
+        let stopped = run % 3;
+        cluster[stopped].stop();
+        let out = base(&cluster.urls(), name, &dir)
+            .args(["--node-timeout", "100ms", "-c", "echo ran"])
+            .run();
+        cluster[stopped].cont();
+        if out.code != Some(0) || out.stdout.trim() != "ran" {
+            failures.push(format!("run {run} (node {stopped} stopped):\n{out}"));
+        }
+    }
+    // A reply on a fresh connection comes after what the node had queued.
+    for node in cluster.iter() {
+        assert!(
+            wait_until(Duration::from_secs(5), || node.ping()),
+            "{} does not answer after SIGCONT",
+            node.url()
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {RUNS} runs did not run the command:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    let settled = wait_until(Duration::from_secs(2), || {
+        leftovers(&cluster, name).is_empty()
+    });
+    assert!(
+        settled,
+        "keys of the lock left behind after every node resumed: {:?}",
+        leftovers(&cluster, name)
+    );
+}
+
+#[test]
+fn without_a_quorum_the_verdict_is_unavailable_not_busy() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    cluster[0].stop();
+    cluster[1].stop();
+    let out = base(&cluster.urls(), "no-quorum", &dir)
+        .args(["--node-timeout", "100ms", "-c", "echo ran"])
+        .run();
+    cluster[0].cont();
+    cluster[1].cont();
+    out.assert_code(69);
+    assert!(!out.stdout.contains("ran"), "{out}");
+    assert!(!out.stderr.contains("held elsewhere"), "{out}");
+    assert!(!out.stderr.contains("the quorum did without it"), "{out}");
+    for node in cluster.iter() {
+        assert!(wait_until(Duration::from_secs(5), || node.ping()));
+    }
+    assert!(
+        wait_until(Duration::from_secs(2), || leftovers(&cluster, "no-quorum")
+            .is_empty()),
+        "{:?}",
+        leftovers(&cluster, "no-quorum")
+    );
+}
+
+#[test]
+fn a_split_round_warns_of_no_quorum_it_did_not_reach() {
+    // One node holds another token, one is stopped, one grants: a token is
+    // really seen (busy), but no quorum agreed on anything.
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let name = "split";
+    cluster[0].set(lock_key(name), "someone-else", 30_000);
+    cluster[1].stop();
+    let out = base(&cluster.urls(), name, &dir)
+        .args(["--node-timeout", "100ms", "-c", "echo ran"])
+        .run();
+    cluster[1].cont();
+    out.assert_code(75);
+    assert!(!out.stdout.contains("ran"), "{out}");
+    assert!(out.stderr.contains("held elsewhere"), "{out}");
+    assert!(!out.stderr.contains("the quorum did without it"), "{out}");
+    assert!(wait_until(Duration::from_secs(5), || cluster[1].ping()));
+    // Only the other holder's copy is left.
+    assert!(
+        wait_until(Duration::from_secs(2), || leftovers(&cluster, name)
+            == vec![format!("node 0: lock:{name}")]),
+        "{:?}",
+        leftovers(&cluster, name)
+    );
+}
+
+#[test]
+fn one_server_under_three_names_is_a_usage_error() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let p = node.port();
+    let urls = format!("redis://127.0.0.1:{p},redis://127.0.0.1:{p}/0,redis://localhost:{p}");
+    let out = base(&urls, "aliases", &dir).args(["-c", "echo ran"]).run();
+    out.assert_code(64);
+    assert!(!out.stdout.contains("ran"), "{out}");
+    let line = out.stderr.trim();
+    assert_eq!(line.lines().count(), 1, "{out}");
+    assert!(line.contains("same server"), "{out}");
+    assert!(
+        line.contains(&format!("redis://127.0.0.1:{p} "))
+            && line.contains(&format!("redis://127.0.0.1:{p}/0")),
+        "names both: {out}"
+    );
+    assert!(node.all_keys().is_empty(), "{:?}", node.all_keys());
+    // The admin commands refuse the same way.
+    for admin in [&["status"][..], &["unlock", "--force"], &["history"]] {
+        let out = Test::new()
+            .args(admin)
+            .args(["-r", &urls, "-k", "aliases"])
+            .run();
+        out.assert_code(64);
+        assert!(out.stderr.contains("same server"), "{admin:?}: {out}");
+    }
+    // Passwords stay out of the line.
+    let secret = RedisNode::start_with_password(&[], "s3cret-pw");
+    let q = secret.port();
+    let urls = format!("redis://:s3cret-pw@127.0.0.1:{q},redis://:s3cret-pw@localhost:{q}");
+    let out = base(&urls, "aliases", &dir).args(["-c", "true"]).run();
+    out.assert_code(64);
+    assert!(!out.stderr.contains("s3cret-pw"), "{out}");
+}
+
+#[test]
+fn status_tells_one_server_by_its_run_id() {
+    // A second port in front of the same server: two addresses, one run_id.
+    let node = RedisNode::start();
+    let other = RedisNode::start();
+    let proxy = FaultProxy::new(node.port());
+    let urls = format!("{},{},{}", node.url(), other.url(), proxy.url());
+    let out = Test::new()
+        .args(["status", "-r", &urls, "-k", "run-id"])
+        .run();
+    out.assert_code(64);
+    assert!(out.stderr.contains("same server (run_id"), "{out}");
+    assert!(
+        out.stderr.contains(&node.url()) && out.stderr.contains(&proxy.url()),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_missing_password_is_named_with_its_fix_everywhere() {
+    let node = RedisNode::start_with_password(&[], "pw-needed");
+    let url = format!("redis://127.0.0.1:{}", node.port());
+    let dir = tempdir();
+    const FIX: &str = "authentication required: give the password with --password-file or \
+                       REDLOCK_PASSWORD";
+    let run = base(&url, "auth", &dir)
+        .env_remove("REDLOCK_PASSWORD")
+        .args(["-c", "echo ran"])
+        .run();
+    assert!(!run.stdout.contains("ran"), "{run}");
+    assert!(run.stderr.contains(FIX), "run: {run}");
+    assert!(!run.stderr.contains("Protocol error"), "run: {run}");
+    for admin in [
+        &["status"][..],
+        &["unlock", "--force"][..],
+        &["history"][..],
+    ] {
+        let out = Test::new()
+            .env_remove("REDLOCK_PASSWORD")
+            .args(admin)
+            .args(["-r", &url, "-k", "auth"])
+            .run();
+        assert!(
+            out.stderr.contains(FIX) || out.stdout.contains(FIX),
+            "{admin:?}: {out}"
+        );
+        assert!(
+            !out.stdout.contains("unreachable") && !out.stderr.contains("unreachable"),
+            "{admin:?}: {out}"
+        );
+    }
+}
+
+#[test]
+fn holds_end_reaches_a_node_that_was_stopped_during_the_run() {
+    // --hold leaves the lock for 1 s after the command; a node stopped for
+    // the whole run gets that hold behind its acquire, so its copy lapses
+    // with the others' rather than after the 30 s TTL.
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let name = "hold-behind";
+    cluster[2].stop();
+    let out = base(&cluster.urls(), name, &dir)
+        .args(["--node-timeout", "100ms", "--ttl", "30s", "--hold", "1s"])
+        .args(["-c", "echo ran"])
+        .run();
+    cluster[2].cont();
+    out.assert_code(0);
+    assert!(wait_until(Duration::from_secs(5), || cluster[2].ping()));
+    let pttl = cluster[2].pttl(lock_key(name));
+    assert!(
+        pttl <= 1_000,
+        "the resumed node keeps the lock for {pttl} ms, not the hold's 1 s\n{out}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(3), || leftovers(&cluster, name)
+            .is_empty()),
+        "{:?}",
+        leftovers(&cluster, name)
+    );
+}
