@@ -498,7 +498,9 @@ fn a_tree_larger_than_the_descriptor_limit_is_killed_whole() {
         .stderr(Stdio::null());
     plain_signals(&mut sh);
     let mut child = sh.spawn().expect("sh");
-    let ready = wait_until(Duration::from_secs(120), || dir.has("ready"));
+    // The last forks may not have exec'd sleep yet when `ready` is written.
+    let ready = wait_until(Duration::from_secs(120), || dir.has("ready"))
+        && wait_until(Duration::from_secs(30), || with_arg(marker).len() == 2000);
     let before = with_arg(marker).len();
     send_signal(child.id() as i32, libc::SIGKILL);
     let start = Instant::now();
