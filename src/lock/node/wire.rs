@@ -215,6 +215,11 @@ pub(super) struct Wire {
     /// The last request was refused: a release went out behind it.
     pub(super) superseded: bool,
     db: i64,
+    /// The number of the reply that answers `INFO server`, written with the
+    /// connection's set-up (see `ask_run_id`).
+    info_at: Option<u64>,
+    /// The server's `run_id`, once that reply has been read.
+    pub(super) run_id: Option<String>,
 }
 
 impl Wire {
@@ -246,7 +251,27 @@ impl Wire {
             timeout,
             superseded: false,
             db,
+            info_at: None,
+            run_id: None,
         })
+    }
+
+    /// Writes `INFO server` without waiting for its reply: it comes back
+    /// ahead of the reply to the next request on this connection, which
+    /// then knows the server's `run_id` at no round trip of its own. False
+    /// when the write failed (the next request will say why).
+    pub(super) fn ask_run_id(&mut self) -> bool {
+        let mut l = lock(&self.line);
+        let Some(w) = l.writer.as_mut().filter(|w| w.of == self.of) else {
+            return false;
+        };
+        if w.stream.write_all(INFO_SERVER).is_err() {
+            l.writer = None;
+            return false;
+        }
+        self.info_at = Some(w.sent);
+        w.sent += 1;
+        true
     }
 
     /// The session is done with this connection after an error: a reset or
@@ -290,6 +315,9 @@ impl Wire {
         let mut replies = Vec::with_capacity(count);
         while self.read < first + count as u64 {
             let v = self.next(until)?;
+            if self.info_at == Some(self.read) {
+                self.run_id = run_id_of(&v);
+            }
             self.read += 1;
             if self.read > first {
                 replies.push(v);
@@ -358,6 +386,22 @@ impl ConnectionLike for Wire {
     fn is_open(&self) -> bool {
         true
     }
+}
+
+const INFO_SERVER: &[u8] = b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n";
+
+/// The `run_id` in a reply to `INFO server`; None from an error (INFO
+/// renamed away, or refused by an ACL) or a server that does not say.
+pub(super) fn run_id_of(v: &Value) -> Option<String> {
+    let Value::BulkString(text) = v else {
+        return None;
+    };
+    std::str::from_utf8(text)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .map(|id| id.trim().to_string())
+        .filter(|id| !id.is_empty())
 }
 
 /// The length of the first whole RESP2 reply in `buf`, if it is all there.
