@@ -498,6 +498,39 @@ mod tests {
     }
 
     #[test]
+    fn the_run_id_is_read_ahead_of_the_first_reply() {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = server.local_addr().expect("addr");
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = server.accept().expect("accept");
+            let mut got = Vec::new();
+            let mut buf = [0u8; 64];
+            while !got.ends_with(b"A\r\n") {
+                let n = s.read(&mut buf).expect("read");
+                got.extend_from_slice(&buf[..n]);
+            }
+            let info = "# Server\r\nredis_version:7.0.0\r\nrun_id:0123abcd\r\n";
+            let reply = format!("${}\r\n{info}\r\n:7\r\n", info.len());
+            s.write_all(reply.as_bytes()).expect("write");
+            got
+        });
+        let line = Arc::new(Mutex::new(Line::default()));
+        let stream = connect_tcp(&[addr], Duration::from_secs(1)).expect("connect");
+        let mut wire = Wire::new(stream, &line, Duration::from_secs(2), 0).expect("wire");
+        assert!(wire.ask_run_id());
+        assert_eq!(wire.run_id, None);
+        assert_eq!(
+            wire.req_packed_command(b"A\r\n").expect("reply"),
+            Value::Int(7)
+        );
+        assert_eq!(wire.run_id.as_deref(), Some("0123abcd"));
+        let mut sent = INFO_SERVER.to_vec();
+        sent.extend_from_slice(b"A\r\n");
+        assert_eq!(peer.join().expect("peer"), sent);
+        assert_eq!(run_id_of(&Value::SimpleString("OK".into())), None);
+    }
+
+    #[test]
     fn several_silent_addresses_take_one_timeout_in_all() {
         // TEST-NET-1 (RFC 5737): nothing answers there; a SYN goes unanswered
         // or the network is unreachable at once.
