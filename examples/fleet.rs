@@ -174,7 +174,7 @@ fn host(lock: Lock, queue: Queue, log: Log, key: usize, shared: &Shared) -> Outc
             Kind::Won
         }
         Acquired::Busy(_) => Kind::Busy,
-        Acquired::Unavailable(why) => Kind::Unavailable(why),
+        Acquired::Unavailable(why) | Acquired::SameServer(why) => Kind::Unavailable(why),
     };
     // What every run does last (it reads only replies already in).
     let _ = lock.outcomes(&log);

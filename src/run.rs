@@ -607,6 +607,10 @@ fn wait_loop(
                 );
                 return Err(Exit::Usage);
             }
+            Acquired::SameServer(msg) => {
+                log.error(ev("usage", msg).outcome("usage"));
+                return Err(Exit::Usage);
+            }
             Acquired::Busy(b) => {
                 busy = b;
                 None

@@ -106,6 +106,9 @@ pub enum Acquired {
     Busy(Busy),
     /// Why the quorum could not be reached, one clause per failed node.
     Unavailable(String),
+    /// Two nodes answered from one server (see `Lock::same_voter`): a usage
+    /// error, worded. Undone on every node.
+    SameServer(String),
 }
 
 /// Why the lock was busy, as the refusing nodes said.
@@ -302,6 +305,24 @@ impl Lock {
         if round.verdict == Verdict::Unavailable {
             round.linger(&self.nodes);
         }
+        // Two grants from one server must not make a quorum (see
+        // `same_voter`). Each vote on redlock-run's own connection comes with
+        // its server's run_id, read ahead of it, so the votes that made the
+        // verdict are checked as they are. The nodes not heard from yet get
+        // as long again as the quorum took, so that a second name of a
+        // server whose first name granted is heard too in a healthy round
+        // (its answer is a moment behind), while a stopped node costs one
+        // quorum's time, not its whole overdue time.
+        if round.verdict == Verdict::Quorum && self.nodes.len() > 1 {
+            let cap = std::time::Instant::now() + round.elapsed;
+            round.linger_until(&self.nodes, cap);
+        }
+        if let Some(msg) = self.same_voter(&round) {
+            self.log_round("acquire", &round, log);
+            *self.last_round.lock().unwrap_or_else(|p| p.into_inner()) = Some(round);
+            self.release_on(&(0..self.nodes.len()).collect::<Vec<_>>(), false, log);
+            return Acquired::SameServer(msg);
+        }
         if first_try && round.verdict != Verdict::Quorum {
             self.take_ticket(&mut round);
         }
@@ -343,6 +364,32 @@ impl Lock {
                 outcome
             }
         }
+    }
+
+    /// Two nodes of `round` that answered from one server: the same `run_id`
+    /// read on redlock-run's own connection ahead of each answer. Such a
+    /// server, reached under two addresses of its own or through a proxy,
+    /// escapes `node::same_server`, which compares the addresses named.
+    /// Always seen when the two make the quorum; when distinct servers made
+    /// it first (each granted once, which is sound), only if the second name
+    /// has answered by then. Nodes on the crate's connection (TLS, RESP3,
+    /// Cluster) tell no run_id here: for them, only the addresses count.
+    fn same_voter(&self, round: &Round<Granted>) -> Option<String> {
+        let mut seen: Vec<(usize, u64)> = round
+            .replies
+            .iter()
+            .filter_map(|r| Some((r.node, r.result.as_ref().ok()?.server?)))
+            .collect();
+        seen.sort_unstable();
+        seen.iter().enumerate().find_map(|(k, (i, id))| {
+            let (j, _) = seen[k + 1..].iter().find(|(_, other)| other == id)?;
+            Some(format!(
+                "{} and {} are the same server (both report one run_id): each server counts \
+                 once in the quorum, give each node once",
+                self.nodes[*i].name(),
+                self.nodes[*j].name()
+            ))
+        })
     }
 
     /// The queue as this attempt sends it: a waiter that has a ticket renews

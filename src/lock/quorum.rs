@@ -226,16 +226,22 @@ impl<T> Round<T> {
     /// can afford a moment, for an error message that names what each node
     /// really did and an undo that knows where the SET landed.
     pub fn linger(&mut self, nodes: &[Arc<Node>]) {
+        self.linger_until(nodes, self.deadline);
+    }
+
+    /// `linger`, waiting no later than `cap`.
+    pub fn linger_until(&mut self, nodes: &[Arc<Node>], cap: Instant) {
         let Some(rx) = &self.late.0 else {
             return;
         };
+        let cap = cap.min(self.deadline);
         loop {
             let now = Instant::now();
             let due = (0..nodes.len())
                 .filter(|i| !self.skipped.contains(i) && !self.replies.iter().any(|r| r.node == *i))
                 .filter(|&i| !nodes[i].timed_out())
                 .filter_map(|i| nodes[i].waiting_since())
-                .map(|since| overdue_at(since).map_or(self.deadline, |t| t.min(self.deadline)))
+                .map(|since| overdue_at(since).map_or(cap, |t| t.min(cap)))
                 .filter(|t| *t > now)
                 .max();
             let Some(until) = due else {

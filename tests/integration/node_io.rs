@@ -176,6 +176,49 @@ fn status_tells_one_server_by_its_run_id() {
 }
 
 #[test]
+fn a_run_tells_one_server_behind_a_proxy_by_its_run_id() {
+    // Two of three nodes are one server, one of them through a second port:
+    // the addresses differ, so only the run_id (read ahead of the acquire's
+    // reply) can tell. The third node is stopped, so that the two grants of
+    // the one server are what would make the quorum.
+    const PW: &str = "proxied-pw";
+    let node = RedisNode::start_with_password(&[], PW);
+    let other = RedisNode::start_with_password(&[], PW);
+    let proxy = FaultProxy::new(node.port());
+    let url = |port: u16| format!("redis://:{PW}@127.0.0.1:{port}");
+    let urls = format!(
+        "{},{},{}",
+        url(node.port()),
+        url(other.port()),
+        url(proxy.port())
+    );
+    let dir = tempdir();
+    other.stop();
+    let out = base(&urls, "proxied", &dir)
+        .args(["--node-timeout", "500ms", "-c", "touch ran"])
+        .run();
+    other.cont();
+    out.assert_code(64);
+    assert!(!dir.has("ran"), "the command ran: {out}");
+    let line = out.stderr.trim();
+    assert_eq!(line.lines().count(), 1, "{out}");
+    let (direct, proxied) = (
+        format!("redis://:***@127.0.0.1:{}", node.port()),
+        format!("redis://:***@127.0.0.1:{}", proxy.port()),
+    );
+    assert!(
+        line.contains(&format!("{direct} and {proxied} are the same server")),
+        "names both: {out}"
+    );
+    assert!(!out.stderr.contains(PW), "{out}");
+    // The stopped node applies the acquire, then its undo written behind it.
+    for n in [&node, &other] {
+        let clean = wait_until(Duration::from_secs(5), || n.all_keys().is_empty());
+        assert!(clean, "{}: {:?}", n.url(), n.all_keys());
+    }
+}
+
+#[test]
 fn a_missing_password_is_named_with_its_fix_everywhere() {
     let node = RedisNode::start_with_password(&[], "pw-needed");
     let url = format!("redis://127.0.0.1:{}", node.port());

@@ -138,6 +138,9 @@ pub struct Granted {
     /// When refused for the queue: how soon the earliest place ahead of
     /// ours lapses unless renewed (a dead waiter's place).
     pub lapse_ahead: Option<Duration>,
+    /// Which server answered (a digest of its `run_id`), where redlock-run's
+    /// own connection learnt it before this answer (see `same_voter`).
+    pub server: Option<u64>,
 }
 
 impl crate::lock::quorum::Vote for Granted {
@@ -467,12 +470,13 @@ impl Node {
 ///
 /// By address only, which costs no request (a name is resolved within the
 /// node timeout, as the connect would). A server reached under two
-/// addresses of its own (loopback and a LAN address) is one `run_id`, but
-/// that takes a reply from every node before the verdict: an INFO in the
-/// acquire round would tell only once the command may already run (a
-/// quorum of the aliases and one other node answers first), and a round of
-/// its own would cost every run a round trip. `status` compares run_ids,
-/// where a round trip costs no run anything.
+/// addresses of its own (loopback and a LAN address, a proxy's port) is one
+/// `run_id`: a run learns it on redlock-run's own connection from an
+/// `INFO server` written with the connection's set-up, whose reply comes
+/// ahead of the acquire's, and refuses two votes from one server when it
+/// counts them (`Lock::same_voter`); `status` asks for it in a round of its
+/// own, where a round trip costs no run anything. `unlock` and `history`
+/// stop here: deleting or reading one server twice does no harm.
 pub fn same_server(nodes: &[&Node]) -> Option<String> {
     let places: Vec<Option<server::Place>> = nodes
         .iter()

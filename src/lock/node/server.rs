@@ -125,7 +125,8 @@ pub(super) fn connect(
 
 /// redlock-run's own connection to `client`'s server (see `wire`), with
 /// the handshake the crate would do (AUTH, SELECT), everything within
-/// `timeout`; None where the crate's connection must do (TLS, RESP3).
+/// `timeout`, and `INFO server` written behind it (see `Wire::ask_run_id`);
+/// None where the crate's connection must do (TLS, RESP3).
 pub(super) fn own(
     client: &Client,
     name: &str,
@@ -179,6 +180,9 @@ pub(super) fn own(
             return Some(Err(Failure::of(name, timeout, &e)));
         }
     }
+    // One server reached under two names must not get two votes: its
+    // run_id, asked for here, is known by the time the first reply is.
+    wire.ask_run_id();
     wire.timeout = timeout;
     Some(Ok(wire))
 }

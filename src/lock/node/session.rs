@@ -165,6 +165,7 @@ impl Session {
             refusal,
             place: int(2),
             lapse_ahead: int(5).map(Duration::from_millis),
+            server: self.server(),
         })
     }
 
@@ -478,6 +479,20 @@ impl Session {
                 recorded: Some(recorded.and(Err(e))),
             },
         })
+    }
+
+    /// A digest of the `run_id` of the server on this connection, where
+    /// redlock-run's own connection has read it (see `Wire::ask_run_id`).
+    fn server(&self) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        match &self.conn {
+            Some(Conn::Own(wire)) => wire.run_id.as_ref().map(|id| {
+                let mut h = std::hash::DefaultHasher::new();
+                id.hash(&mut h);
+                h.finish()
+            }),
+            _ => None,
+        }
     }
 
     /// The server's `run_id` (INFO server): one per server process,

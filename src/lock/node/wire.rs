@@ -215,6 +215,11 @@ pub(super) struct Wire {
     /// The last request was refused: a release went out behind it.
     pub(super) superseded: bool,
     db: i64,
+    /// The number of the reply that answers `INFO server`, written with the
+    /// connection's set-up (see `ask_run_id`).
+    info_at: Option<u64>,
+    /// The server's `run_id`, once that reply has been read.
+    pub(super) run_id: Option<String>,
 }
 
 impl Wire {
@@ -246,7 +251,27 @@ impl Wire {
             timeout,
             superseded: false,
             db,
+            info_at: None,
+            run_id: None,
         })
+    }
+
+    /// Writes `INFO server` without waiting for its reply: it comes back
+    /// ahead of the reply to the next request on this connection, which
+    /// then knows the server's `run_id` at no round trip of its own. False
+    /// when the write failed (the next request will say why).
+    pub(super) fn ask_run_id(&mut self) -> bool {
+        let mut l = lock(&self.line);
+        let Some(w) = l.writer.as_mut().filter(|w| w.of == self.of) else {
+            return false;
+        };
+        if w.stream.write_all(INFO_SERVER).is_err() {
+            l.writer = None;
+            return false;
+        }
+        self.info_at = Some(w.sent);
+        w.sent += 1;
+        true
     }
 
     /// The session is done with this connection after an error: a reset or
@@ -290,6 +315,9 @@ impl Wire {
         let mut replies = Vec::with_capacity(count);
         while self.read < first + count as u64 {
             let v = self.next(until)?;
+            if self.info_at == Some(self.read) {
+                self.run_id = run_id_of(&v);
+            }
             self.read += 1;
             if self.read > first {
                 replies.push(v);
@@ -358,6 +386,22 @@ impl ConnectionLike for Wire {
     fn is_open(&self) -> bool {
         true
     }
+}
+
+const INFO_SERVER: &[u8] = b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n";
+
+/// The `run_id` in a reply to `INFO server`; None from an error (INFO
+/// renamed away, or refused by an ACL) or a server that does not say.
+pub(super) fn run_id_of(v: &Value) -> Option<String> {
+    let Value::BulkString(text) = v else {
+        return None;
+    };
+    std::str::from_utf8(text)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .map(|id| id.trim().to_string())
+        .filter(|id| !id.is_empty())
 }
 
 /// The length of the first whole RESP2 reply in `buf`, if it is all there.
@@ -451,6 +495,39 @@ mod tests {
             Value::Int(2)
         );
         assert_eq!(peer.join().expect("peer"), b"A\r\nB\r\n");
+    }
+
+    #[test]
+    fn the_run_id_is_read_ahead_of_the_first_reply() {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = server.local_addr().expect("addr");
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = server.accept().expect("accept");
+            let mut got = Vec::new();
+            let mut buf = [0u8; 64];
+            while !got.ends_with(b"A\r\n") {
+                let n = s.read(&mut buf).expect("read");
+                got.extend_from_slice(&buf[..n]);
+            }
+            let info = "# Server\r\nredis_version:7.0.0\r\nrun_id:0123abcd\r\n";
+            let reply = format!("${}\r\n{info}\r\n:7\r\n", info.len());
+            s.write_all(reply.as_bytes()).expect("write");
+            got
+        });
+        let line = Arc::new(Mutex::new(Line::default()));
+        let stream = connect_tcp(&[addr], Duration::from_secs(1)).expect("connect");
+        let mut wire = Wire::new(stream, &line, Duration::from_secs(2), 0).expect("wire");
+        assert!(wire.ask_run_id());
+        assert_eq!(wire.run_id, None);
+        assert_eq!(
+            wire.req_packed_command(b"A\r\n").expect("reply"),
+            Value::Int(7)
+        );
+        assert_eq!(wire.run_id.as_deref(), Some("0123abcd"));
+        let mut sent = INFO_SERVER.to_vec();
+        sent.extend_from_slice(b"A\r\n");
+        assert_eq!(peer.join().expect("peer"), sent);
+        assert_eq!(run_id_of(&Value::SimpleString("OK".into())), None);
     }
 
     #[test]
