@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::cmd::BIN;
 use super::{send_signal, wait_until};
@@ -141,6 +141,41 @@ pub fn parse_debug_duration(s: &str) -> Option<Duration> {
         _ => v,
     };
     Some(Duration::from_secs_f64(secs))
+}
+
+/// The clock the tests date events by: CLOCK_REALTIME in nanoseconds, the
+/// clock `date +%s%N` reads in a critical section. Nothing in the suite steps
+/// it, so on one machine it orders events as well as CLOCK_MONOTONIC does.
+pub fn realtime_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+/// An `Instant` (a stderr line's arrival, a poll) on the [`realtime_ns`] scale.
+pub fn instant_ns(t: Instant) -> i128 {
+    let now = Instant::now();
+    let ns = realtime_ns();
+    if t <= now {
+        ns - now.duration_since(t).as_nanos() as i128
+    } else {
+        ns + t.duration_since(now).as_nanos() as i128
+    }
+}
+
+/// How long before `deadline` the process tree was gone, in ms (negative:
+/// after it). Both instants on one scale.
+pub fn margin_ms(deadline: Instant, gone: Instant) -> f64 {
+    if deadline >= gone {
+        deadline.duration_since(gone).as_secs_f64() * 1e3
+    } else {
+        -gone.duration_since(deadline).as_secs_f64() * 1e3
+    }
+}
+
+/// [`margin_ms`] on the [`realtime_ns`] scale.
+pub fn margin_ns_ms(deadline_ns: i128, gone_ns: i128) -> f64 {
+    (deadline_ns - gone_ns) as f64 / 1e6
 }
 
 pub fn drift(ttl: Duration) -> Duration {
