@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::{
     Cluster, FaultProxy, Mode, RedisNode, START, Test, WAIT_FOR_GO, await_marker, base, keys,
-    lock_key, proxied_urls, send_signal, tempdir, touch, wait_until,
+    kill_if_alive, lock_key, pid_alive, proxied_urls, read_pid_file, send_signal, tempdir, touch,
+    wait_until,
 };
 
 // ---------------------------------------------------------------------------
@@ -618,9 +619,18 @@ fn a_resumed_host_stops_the_command_at_once() {
     fs::write(&suspend, "0").expect("suspend file");
     let running = base(&node.url(), "suspend", &dir)
         .env("REDLOCK_TEST_SUSPEND_FILE", &suspend)
-        .args(["-t", "6s", "-c", "touch started; sleep 30"])
+        .args([
+            "-t",
+            "6s",
+            "-c",
+            "echo $$ > sh.pid; sleep 30 & echo $! > sleep.pid; touch started; wait",
+        ])
         .spawn();
     await_marker(&dir, "started", &running);
+    let tree = [
+        read_pid_file(&dir.join("sh.pid"), START),
+        read_pid_file(&dir.join("sleep.pid"), START),
+    ];
     let resumed = Instant::now();
     fs::write(&suspend, "10000").expect("suspend");
     let mut running = running;
@@ -631,11 +641,15 @@ fn a_resumed_host_stops_the_command_at_once() {
             running.stderr_so_far()
         );
     };
+    let stopped = resumed.elapsed();
+    let left: Vec<i32> = tree.iter().copied().filter(|&p| pid_alive(p)).collect();
+    tree.iter().for_each(|&p| kill_if_alive(p));
     out.assert_code(76);
-    eprintln!(
-        "resumed after a simulated 10 s suspend: stopped {:?} later",
-        resumed.elapsed()
+    assert!(
+        left.is_empty(),
+        "the command's processes {left:?} outlived the stop\n{out}"
     );
+    eprintln!("resumed after a simulated 10 s suspend: stopped {stopped:?} later");
 }
 
 // ---------------------------------------------------------------------------

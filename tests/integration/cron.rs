@@ -552,11 +552,15 @@ fn timeout_stops_the_whole_group_and_exits_124() {
         .spawn();
     let sh2 = read_pid_file(&dir.join("sh2"), START);
     let mut sleeper = Vec::new();
-    wait_until(Duration::from_secs(2), || {
+    let seen = wait_until(Duration::from_secs(2), || {
         sleeper = child_pids(sh2);
         !sleeper.is_empty()
     });
     let out = running.wait();
+    assert!(
+        seen,
+        "the shell's sleep never showed up: nothing to check\n{out}"
+    );
     let gone = wait_until(Duration::from_secs(2), || {
         !pid_alive(sh2) && sleeper.iter().all(|&p| !pid_alive(p))
     });
