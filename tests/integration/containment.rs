@@ -9,8 +9,7 @@
 
 use std::fs;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::support::cmd::BIN;
@@ -387,7 +386,7 @@ fn a_blocked_stderr_cannot_delay_a_stop() {
         let fl = libc::fcntl(fds[1], libc::F_GETFL);
         libc::fcntl(fds[1], libc::F_SETFL, fl & !libc::O_NONBLOCK);
     }
-    let mut command = Command::new(BIN);
+    let mut command = crate::support::cmd::command(BIN);
     command
         // Default verbosity: the first line it writes is the lost-lock error,
         // the one that used to go out before the signals.
@@ -397,13 +396,6 @@ fn a_blocked_stderr_cannot_delay_a_stop() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(writer));
-    // SAFETY: setpgid only, between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            libc::setpgid(0, 0);
-            Ok(())
-        });
-    }
     let spawned = Instant::now();
     let mut child = command.spawn().expect("spawn");
     tree_pids(&dir);

@@ -12,7 +12,7 @@
 //! files are relative names checked with `dir.has(..)`.
 
 use std::fs;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::support::{
     Cluster, RedisNode, Running, TempDir, child_pids, is_token, kill_if_alive, lock_key, pid_alive,
@@ -27,9 +27,7 @@ const TIMED_OUT: i32 = 124;
 
 /// Wall-clock time since the epoch (what `date +%s%N` prints).
 pub(crate) fn unix_now() -> Duration {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
+    Duration::from_nanos(crate::support::realtime_ns() as u64)
 }
 
 /// A `date +%s%N` stamp a command wrote to `name`.

@@ -460,10 +460,7 @@ fn a_waiter_whose_clock_is_behind_is_served_in_its_turn() {
         .trim()
         .parse()
         .expect("date +%s");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs() as i64;
+    let now = (crate::support::realtime_ns() / 1_000_000_000) as i64;
     assert!(
         (now - 7..=now - 4).contains(&shown),
         "shim: {shown} vs {now}"
@@ -513,9 +510,7 @@ fn head_of_queue(cluster: &Cluster, i: usize, name: &str) -> Option<String> {
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    (crate::support::realtime_ns() / 1_000_000) as u64
 }
 
 /// A head waiter killed while the lock is free costs the queue its place's

@@ -8,7 +8,7 @@
 //! The figures the closing note quotes are printed (see `--nocapture`).
 
 use std::fs;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::support::{
     RedisCluster, Running, START, SentinelGroup, TempDir, WAIT_FOR_GO, await_marker, base, keys,
@@ -43,10 +43,7 @@ const NAMES: [&str; 20] = [
 ];
 
 fn unix_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_nanos()
+    crate::support::realtime_ns() as u128
 }
 
 /// A `date +%s%N` stamp a command wrote to `name`, in ns.
@@ -76,7 +73,7 @@ fn status_json(url: &str, name: &str) -> (String, String) {
 }
 
 /// Lines of the holder's `-v` log that report a successful extension.
-fn extensions(running: &Running) -> usize {
+pub(crate) fn extensions(running: &Running) -> usize {
     running
         .stderr_so_far()
         .lines()
@@ -95,11 +92,13 @@ fn await_extensions(running: &Running, n: usize, within: Duration) {
 
 /// Starts contenders one after another until `stop` says so; each must find
 /// the lock busy, or (`mid_move`) be told to try again because the slot is
-/// half moved. Returns how many tried, and how many found it busy.
+/// half moved. Each has `extra` arguments; they start `pause` apart.
+/// Returns how many tried, and how many found it busy.
 fn contenders(
     url: &str,
     name: &str,
     dir: &TempDir,
+    (extra, pause): (&[&str], Duration),
     holder: &Running,
     mid_move: bool,
     mut stop: impl FnMut() -> bool,
@@ -107,6 +106,7 @@ fn contenders(
     let (mut tries, mut busy) = (0, 0);
     while !stop() {
         let out = base(url, name, dir)
+            .args(extra)
             .args(["--", "sh", "-c", "touch second"])
             .run();
         assert!(
@@ -127,20 +127,39 @@ fn contenders(
         );
         tries += 1;
         busy += usize::from(out.code == Some(BUSY));
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(pause);
     }
     (tries, busy)
 }
 
-/// [`contenders`] that must all find the lock busy.
-fn contend_until(
+/// [`contenders`] 100 ms apart that must all find the lock busy.
+pub(crate) fn contend_until(
     url: &str,
     name: &str,
     dir: &TempDir,
     holder: &Running,
     stop: impl FnMut() -> bool,
 ) -> usize {
-    contenders(url, name, dir, holder, false, stop).0
+    contend_until_with(
+        url,
+        name,
+        dir,
+        (&[], Duration::from_millis(100)),
+        holder,
+        stop,
+    )
+}
+
+/// [`contend_until`] with `extra` arguments, `pause` apart.
+pub(crate) fn contend_until_with(
+    url: &str,
+    name: &str,
+    dir: &TempDir,
+    extra: (&[&str], Duration),
+    holder: &Running,
+    stop: impl FnMut() -> bool,
+) -> usize {
+    contenders(url, name, dir, extra, holder, false, stop).0
 }
 
 // ---------------------------------------------------------------------------
@@ -250,9 +269,15 @@ fn cluster_heartbeat_follows_a_resharded_slot() {
     cluster.move_keys(&migration, &refs);
     let before = extensions(&holder);
     // Two heartbeats (TTL/3 = 1 s apart) answered through ASK.
-    let (asked, _) = contenders(&url, name, &dir, &holder, true, || {
-        extensions(&holder) >= before + 2
-    });
+    let (asked, _) = contenders(
+        &url,
+        name,
+        &dir,
+        (&[], Duration::from_millis(100)),
+        &holder,
+        true,
+        || extensions(&holder) >= before + 2,
+    );
     cluster.finish_slot_migration(migration);
     let before = extensions(&holder);
     let moved = contend_until(&url, name, &dir, &holder, || {

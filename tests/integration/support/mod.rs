@@ -36,11 +36,12 @@ pub use cluster::{ClusterBuilder, RedisCluster, SlotMigration};
 pub use cmd::{RunOutput, Running, Test};
 pub use proxy::{FaultProxy, Mode};
 pub use redis_node::{
-    Cluster, RedisNode, SERVER_ENV, ServerCaps, ServerVersion, free_port, is_history_key, node_url,
-    redis_server_binary, require, sentinel_command, server_caps, server_command, server_version,
-    server_was_chosen,
+    Cluster, RedisNode, SERVER_ENV, ServerCaps, ServerVersion, free_port, free_port_on,
+    is_history_key, node_url, redis_server_binary, require, sentinel_command, server_caps,
+    server_command, server_version, server_was_chosen,
 };
 pub use sentinel::{SentinelBuilder, SentinelGroup};
+pub use timed::{margin_ms, realtime_ns};
 
 /// Generous bound for "the command has started" (lock acquisition included).
 pub const START: Duration = Duration::from_secs(10);

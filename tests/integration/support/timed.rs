@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::cmd::BIN;
+use super::cmd::{BIN, child_rules};
 use super::{send_signal, wait_until};
 
 /// A `redlock-run` whose stderr lines are timestamped as they arrive.
@@ -32,24 +32,12 @@ impl Proc {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("REDLOCK_") {
-                command.env_remove(&key);
-            }
-        }
+        child_rules(&mut command, true);
         command.envs(env.iter().map(|(k, v)| (k, v)));
-        // SAFETY: only async-signal-safe calls between fork and exec.
+        // SAFETY: prctl only, between fork and exec.
         unsafe {
             command.pre_exec(|| {
-                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
-                    libc::signal(sig, libc::SIG_DFL);
-                }
-                let mut empty: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut empty);
-                libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-                // Own group: nothing it signals can reach the harness. Dies
-                // with the spawning thread if the harness dies.
-                libc::setpgid(0, 0);
+                // Dies with the spawning thread if the harness dies.
                 libc::prctl(
                     libc::PR_SET_PDEATHSIG,
                     libc::SIGKILL as libc::c_ulong,
