@@ -1387,6 +1387,16 @@ fn assert_coverage(label: &str, settings: &Settings, o: &Outcome) {
             special.expected_code()
         );
     }
+    if settings.faults.contains(&"victim proxies delayed") {
+        // Each node answers the victim 2 x 2/5 of --node-timeout late.
+        let delayed = settings.node_timeout * 4 / 5;
+        assert!(
+            o.records.iter().any(|r| r.worker == 0
+                && r.fault == "victim proxies delayed"
+                && r.acquire.is_some_and(|a| a >= delayed)),
+            "[{label}] no run of the proxied worker was slowed by its delayed proxies"
+        );
+    }
     let unmeasured: Vec<u64> = o
         .records
         .iter()
