@@ -45,6 +45,15 @@ impl Stamp {
     pub fn checked_add(self, d: Duration) -> Option<Stamp> {
         self.0.checked_add(d).map(Stamp)
     }
+
+    /// Nanoseconds on the clock, to hand a moment to another process.
+    pub fn as_nanos(self) -> u128 {
+        self.0.as_nanos()
+    }
+
+    pub fn from_nanos(nanos: u64) -> Stamp {
+        Stamp(Duration::from_nanos(nanos))
+    }
 }
 
 impl Add<Duration> for Stamp {
@@ -64,11 +73,11 @@ impl Sub<Duration> for Stamp {
     }
 }
 
-/// Test builds only: a host suspend cannot be staged in a test, so the
+/// Test builds only (feature `test-hooks`): a host suspend cannot be staged in a test, so the
 /// integration tests move this clock forward (and only this one) by writing
 /// milliseconds to the file named by `REDLOCK_TEST_SUSPEND_FILE`, which is what
 /// a suspend looks like to the process: BOOTTIME jumps, MONOTONIC does not.
-#[cfg(debug_assertions)]
+#[cfg(feature = "test-hooks")]
 fn test_skew() -> Duration {
     use std::sync::OnceLock;
     static PATH: OnceLock<Option<std::ffi::OsString>> = OnceLock::new();
@@ -81,7 +90,7 @@ fn test_skew() -> Duration {
         .map_or(Duration::ZERO, Duration::from_millis)
 }
 
-#[cfg(not(debug_assertions))]
+#[cfg(not(feature = "test-hooks"))]
 fn test_skew() -> Duration {
     Duration::ZERO
 }

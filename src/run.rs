@@ -278,6 +278,9 @@ fn take_and_run(
     }
     let terminal = child::owns_terminal();
     let remove = secret_env();
+    // The guard is a fork of this process: /proc/<guard>/environ shows the
+    // environment this process was started with, which the command can read.
+    scrub_env(&remove);
     let mut guard = match Guard::start(&Spec {
         program: &config.program,
         remove: &remove,
@@ -285,6 +288,7 @@ fn take_and_run(
         contain,
         mask: blocked.original(),
         again: config.retry > 0,
+        kill_guard: redlock::kill_guard(config.ttl),
     }) {
         Ok(g) => g,
         Err(e) => {
@@ -345,7 +349,23 @@ fn take_and_run(
         attempts,
         started_at,
         duration,
+        leftover,
     } = ran;
+    if leftover {
+        // Deleting the key now would let another holder start beside a
+        // process of ours: the key expires by its TTL instead.
+        log.error(
+            ev(
+                "not-released",
+                format!(
+                    "lock '{}' is not released: processes of the command may still be                      running; it expires by its TTL",
+                    config.name
+                ),
+            )
+            .outcome("not-released"),
+        );
+        return exit;
+    }
     // The window stays used only by a run that started its command and, with
     // --once-per-success, whose command succeeded.
     if let Some(start) = window
@@ -389,6 +409,7 @@ fn run_held(lock: &Arc<Lock>, held: Held, a: &mut Attempts) -> Ran {
         attempts: 0,
         started_at: SystemTime::now(),
         duration: Duration::ZERO,
+        leftover: false,
     };
     if let Some(sig) = a.rx.try_iter().find_map(|e| match e {
         Event::Signal(s) => Some(s),
@@ -464,7 +485,7 @@ fn run_held(lock: &Arc<Lock>, held: Held, a: &mut Attempts) -> Ran {
 /// asked not to, so that the safety tests can show that their checks see the
 /// overlaps containment prevents.
 fn containment() -> bool {
-    #[cfg(debug_assertions)]
+    #[cfg(feature = "test-hooks")]
     if std::env::var_os("REDLOCK_TEST_UNCONTAINED").is_some() {
         return false;
     }
@@ -806,6 +827,37 @@ fn secret_env() -> Vec<&'static str> {
         remove.push("REDLOCK_REDIS");
     }
     remove
+}
+
+/// Overwrites, where they lie, the values of `names` in the environment this
+/// process was started with: /proc/PID/environ shows those bytes to every
+/// process of the same user, for this process and for every fork of it,
+/// whatever unsetenv does. Call it once the values have been read, while
+/// this process has one thread (nothing else reads the environment).
+fn scrub_env(names: &[&str]) {
+    unsafe extern "C" {
+        static mut environ: *const *mut libc::c_char;
+    }
+    // SAFETY: single-threaded here (nothing else reads or changes the
+    // environment meanwhile); each entry is a NUL-terminated string that
+    // this process may write, and only bytes before its NUL are changed.
+    unsafe {
+        let mut entry = environ;
+        if entry.is_null() {
+            return;
+        }
+        while !(*entry).is_null() {
+            let text = *entry;
+            let len = libc::strlen(text);
+            let bytes = std::slice::from_raw_parts_mut(text.cast::<u8>(), len);
+            if let Some(eq) = bytes.iter().position(|b| *b == b'=')
+                && names.iter().any(|n| n.as_bytes() == &bytes[..eq])
+            {
+                bytes[eq + 1..].fill(0);
+            }
+            entry = entry.add(1);
+        }
+    }
 }
 
 /// The OS's description without Rust's " (os error N)" suffix.

@@ -22,7 +22,7 @@ use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
-use crate::process::guard::Guard;
+use crate::process::guard::{Guard, SpawnError};
 use crate::process::spawn as child;
 use crate::process::supervise::{Event, Tree, supervise};
 use crate::process::tree;
@@ -52,6 +52,9 @@ pub struct Ran {
     pub started_at: SystemTime,
     /// From the first attempt's start until the last one's tree was gone.
     pub duration: Duration,
+    /// Processes of the command may still be alive: the lock must not be
+    /// released.
+    pub leftover: bool,
 }
 
 /// Runs the command, and again after a failure while --retry allows.
@@ -60,18 +63,37 @@ pub fn run(a: &mut Attempts, deadline: Stamp) -> Ran {
     let started_at = SystemTime::now();
     let mut deadline = deadline;
     let mut attempts = 0u32;
+    let mut leftover = false;
     let exit = loop {
         let started = clock::now();
         let env: Vec<(&str, &str)> = a.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let pid = match a.guard.spawn(&env) {
+        let pid = match a.guard.spawn(&env, deadline) {
             Ok(pid) => pid,
-            Err(e) => {
+            Err(SpawnError::Command(e)) => {
                 a.log.error(format!(
                     "cannot run {}: {}",
                     a.config.program.describe(),
                     crate::run::os_message(&e)
                 ));
                 break child::exit_of_spawn_error(&e);
+            }
+            Err(SpawnError::Gone(why)) => {
+                // It may have started the command before it died: whatever
+                // it started is ours now (redlock-run is a subreaper), and
+                // is killed before anything else happens.
+                let me = std::process::id() as libc::pid_t;
+                let killed = tree::kill_all(me, true, Some(Duration::from_secs(5)));
+                leftover = !killed.empty;
+                a.log.error(format!(
+                    "cannot run {}: {why}; {}",
+                    a.config.program.describe(),
+                    if killed.empty {
+                        "nothing of it is left"
+                    } else {
+                        "some of its processes would not die: the lock is left to expire"
+                    }
+                ));
+                break Exit::Unavailable;
             }
         };
         attempts += 1;
@@ -94,18 +116,24 @@ pub fn run(a: &mut Attempts, deadline: Stamp) -> Ran {
         if let Err(e) = a.guard.watch(a.tx.clone(), Event::Guard) {
             // Nobody would notice the command's exit: stop it rather than
             // hold the lock blindly.
-            tree::kill_all(a.guard.pid(), Duration::from_secs(5));
+            leftover = !tree::kill_all(a.guard.pid(), false, Some(Duration::from_secs(5))).empty;
             a.log.error(format!("cannot watch the command: {e}"));
             break Exit::Unavailable;
         }
-        let tree = Tree {
+        let mut tree = Tree {
             guard: a.guard.pid(),
             command: pid,
             contain: a.contain,
             terminal: a.terminal,
+            control: a.guard.control(),
+            told: Default::default(),
         };
-        let end = supervise(&tree, config, started, deadline, a.rx, &a.log);
+        let end = supervise(&mut tree, config, started, deadline, a.rx, &a.log);
         deadline = end.deadline;
+        if end.leftover {
+            leftover = true;
+            break end.exit;
+        }
         let retryable = matches!(end.exit, Exit::Command(c) if c != 0) && end.signalled.is_none();
         if !retryable || attempts > config.retry {
             break end.exit;
@@ -154,6 +182,7 @@ pub fn run(a: &mut Attempts, deadline: Stamp) -> Ran {
         attempts,
         started_at,
         duration: first.elapsed(),
+        leftover,
     }
 }
 

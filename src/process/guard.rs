@@ -29,6 +29,18 @@
 //! redlock-run is single-threaded, which it is no longer once the lock is
 //! held. Each attempt starts only after the guard has reaped the previous
 //! attempt's whole tree (waitpid said ECHILD), so no two attempts overlap.
+//!
+//! The guard enforces the lock's deadline too: every request to start the
+//! command carries the validity deadline, and redlock-run sends each new one
+//! after an extension. When `deadline - kill guard` passes with no newer one
+//! come, the guard SIGKILLs the tree itself, so a redlock-run that is stopped
+//! (SIGSTOP, a debugger) or wedged cannot keep the command running past the
+//! lock. Only a paused host (or a paused guard) can.
+//!
+//! Whatever redlock-run goes through, the guard leaves no member of the tree
+//! behind while it lives: on end of file it kills until waitpid says ECHILD,
+//! however long that takes (a member under another user that refuses
+//! SIGKILL keeps it there, still the tree's subreaper).
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -39,6 +51,7 @@ use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use crate::cli::Program;
+use crate::clock::{self, Stamp};
 use crate::process::{spawn, tree};
 
 /// What the guard tells redlock-run.
@@ -78,6 +91,17 @@ pub struct Spec<'a> {
     /// More than one command may be started (--retry): the guard keeps the
     /// caller's stdio for them and waits for the next request after each.
     pub again: bool,
+    /// How long before the validity deadline the tree must be gone.
+    pub kill_guard: Duration,
+}
+
+/// Why a command could not be started.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// The guard could not start it (not found, not executable, ...).
+    Command(io::Error),
+    /// The guard itself went away, possibly after starting it.
+    Gone(String),
 }
 
 // Frame tags, both directions: [tag][u32 length, little endian][payload].
@@ -87,6 +111,7 @@ const FAILED: u8 = b'F';
 const EXITED: u8 = b'E';
 const EXITED_EMPTY: u8 = b'X';
 const EMPTY: u8 = b'Z';
+const DEADLINE: u8 = b'D';
 
 fn pipe() -> io::Result<(File, File)> {
     let mut fds = [0; 2];
@@ -160,12 +185,26 @@ impl Guard {
         self.pid
     }
 
-    /// Starts the command with `set` added to its environment; its pid.
-    pub fn spawn(&mut self, set: &[(&str, &str)]) -> io::Result<libc::pid_t> {
-        let mut payload = Vec::new();
+    /// A second handle on the control pipe, for `send_deadline` while the
+    /// guard's reports are watched.
+    pub fn control(&self) -> Option<File> {
+        self.ctrl.as_ref().and_then(|c| c.try_clone().ok())
+    }
+
+    /// Starts the command with `set` added to its environment; its pid. The
+    /// guard kills the tree by `deadline - kill guard` unless told of a newer
+    /// deadline.
+    pub fn spawn(
+        &mut self,
+        set: &[(&str, &str)],
+        deadline: Stamp,
+    ) -> Result<libc::pid_t, SpawnError> {
+        let gone = |e: io::Error| SpawnError::Gone(format!("the guard went away: {e}"));
+        let mut payload = stamp_bytes(deadline).to_vec();
         for (k, v) in set {
             for part in [k.as_bytes(), v.as_bytes()] {
-                let len = u32::try_from(part.len()).map_err(|_| io::Error::other("too long"))?;
+                let len = u32::try_from(part.len())
+                    .map_err(|_| SpawnError::Command(io::Error::other("too long")))?;
                 payload.extend_from_slice(&len.to_le_bytes());
                 payload.extend_from_slice(part);
             }
@@ -179,17 +218,19 @@ impl Guard {
         }
         let (ctrl, report) = match (self.ctrl.as_mut(), self.report.as_mut()) {
             (Some(c), Some(r)) => (c, r),
-            _ => return Err(io::Error::other("the guard is gone")),
+            _ => return Err(gone(io::Error::other("no pipe to it"))),
         };
-        write_frame(ctrl, SPAWN, &payload)?;
+        write_frame(ctrl, SPAWN, &payload).map_err(gone)?;
         match read_frame(report) {
             Ok((STARTED, p)) => Ok(int(&p)),
-            Ok((FAILED, p)) => Err(match int(&p) {
+            Ok((FAILED, p)) => Err(SpawnError::Command(match int(&p) {
                 -1 => io::Error::other("cannot start the command"),
                 errno => io::Error::from_raw_os_error(errno),
-            }),
-            Ok(_) => Err(io::Error::other("the guard answered out of turn")),
-            Err(e) => Err(io::Error::other(format!("the guard went away: {e}"))),
+            })),
+            // Out of turn: nothing it says can be trusted, the command may
+            // be running.
+            Ok(_) => Err(gone(io::Error::other("it answered out of turn"))),
+            Err(e) => Err(gone(e)),
         }
     }
 
@@ -227,6 +268,23 @@ impl Guard {
     }
 }
 
+/// Tells the guard the lock's new validity deadline (one frame, so it never
+/// interleaves with another writer's).
+pub fn send_deadline(ctrl: &mut File, deadline: Stamp) -> io::Result<()> {
+    write_frame(ctrl, DEADLINE, &stamp_bytes(deadline))
+}
+
+fn stamp_bytes(at: Stamp) -> [u8; 8] {
+    u64::try_from(at.as_nanos())
+        .unwrap_or(u64::MAX)
+        .to_le_bytes()
+}
+
+fn stamp_of(payload: &[u8]) -> Option<Stamp> {
+    let bytes: [u8; 8] = payload.get(..8)?.try_into().ok()?;
+    Some(Stamp::from_nanos(u64::from_le_bytes(bytes)))
+}
+
 impl Drop for Guard {
     fn drop(&mut self) {
         // End of file on the control pipe: the guard kills whatever is left of
@@ -253,16 +311,22 @@ fn guard_main(mut ctrl: File, mut report: File, spec: &Spec) -> ! {
     // The next attempt's command gets the caller's stdio, not /dev/null.
     let stdio = spec.again.then(keep_stdio);
     loop {
-        let set = match read_frame(&mut ctrl) {
-            Ok((SPAWN, payload)) => decode_env(&payload),
+        let (deadline, set) = match read_frame(&mut ctrl) {
+            Ok((SPAWN, payload)) => (
+                stamp_of(&payload),
+                decode_env(payload.get(8..).unwrap_or_default()),
+            ),
+            // A deadline sent while the last tree's end was on its way.
+            Ok((DEADLINE, _)) => continue,
             // redlock-run is done: without running anything (busy,
             // unavailable), or after the last attempt.
             _ => exit_now(),
         };
+        test_hook("request");
         if let Some(saved) = &stdio {
             restore_stdio(saved);
         }
-        serve(&set, me, &children, &mut ctrl, &mut report, spec);
+        serve(&set, deadline, me, &children, &mut ctrl, &mut report, spec);
         if !spec.again {
             exit_now();
         }
@@ -272,8 +336,10 @@ fn guard_main(mut ctrl: File, mut report: File, spec: &Spec) -> ! {
 /// Starts one command and watches its tree until the last process of it is
 /// gone (and reaped), reporting to redlock-run; exits the guard at once when
 /// redlock-run goes away.
+#[allow(clippy::too_many_arguments)]
 fn serve(
     set: &[(String, String)],
+    deadline: Option<Stamp>,
     me: libc::pid_t,
     children: &OwnedFd,
     ctrl: &mut File,
@@ -300,14 +366,39 @@ fn serve(
             exit_now();
         }
     };
+    test_hook("spawned");
     if write_frame(report, STARTED, &command_pid.to_le_bytes()).is_err() {
-        tree::kill_all(me, Duration::from_secs(5));
+        tree::kill_all(me, true, None);
         exit_now();
     }
+    test_hook("reported");
     release_stdio();
     let mut exited: Option<i32> = None;
     let mut first_pass = true;
+    let mut kill_at = deadline.map(|d| d.checked_sub(spec.kill_guard).unwrap_or(d));
+    let mut killing = false;
     loop {
+        if spec.contain && !killing && kill_at.is_some_and(|k| clock::now() >= k) {
+            // No newer deadline came: redlock-run is stopped or wedged, or
+            // its stop came too late. The lock may be gone now.
+            killing = true;
+        }
+        if killing {
+            tree::signal_all(me, libc::SIGKILL);
+        }
+        let timeout = if killing {
+            // Again until reaped: a process forked between a listing and the
+            // kill is found by the next one.
+            5
+        } else {
+            // Slices: poll waits on CLOCK_MONOTONIC, which stands still
+            // while the host is suspended; the deadline is on BOOTTIME.
+            kill_at.map_or(-1, |k| {
+                k.saturating_duration_since(clock::now())
+                    .min(Duration::from_millis(100))
+                    .as_millis() as i32
+            })
+        };
         let mut fds = [
             libc::pollfd {
                 fd: ctrl.as_raw_fd(),
@@ -322,7 +413,7 @@ fn serve(
         ];
         if !std::mem::take(&mut first_pass) {
             // SAFETY: a valid array of two pollfds.
-            if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+            if unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) } < 0 {
                 continue;
             }
         }
@@ -356,14 +447,21 @@ fn serve(
             }
         }
         if fds[0].revents != 0 {
-            // Nothing comes on the control pipe while a command runs: end of
-            // file means redlock-run is finished or was killed.
-            let mut buf = [0u8; 64];
-            if matches!(ctrl.read(&mut buf), Ok(0) | Err(_)) {
-                if spec.contain {
-                    tree::kill_all(me, Duration::from_secs(10));
+            // Only deadlines come on the control pipe while a command runs:
+            // end of file means redlock-run is finished or was killed.
+            match read_frame(ctrl) {
+                Ok((DEADLINE, p)) => {
+                    if let Some(d) = stamp_of(&p) {
+                        kill_at = Some(d.checked_sub(spec.kill_guard).unwrap_or(d));
+                    }
                 }
-                exit_now();
+                Ok(_) => {}
+                Err(_) => {
+                    if spec.contain {
+                        tree::kill_all(me, true, None);
+                    }
+                    exit_now();
+                }
             }
         }
     }
@@ -466,6 +564,23 @@ fn decode_env(mut payload: &[u8]) -> Vec<(String, String)> {
     }
     out
 }
+
+/// Test builds only: the guard dies (SIGKILL) at the step of the start-up
+/// protocol named by `REDLOCK_TEST_GUARD_DIES` (`request`: the request read,
+/// nothing started; `spawned`: the command started, not yet reported;
+/// `reported`: reported, nothing watched yet).
+#[cfg(feature = "test-hooks")]
+fn test_hook(step: &str) {
+    if std::env::var_os("REDLOCK_TEST_GUARD_DIES").is_some_and(|s| s == step) {
+        // SAFETY: raise has no preconditions.
+        unsafe {
+            libc::raise(libc::SIGKILL);
+        }
+    }
+}
+
+#[cfg(not(feature = "test-hooks"))]
+fn test_hook(_step: &str) {}
 
 fn exit_now() -> ! {
     // SAFETY: _exit skips atexit handlers and stdio flushing, which belong to

@@ -7,6 +7,7 @@
 //! answer or a heartbeat.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::thread;
 
@@ -107,4 +108,19 @@ pub fn is_ignored(sig: i32) -> bool {
         let mut old: libc::sigaction = std::mem::zeroed();
         libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
     }
+}
+
+/// Whether the caller left SIGPIPE ignored, as noted before `main`.
+static CALLER_IGNORES_SIGPIPE: AtomicBool = AtomicBool::new(false);
+
+/// Notes the caller's SIGPIPE disposition. To be called before `main`
+/// (from `.init_array`): the Rust runtime sets SIGPIPE to ignored for itself
+/// before `main` runs, and the command must get the caller's, not that.
+pub fn note_caller_sigpipe() {
+    CALLER_IGNORES_SIGPIPE.store(is_ignored(libc::SIGPIPE), Ordering::Relaxed);
+}
+
+/// The caller's SIGPIPE disposition: ignored (true) or default.
+pub fn caller_ignores_sigpipe() -> bool {
+    CALLER_IGNORES_SIGPIPE.load(Ordering::Relaxed)
 }

@@ -3,6 +3,8 @@
 //! then SIGKILL) before the lock's validity deadline, at --max-runtime, or, with
 //! `--leftovers kill`, once the command's first process has exited.
 
+use std::collections::HashSet;
+use std::fs::File;
 use std::process::ExitStatus;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
@@ -12,7 +14,7 @@ use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
-use crate::process::guard::Report;
+use crate::process::guard::{self, Report};
 use crate::process::{spawn, tree};
 
 /// Everything the waiting and supervising loops react to.
@@ -33,33 +35,72 @@ enum Stop {
     Timeout,
     /// `--leftovers kill`: the command's first process exited.
     Leftovers,
+    /// The guard died: its orphans, ours now, are killed.
+    GuardGone,
 }
 
 /// The processes to signal: the whole tree below the guard, or (test builds
 /// only, without containment) the command's process group as before.
 pub struct Tree {
+    /// The process the tree hangs from: the guard, or redlock-run itself
+    /// once the guard is gone (its orphans come here).
     pub guard: libc::pid_t,
     pub command: libc::pid_t,
     pub contain: bool,
     /// The command took the terminal's foreground.
     pub terminal: bool,
+    /// The guard's control pipe, for each new deadline.
+    pub control: Option<File>,
+    /// Members already said to refuse our signals.
+    pub told: HashSet<libc::pid_t>,
 }
 
 impl Tree {
-    /// Sends `sig` to every live process of the tree; how many got it.
-    fn signal(&self, sig: i32) -> usize {
-        if self.contain {
-            tree::signal_all(self.guard, sig)
-        } else {
+    /// Sends `sig` to every live process of the tree; how many got it. A
+    /// member that refuses (another user's) is named once, at the default
+    /// verbosity: the lock is kept while it runs.
+    fn signal(&mut self, sig: i32, log: &Log) -> usize {
+        if !self.contain {
             // SAFETY: kill has no memory-safety preconditions.
-            usize::from(unsafe { libc::kill(-self.command, sig) } == 0)
+            return usize::from(unsafe { libc::kill(-self.command, sig) } == 0);
         }
+        let sent = tree::signal_all(self.guard, sig);
+        for r in sent.refused {
+            if self.told.insert(r.pid) {
+                let uid = if r.uid == u32::MAX {
+                    "?".to_string()
+                } else {
+                    r.uid.to_string()
+                };
+                log.error(
+                    ev(
+                        "refused",
+                        format!(
+                            "process {} (uid {uid}) may not be signalled by redlock-run                              (signal {sig}: not permitted); the lock is kept while it runs",
+                            r.pid
+                        ),
+                    )
+                    .field("pid", r.pid.to_string())
+                    .field("uid", uid)
+                    .outcome("refused"),
+                );
+            }
+        }
+        sent.delivered
     }
 
     /// SIGTERM, and SIGCONT so that a stopped process gets it (as timeout(1)).
-    fn terminate(&self) {
-        self.signal(libc::SIGTERM);
-        self.signal(libc::SIGCONT);
+    fn terminate(&mut self, log: &Log) {
+        self.signal(libc::SIGTERM, log);
+        self.signal(libc::SIGCONT, log);
+    }
+
+    /// Passes a new validity deadline on to the guard.
+    fn tell_guard(&mut self, deadline: Stamp) {
+        if let Some(ctrl) = self.control.as_mut() {
+            // A guard that is gone says so on its report pipe.
+            let _ = guard::send_deadline(ctrl, deadline);
+        }
     }
 }
 
@@ -79,6 +120,9 @@ pub struct Supervised {
     pub deadline: Stamp,
     /// A signal redlock-run received and passed on to the tree, if any.
     pub signalled: Option<i32>,
+    /// Processes of the tree may still be alive: the lock must not be
+    /// released (it expires by its TTL).
+    pub leftover: bool,
 }
 
 /// Waits until the command's whole tree is gone, enforcing the lock's
@@ -90,7 +134,7 @@ pub struct Supervised {
 /// later. SIGKILL never comes later than `deadline - guard`, whatever the
 /// reason. Signals go out before anything is logged.
 pub fn supervise(
-    tree: &Tree,
+    tree: &mut Tree,
     config: &Config,
     started: Stamp,
     deadline: Stamp,
@@ -101,13 +145,14 @@ pub fn supervise(
         exit: Exit::Command(1),
         deadline,
         signalled: None,
+        leftover: false,
     };
     end.exit = watch(tree, config, started, &mut end, rx, log);
     end
 }
 
 fn watch(
-    tree: &Tree,
+    tree: &mut Tree,
     config: &Config,
     started: Stamp,
     end: &mut Supervised,
@@ -122,6 +167,9 @@ fn watch(
     let mut killed = false;
     let mut first: Option<ExitStatus> = None;
     let guard = redlock::kill_guard(config.ttl);
+    let me = std::process::id() as libc::pid_t;
+    // The guard died before the command's first process exited.
+    let mut gone_before_exit = false;
     loop {
         let now = clock::now();
         // The last moment anything of the tree may be alive, a guard before
@@ -136,6 +184,7 @@ fn watch(
                 &mut kill_at,
                 Stop::Lost("no extension succeeded in time".into()),
                 last,
+                log,
             );
             log_stop(&stop, config, log);
         } else if stop.is_none() && timeout_at.is_some_and(|t| now >= t) {
@@ -145,12 +194,20 @@ fn watch(
                 &mut kill_at,
                 Stop::Timeout,
                 now + config.kill_after,
+                log,
             );
             log_stop(&stop, config, log);
         }
         let kill_due = kill_at.map(|k| k.min(last));
         if kill_due.is_some_and(|k| now >= k) {
-            let n = tree.signal(libc::SIGKILL);
+            let n = tree.signal(libc::SIGKILL, log);
+            if tree.guard == me {
+                // The guard is gone: reaping is ours, and the tree is gone
+                // only when waitpid says no child is left.
+                if tree::reap_all() {
+                    break;
+                }
+            }
             if !killed {
                 killed = true;
                 // Said at the default verbosity when anything was left to
@@ -167,7 +224,12 @@ fn watch(
             }
         }
         let next = if killed {
-            now + KILL_AGAIN
+            now + if tree.told.is_empty() {
+                KILL_AGAIN
+            } else {
+                // Only members that refuse may be left: they can run long.
+                SLICE
+            }
         } else {
             let mut next = kill_due.map_or(term_at, |k| k.min(term_at));
             if stop.is_none()
@@ -193,7 +255,7 @@ fn watch(
                 }
                 if config.leftovers == Leftovers::Kill && stop.is_none() {
                     let at = clock::now() + config.kill_after;
-                    begin(tree, &mut stop, &mut kill_at, Stop::Leftovers, at);
+                    begin(tree, &mut stop, &mut kill_at, Stop::Leftovers, at, log);
                 }
                 log.info(|| {
                     let names: Vec<String> = left
@@ -224,42 +286,76 @@ fn watch(
             Ok(Event::Guard(Report::Empty)) => break,
             Ok(Event::Guard(Report::Gone)) => {
                 // The guard died (killed on its own): its orphans are ours now,
-                // as redlock-run is a subreaper too. Nothing left to reap them
-                // reliably, so none may run on.
-                let gone =
-                    tree::kill_all(std::process::id() as libc::pid_t, Duration::from_secs(5));
-                log.error(format!(
-                    "the guard process went away; the command's processes were killed{}",
-                    if gone { "" } else { " (some may remain)" }
-                ));
-                if first.is_none() {
-                    return Exit::Lost;
+                // as redlock-run is a subreaper too. None may run on: they are
+                // killed, here, until none is left, while the heartbeat keeps
+                // the lock.
+                tree.guard = me;
+                gone_before_exit = first.is_none();
+                log.error("the guard process went away; killing the command's processes");
+                if stop.is_none() || stop == Some(Stop::Leftovers) || stop == Some(Stop::Timeout) {
+                    if stop.is_none() {
+                        tree.terminate(log);
+                    }
+                    stop = Some(Stop::GuardGone);
                 }
-                break;
+                kill_at = Some(clock::now());
             }
             Ok(Event::Signal(sig)) => {
                 end.signalled = Some(sig);
-                let n = tree.signal(sig);
+                let n = tree.signal(sig, log);
                 log.info(|| format!("passed signal {sig} on to {n} process(es)"));
             }
-            Ok(Event::Extended(d)) if !matches!(stop, Some(Stop::Lost(_))) => *deadline = d,
+            Ok(Event::Extended(d)) if !matches!(stop, Some(Stop::Lost(_))) => {
+                *deadline = d;
+                tree.tell_guard(d);
+            }
             Ok(Event::Gone(why)) if !matches!(stop, Some(Stop::Lost(_))) => {
                 // Someone else may hold it already: stop at once, and never
                 // later than our own validity.
                 let at = (clock::now() + config.kill_after).min(last);
-                begin(tree, &mut stop, &mut kill_at, Stop::Lost(why), at);
+                begin(tree, &mut stop, &mut kill_at, Stop::Lost(why), at, log);
                 log_stop(&stop, config, log);
             }
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 // Nobody can report the tree's end any more: end it ourselves.
-                tree.signal(libc::SIGKILL);
+                let killed = if tree.contain {
+                    tree::kill_all(tree.guard, tree.guard == me, Some(Duration::from_secs(5))).empty
+                } else {
+                    tree.signal(libc::SIGKILL, log);
+                    true
+                };
+                end.leftover = !killed;
                 log.error("lost track of the command; its processes were killed");
                 return Exit::Lost;
             }
         }
     }
+    let last = deadline.checked_sub(guard).unwrap_or(*deadline);
+    if stop.is_none()
+        && clock::now() >= last
+        && first.is_some_and(|s| {
+            use std::os::unix::process::ExitStatusExt;
+            s.signal() == Some(libc::SIGKILL)
+        })
+    {
+        // redlock-run was held up (stopped, wedged) past the deadline, and
+        // the guard stopped the command in its place.
+        log.error(
+            ev(
+                "lost",
+                format!(
+                    "lock '{}' lost: redlock-run was held up past the lock's validity; the \
+                     guard stopped the command",
+                    config.name
+                ),
+            )
+            .outcome("lost"),
+        );
+        return Exit::Lost;
+    }
     match (stop, first) {
+        (Some(Stop::GuardGone), _) if gone_before_exit => Exit::Lost,
         (Some(Stop::Lost(_)), _) => Exit::Lost,
         (Some(Stop::Timeout), _) => Exit::Timeout,
         (_, Some(s)) => spawn::exit_of(s),
@@ -271,14 +367,15 @@ fn watch(
 /// under way), with SIGKILL due by `kill_by`. A lost lock overrides a
 /// timeout or leftovers stop, never the other way round.
 fn begin(
-    tree: &Tree,
+    tree: &mut Tree,
     stop: &mut Option<Stop>,
     kill_at: &mut Option<Stamp>,
     why: Stop,
     kill_by: Stamp,
+    log: &Log,
 ) {
     if stop.is_none() {
-        tree.terminate();
+        tree.terminate(log);
     }
     *kill_at = Some(kill_at.map_or(kill_by, |k| k.min(kill_by)));
     *stop = Some(why);
@@ -312,7 +409,7 @@ fn log_stop(stop: &Option<Stop>, config: &Config, log: &Log) {
             )
             .outcome("timeout"),
         ),
-        Some(Stop::Leftovers) | None => {}
+        Some(Stop::Leftovers | Stop::GuardGone) | None => {}
     }
 }
 

@@ -5,47 +5,31 @@
 //! built without it, a scan of `/proc/*/stat`). Each one is pinned with a
 //! pidfd and its parent checked again *after* pinning, so a signal can never
 //! reach an unrelated process that happened to get a recycled pid between the
-//! listing and the kill (pid_max is 32768 on many hosts).
+//! listing and the kill (pid_max is 32768 on many hosts). A pin is held only
+//! while its process is looked at and signalled, not for the whole walk: a
+//! tree of thousands of processes must not run out of descriptors (a 1024
+//! soft limit is common), which would leave the signal unpinned or unsent.
+//!
+//! A process is alive while any of its threads is: one whose main thread
+//! called `pthread_exit()` shows `Z` for its leader in `/proc/PID/stat`
+//! while its other threads run on.
 
 use std::collections::HashSet;
 use std::fs;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::clock;
 
-/// One live descendant.
+/// One live descendant, as found by a walk.
 #[derive(Debug)]
 pub struct Member {
     pub pid: libc::pid_t,
-    /// Pins the process: signals sent through it reach this process or none.
-    fd: Option<OwnedFd>,
 }
 
 impl Member {
-    /// Sends `sig`; false if the process is already gone.
-    pub fn signal(&self, sig: i32) -> bool {
-        match &self.fd {
-            Some(fd) => {
-                use std::os::fd::AsRawFd;
-                // SAFETY: pidfd_send_signal with a valid pidfd and no siginfo.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_pidfd_send_signal,
-                        fd.as_raw_fd(),
-                        sig,
-                        std::ptr::null::<libc::siginfo_t>(),
-                        0,
-                    ) == 0
-                }
-            }
-            // SAFETY: kill has no memory-safety preconditions.
-            None => unsafe { libc::kill(self.pid, sig) == 0 },
-        }
-    }
-
     /// The process's name (`/proc/PID/comm`), for messages.
     pub fn name(&self) -> String {
         fs::read_to_string(format!("/proc/{}/comm", self.pid))
@@ -54,28 +38,95 @@ impl Member {
     }
 }
 
+/// A live process that may not be signalled by us (EPERM): it runs as
+/// another user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub pid: libc::pid_t,
+    /// Its real user id, or u32::MAX when it could not be read.
+    pub uid: u32,
+}
+
+/// What one signal to the tree came to.
+#[derive(Debug, Default)]
+pub struct Sent {
+    /// Live members found.
+    pub found: usize,
+    /// Members that got the signal.
+    pub delivered: usize,
+    /// Members that refused it.
+    pub refused: Vec<Refusal>,
+}
+
 /// Set once pidfd_open answers ENOSYS (kernels before 5.3): plain kill(2) then.
 static NO_PIDFD: AtomicBool = AtomicBool::new(false);
 
-fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
+/// A pin on `pid`, or None where the kernel has no pidfds (Err: the process
+/// is gone, or no descriptor is to be had right now).
+fn pidfd_open(pid: libc::pid_t) -> Result<Option<OwnedFd>, i32> {
     if NO_PIDFD.load(Ordering::Relaxed) {
-        return None;
+        return Ok(None);
     }
     // SAFETY: pidfd_open takes a pid and flags; the fd it returns is ours.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
-        if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL);
+        if errno == libc::ENOSYS {
             NO_PIDFD.store(true, Ordering::Relaxed);
+            return Ok(None);
         }
-        return None;
+        return Err(errno);
     }
     // SAFETY: a fresh descriptor nobody else owns.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
 }
 
-/// State and parent of `pid` from `/proc/PID/stat`.
-fn stat(pid: libc::pid_t) -> Option<(u8, libc::pid_t)> {
-    let text = fs::read(format!("/proc/{pid}/stat")).ok()?;
+/// Sends `sig` through the pin (or by pid where there are no pidfds); the
+/// errno on failure.
+fn send(pid: libc::pid_t, fd: Option<&OwnedFd>, sig: i32) -> Result<(), i32> {
+    let rc = match fd {
+        // SAFETY: pidfd_send_signal with a valid pidfd and no siginfo.
+        Some(fd) => unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd.as_raw_fd(),
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            ) as i32
+        },
+        // SAFETY: kill has no memory-safety preconditions.
+        None => unsafe { libc::kill(pid, sig) },
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL))
+    }
+}
+
+/// The real uid of `pid` (`Uid:` in `/proc/PID/status`).
+fn uid_of(pid: libc::pid_t) -> u32 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(u32::MAX)
+}
+
+/// State and parent of `pid` from `/proc/PID/stat` (or a task's stat file).
+fn stat_at(path: &str) -> Option<(u8, libc::pid_t)> {
+    let text = fs::read(path).ok()?;
     // The name in parentheses may hold anything, ')' included: the fields
     // that follow start after the last ')'.
     let close = text.iter().rposition(|b| *b == b')')?;
@@ -85,6 +136,25 @@ fn stat(pid: libc::pid_t) -> Option<(u8, libc::pid_t)> {
     let state = *fields.next()?.first()?;
     let ppid = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
     Some((state, ppid))
+}
+
+fn stat(pid: libc::pid_t) -> Option<(u8, libc::pid_t)> {
+    stat_at(&format!("/proc/{pid}/stat"))
+}
+
+fn dead(state: u8) -> bool {
+    state == b'Z' || state == b'X'
+}
+
+/// Whether any thread of `pid` still runs (its leader's state says so for
+/// most processes; a leader that exited alone leaves the others to look at).
+fn alive(pid: libc::pid_t, leader_state: u8) -> bool {
+    if !dead(leader_state) {
+        return true;
+    }
+    numbers(&format!("/proc/{pid}/task"))
+        .into_iter()
+        .any(|tid| stat_at(&format!("/proc/{pid}/task/{tid}/stat")).is_some_and(|(s, _)| !dead(s)))
 }
 
 fn numbers(dir: &str) -> Vec<libc::pid_t> {
@@ -129,10 +199,12 @@ fn children(pid: libc::pid_t) -> Option<Vec<libc::pid_t>> {
     Some(out)
 }
 
-/// Every live (not zombie) descendant of `root`, parents before children.
-pub fn descendants(root: libc::pid_t) -> Vec<Member> {
+/// Every live descendant of `root`, parents before children, and every pid
+/// the walk met (zombies included: their children are still ours), `root`
+/// too. Each is pinned while its parent is checked, one at a time.
+fn walk(root: libc::pid_t) -> (Vec<libc::pid_t>, HashSet<libc::pid_t>) {
     let mut known: HashSet<libc::pid_t> = HashSet::from([root]);
-    let mut out: Vec<Member> = Vec::new();
+    let mut live = Vec::new();
     let mut queue = vec![root];
     let mut scan: Option<Vec<(libc::pid_t, libc::pid_t)>> = None;
     while let Some(parent) = queue.pop() {
@@ -156,55 +228,135 @@ pub fn descendants(root: libc::pid_t) -> Vec<Member> {
             if known.contains(&pid) {
                 continue;
             }
-            let fd = pidfd_open(pid);
-            // Checked after pinning: if the pid was recycled before the pin,
-            // the new process's parent is not one of ours.
-            match stat(pid) {
-                Some((state, ppid)) if known.contains(&ppid) => {
-                    known.insert(pid);
-                    queue.push(pid);
-                    if state != b'Z' && state != b'X' {
-                        out.push(Member { pid, fd });
-                    }
+            if let Some(state) = pinned_state(pid, &known) {
+                known.insert(pid);
+                queue.push(pid);
+                if alive(pid, state) {
+                    live.push(pid);
                 }
-                _ => {}
             }
         }
     }
-    out
+    (live, known)
 }
 
-/// Sends `sig` to every live descendant of `root`; how many there were.
-pub fn signal_all(root: libc::pid_t, sig: i32) -> usize {
-    let members = descendants(root);
-    for m in &members {
-        m.signal(sig);
+/// The state of `pid` if, pinned, its parent is one of `known`: checked
+/// after pinning, so a pid recycled before the pin (whose new process's
+/// parent is not one of ours) is left alone. The pin is dropped on return.
+fn pinned_state(pid: libc::pid_t, known: &HashSet<libc::pid_t>) -> Option<u8> {
+    let _pin = pidfd_open(pid).ok()?;
+    match stat(pid) {
+        Some((state, ppid)) if known.contains(&ppid) => Some(state),
+        _ => None,
     }
-    members.len()
+}
+
+/// Every live descendant of `root`, parents before children.
+pub fn descendants(root: libc::pid_t) -> Vec<Member> {
+    walk(root).0.into_iter().map(|pid| Member { pid }).collect()
+}
+
+/// Sends `sig` to every live descendant of `root`. The whole tree is listed
+/// first: a parent killed before its children were listed would hand them
+/// to the subreaper and out of the listing. Each member is then pinned again
+/// and its parent checked again (one of the tree's, or the subreaper it was
+/// re-parented to) before the signal goes through the pin.
+pub fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
+    let (live, known) = walk(root);
+    let mut sent = Sent::default();
+    for pid in live {
+        let fd = match pidfd_open(pid) {
+            Ok(fd) => fd,
+            Err(libc::ESRCH) => continue,
+            // No descriptor for a pin this time: the next round finds it
+            // again if it is still there.
+            Err(_) => {
+                sent.found += 1;
+                continue;
+            }
+        };
+        match stat(pid) {
+            Some((state, ppid)) if known.contains(&ppid) && alive(pid, state) => {}
+            _ => continue,
+        }
+        sent.found += 1;
+        match send(pid, fd.as_ref(), sig) {
+            Ok(()) => sent.delivered += 1,
+            Err(libc::EPERM) => sent.refused.push(Refusal {
+                pid,
+                uid: uid_of(pid),
+            }),
+            // Gone since (ESRCH).
+            Err(_) => {}
+        }
+    }
+    sent
+}
+
+/// Reaps every exited child of this process; true once none is left at all
+/// (ECHILD).
+pub fn reap_all() -> bool {
+    loop {
+        let mut status = 0;
+        // SAFETY: a valid out-pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid > 0 {
+            continue;
+        }
+        if pid == 0 {
+            return false;
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ECHILD) => return true,
+            _ => return false,
+        }
+    }
+}
+
+/// How a kill of the whole tree ended.
+#[derive(Debug)]
+pub struct Killed {
+    /// Nothing of the tree is left.
+    pub empty: bool,
+    /// Members that refused SIGKILL in the last round.
+    pub refused: Vec<Refusal>,
 }
 
 /// SIGKILLs every descendant of `root`, again and again, until none is left
-/// alive or `limit` has passed: a process that forks between a listing and
-/// the kill is found by the next listing, and a SIGKILLed one cannot fork.
-/// True when none is left.
-pub fn kill_all(root: libc::pid_t, limit: Duration) -> bool {
-    let until = clock::now() + limit;
+/// or `limit` has passed (None: for as long as it takes): a process that
+/// forks between a listing and the kill is found by the next listing, and a
+/// SIGKILLed one cannot fork. With `reap` the caller is `root` and reaps:
+/// the tree is gone only when waitpid says no child is left (ECHILD), which
+/// no listing can miss; otherwise when a listing finds none.
+pub fn kill_all(root: libc::pid_t, reap: bool, limit: Option<Duration>) -> Killed {
+    let until = limit.map(|l| clock::now() + l);
+    // Short while processes are dying; longer while only refusing or stuck
+    // ones (another user's, uninterruptible) remain, which may be for long.
+    let mut pause = Duration::from_micros(500);
     loop {
-        let members = descendants(root);
-        if members.is_empty() {
-            return true;
+        let sent = signal_all(root, libc::SIGKILL);
+        let empty = if reap { reap_all() } else { sent.found == 0 };
+        if empty {
+            return Killed {
+                empty: true,
+                refused: Vec::new(),
+            };
         }
-        for m in &members {
-            m.signal(libc::SIGKILL);
+        if until.is_some_and(|u| clock::now() >= u) {
+            return Killed {
+                empty: false,
+                refused: sent.refused,
+            };
         }
-        if clock::now() >= until {
-            return descendants(root).is_empty();
-        }
-        // Killed processes need a moment to become zombies.
-        std::thread::sleep(Duration::from_micros(500));
+        pause = if sent.delivered > 0 {
+            Duration::from_micros(500)
+        } else {
+            (pause * 2).min(Duration::from_millis(100))
+        };
+        std::thread::sleep(pause);
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,7 +399,7 @@ mod tests {
         };
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(found.iter().all(|m| m.name() == "sleep"), "{found:?}");
-        assert!(kill_all(sh_pid, Duration::from_secs(5)));
+        assert!(kill_all(sh_pid, false, Some(Duration::from_secs(5))).empty);
         assert!(descendants(sh_pid).is_empty());
         let _ = sh.kill();
         let _ = sh.wait();

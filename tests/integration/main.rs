@@ -11,6 +11,7 @@ mod bookkeeping;
 mod completion;
 mod connect;
 mod containment;
+mod containment_edges;
 mod cron;
 mod degraded;
 mod fairness;
