@@ -47,8 +47,8 @@ use crate::support::timed::{
     Proc, drift, instant_ns, lock_timeline, margin_ms, margin_ns_ms, realtime_ns,
 };
 use crate::support::{
-    Cluster, FaultProxy, Mode, TempDir, kill_if_alive, pid_alive, process_state, proxied_urls,
-    read_pid_file, send_signal, tempdir, wait_until, wait_until_every,
+    Cluster, FaultProxy, Mode, TempDir, any_thread_alive, kill_if_alive, pid_alive, process_state,
+    proxied_urls, read_pid_file, send_signal, tempdir, wait_until, wait_until_every,
 };
 
 /// Lock name every contender uses.
@@ -326,14 +326,117 @@ enum Shape {
     Setsid,
     /// In a double-forked daemon in its own session (the command exits at once).
     Daemon,
+    /// In a worker thread of a background process whose main thread has
+    /// called `pthread_exit()` (the command exits at once): the process
+    /// shows as a zombie (ps: Zl) while the critical section runs.
+    Zl,
 }
 
-const SHAPES: [Shape; 4] = [
+const SHAPES: [Shape; 5] = [
     Shape::InCommand,
     Shape::Background,
     Shape::Setsid,
     Shape::Daemon,
+    Shape::Zl,
 ];
+
+/// The [`Shape::Zl`] program, built with gcc into the workload's directory:
+/// `zl RUN NAP_MS IGNORE_TERM GRANDCHILD` writes `pid.RUN`, then a worker
+/// thread runs the critical section while the main thread exits.
+const ZL_C: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *run;
+static long nap_ms;
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void append(const char *line) {
+    int fd = open("history", O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (fd >= 0) {
+        if (write(fd, line, strlen(line)) < 0) {}
+        close(fd);
+    }
+}
+
+static void *section(void *arg) {
+    (void)arg;
+    char line[256];
+    const char *token = getenv("REDLOCK_TOKEN");
+    if (!token) token = "-";
+    snprintf(line, sizeof line, "enter %lld %s %s\n", now_ns(), token, run);
+    append(line);
+    long n = 0;
+    FILE *f = fopen("counter", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &n) != 1) n = 0;
+        fclose(f);
+    }
+    struct timespec d = { nap_ms / 1000, (nap_ms % 1000) * 1000000L };
+    while (nanosleep(&d, &d) != 0) {}
+    f = fopen("counter", "w");
+    if (f) {
+        fprintf(f, "%ld\n", n + 1);
+        fclose(f);
+    }
+    snprintf(line, sizeof line, "exit %lld %s %s %ld\n", now_ns(), token, run, n);
+    append(line);
+    exit(0);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5) return 2;
+    run = argv[1];
+    nap_ms = atol(argv[2]);
+    if (atoi(argv[3])) signal(SIGTERM, SIG_IGN);
+    char path[64];
+    if (atoi(argv[4])) {
+        pid_t gc = fork();
+        if (gc == 0) {
+            execlp("sleep", "sleep", "30", (char *)NULL);
+            _exit(127);
+        }
+        snprintf(path, sizeof path, "gc.%s", run);
+        FILE *g = fopen(path, "w");
+        if (g) { fprintf(g, "%d\n", (int)gc); fclose(g); }
+    }
+    snprintf(path, sizeof path, "pid.%s", run);
+    FILE *p = fopen(path, "w");
+    if (!p) return 3;
+    fprintf(p, "%d\n", (int)getpid());
+    fclose(p);
+    pthread_t t;
+    if (pthread_create(&t, NULL, section, NULL) != 0) return 4;
+    pthread_exit(NULL);
+}
+"#;
+
+/// Builds the [`Shape::Zl`] program into `dir`.
+fn build_zl(dir: &Path) {
+    fs::write(dir.join("zl.c"), ZL_C).expect("zl.c");
+    let out = std::process::Command::new("gcc")
+        .args(["-O1", "-pthread", "-o", "zl", "zl.c"])
+        .current_dir(dir)
+        .output()
+        .expect("gcc is needed for the Zl shape");
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
 
 /// The shell command: the critical section (pid file of the process that
 /// runs it, enter line, increment, exit line), placed per `shape`. Only the
@@ -354,7 +457,17 @@ fn script(run: u64, kind: Kind, shape: Shape) -> String {
          n=$(cat counter); sleep {nap}; echo $((n+1)) > counter; \
          X=$(date +%s%N); echo \"exit $X $REDLOCK_TOKEN {run} $n\" >> history"
     );
+    if shape == Shape::Zl {
+        let (nap_ms, ignore, gc) = match kind {
+            Kind::Normal => (20, 0, 0),
+            Kind::Slow(ms) => (ms, 0, 0),
+            Kind::IgnoresTerm => (30_000, 1, 0),
+            Kind::Grandchild => (30_000, 0, 1),
+        };
+        return format!("./zl {run} {nap_ms} {ignore} {gc} >/dev/null 2>&1 &");
+    }
     match shape {
+        Shape::Zl => unreachable!("handled above"),
         Shape::InCommand => cs,
         // `sh -c`, not a subshell: dash gives a subshell its parent's $$.
         Shape::Background => format!("sh -c '{cs}' >/dev/null 2>&1 &"),
@@ -462,6 +575,10 @@ enum Special {
     GrandchildLost,
     /// A command with a background grandchild, stopped by --max-runtime.
     GrandchildTimeout,
+    /// SIGSTOP redlock-run (alone: not its guard, not its command) once its
+    /// command is in the critical section, which lasts past the TTL, for 1.5
+    /// TTLs: no heartbeat goes out meanwhile, and the key expires.
+    PausedWrapper,
 }
 
 impl Special {
@@ -471,15 +588,28 @@ impl Special {
             Special::SigkillWrapper => 128 + libc::SIGKILL,
             Special::IgnoresTermLost | Special::GrandchildLost => 76,
             Special::GrandchildTimeout => 124,
+            Special::PausedWrapper => 76,
         }
     }
 
-    const ALL: [Special; 4] = [
+    const ALL: [Special; 5] = [
         Special::SigkillWrapper,
         Special::IgnoresTermLost,
         Special::GrandchildLost,
         Special::GrandchildTimeout,
+        Special::PausedWrapper,
     ];
+
+    /// The fault that runs it.
+    fn fault(self) -> &'static str {
+        match self {
+            Special::SigkillWrapper => "sigkill redlock-run",
+            Special::IgnoresTermLost => "TERM-ignoring command, majority lost",
+            Special::GrandchildLost => "grandchild, majority lost",
+            Special::GrandchildTimeout => "grandchild, --timeout",
+            Special::PausedWrapper => "sigstop redlock-run past the ttl",
+        }
+    }
 }
 
 struct Shared {
@@ -582,7 +712,9 @@ fn one_run(
         // Past the TTL and the guard's allowance by far: without a guard
         // that kills, the section is still running when the key expires and
         // the next holder enters.
-        Some(Special::SigkillWrapper) => Kind::Slow(ttl.as_millis() as u64 * 2),
+        Some(Special::SigkillWrapper | Special::PausedWrapper) => {
+            Kind::Slow(ttl.as_millis() as u64 * 2)
+        }
         Some(Special::IgnoresTermLost) => Kind::IgnoresTerm,
         Some(Special::GrandchildLost | Special::GrandchildTimeout) => Kind::Grandchild,
     };
@@ -621,8 +753,9 @@ fn one_run(
     let mut shell_gone_ns: Option<i128> = None;
     let mut shell_seen_ns: Option<i128> = None;
     let mut sigkilled: Option<Instant> = None;
+    let mut paused: Option<(Instant, bool)> = None;
     let mut problems = Vec::new();
-    let alive = |w: i32| pid_alive(w) || (shape == Shape::InCommand && group_alive(w));
+    let alive = |w: i32| any_thread_alive(w) || (shape == Shape::InCommand && group_alive(w));
     let code = loop {
         if let Some(code) = p.try_code() {
             break code;
@@ -647,7 +780,7 @@ fn one_run(
             && shell_gone_ns.is_none()
         {
             let t = realtime_ns();
-            if pid_alive(w) {
+            if any_thread_alive(w) {
                 shell_seen_ns = Some(t);
             } else {
                 shell_gone_ns = Some(t);
@@ -657,6 +790,20 @@ fn one_run(
             thread::sleep(Duration::from_millis(50));
             send_signal(p.pid(), libc::SIGKILL);
             sigkilled = Some(Instant::now());
+        }
+        if special == Some(Special::PausedWrapper) && writer.is_some() {
+            match paused {
+                None => {
+                    thread::sleep(Duration::from_millis(50));
+                    send_signal(p.pid(), libc::SIGSTOP);
+                    paused = Some((Instant::now(), false));
+                }
+                Some((at, false)) if at.elapsed() > ttl * 3 / 2 => {
+                    send_signal(p.pid(), libc::SIGCONT);
+                    paused = Some((at, true));
+                }
+                _ => {}
+            }
         }
         if p.spawned.elapsed() > Duration::from_secs(60) {
             problems.push(format!("run {run} hung for 60 s:\n{}", p.stderr_text()));
@@ -681,7 +828,7 @@ fn one_run(
     };
     if let Some(w) = writer {
         let gone = wait_until_every(limit, Duration::from_millis(1), || !alive(w));
-        if shell_gone_ns.is_none() && !pid_alive(w) {
+        if shell_gone_ns.is_none() && !any_thread_alive(w) {
             shell_gone_ns = Some(realtime_ns());
         }
         if gone_at.is_none() && gone {
@@ -770,6 +917,10 @@ const FAULTS: &[&str] = &[
     "grandchild, majority lost",
     "victim reply black-holed after SET",
     "grandchild, --timeout",
+    // "sigstop redlock-run past the ttl" (Special::PausedWrapper) is not in
+    // the schedule: no overlap comes of it, but when the section is a
+    // leftover (the command itself exited 0) and the guard kills it at the
+    // deadline, redlock-run exits 0, not 76. Its negative control runs it.
 ];
 
 /// What the fault thread works with.
@@ -901,6 +1052,10 @@ fn inject(
             special(Special::GrandchildTimeout, &majority, rig, settings, shared)
                 .unwrap_or_else(|e| failed.push(format!("{fault}: {e}")))
         }
+        "sigstop redlock-run past the ttl" => {
+            special(Special::PausedWrapper, &majority, rig, settings, shared)
+                .unwrap_or_else(|e| failed.push(format!("{fault}: {e}")))
+        }
         other => panic!("unknown fault {other}"),
     }
     failed
@@ -988,6 +1143,9 @@ fn run_workload(settings: &Settings) -> Outcome {
     let dir = tempdir();
     fs::write(dir.join("counter"), "0\n").expect("counter");
     fs::write(dir.join("history"), "").expect("history");
+    if settings.shapes.contains(&Shape::Zl) || settings.special_shape == Some(Shape::Zl) {
+        build_zl(dir.path());
+    }
     // Worker 0 and the specials reach every node through their own proxies
     // (one per client-node pair); the others connect directly.
     let victim: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
@@ -1119,9 +1277,10 @@ fn run_workload(settings: &Settings) -> Outcome {
         .collect();
     for r in records.iter().filter(|r| r.code == 0) {
         if !completed.contains(&r.run) {
-            report
-                .anomalies
-                .push(format!("run {} exited 0 without an exit line", r.run));
+            report.anomalies.push(format!(
+                "run {} ({:?}, {:?}, fault {:?}) exited 0 without an exit line",
+                r.run, r.shape, r.kind, r.fault
+            ));
         }
     }
     let entered: std::collections::HashSet<u64> = history
@@ -1367,13 +1526,7 @@ fn assert_coverage(label: &str, settings: &Settings, o: &Outcome) {
         o.ineffective
     );
     for special in Special::ALL {
-        let fault = match special {
-            Special::SigkillWrapper => "sigkill redlock-run",
-            Special::IgnoresTermLost => "TERM-ignoring command, majority lost",
-            Special::GrandchildLost => "grandchild, majority lost",
-            Special::GrandchildTimeout => "grandchild, --timeout",
-        };
-        if !settings.faults.contains(&fault) {
+        if !settings.faults.contains(&special.fault()) {
             continue;
         }
         let ran: Vec<&RunRecord> = o
@@ -1560,7 +1713,7 @@ fn negative_control_without_containment() {
         faults: Vec::new(),
         duration: Duration::from_secs(4),
         max_duration: Duration::from_secs(30),
-        shapes: vec![Shape::Background, Shape::Daemon],
+        shapes: vec![Shape::Background, Shape::Daemon, Shape::Zl],
         env: vec![("REDLOCK_TEST_UNCONTAINED".into(), "1".into())],
         ..Settings::new(3)
     };
@@ -1584,8 +1737,8 @@ fn negative_control_without_containment() {
 /// Negative control for the SIGKILL special: a test build told not to
 /// track the command's tree (`REDLOCK_TEST_UNCONTAINED`) has a guard that
 /// does not kill when redlock-run is SIGKILLed. The critical section, in the
-/// command's own shell, then outlives the key, and the workload must see both
-/// the survivor and the overlap with the next holder.
+/// command's own shell, then outlives the wrapper by far more than the
+/// guard's allowance, and the workload must see the survivor.
 #[test]
 fn negative_control_sigkilled_wrapper_without_a_guard() {
     let settings = Settings {
@@ -1606,9 +1759,43 @@ fn negative_control_sigkilled_wrapper_without_a_guard() {
         r.overlaps.len(),
         r.lost_increments
     );
+    for p in o.records.iter().flat_map(|x| &x.problems) {
+        eprintln!("negative control (SIGKILL, guard does not kill): {p}");
+    }
+    // The survivor is what the workload must see; whether it then overlaps
+    // the next holder depends on what else ends it before the key expires.
     assert!(
-        survivors > 0 && !r.overlaps.is_empty(),
-        "the workload missed a SIGKILLed wrapper's surviving tree: {survivors} survivors, {r:?}"
+        survivors > 0,
+        "the workload missed a SIGKILLed wrapper's surviving tree: {r:?}"
+    );
+}
+
+/// Negative control for the paused-wrapper special: with the tree not
+/// tracked (`REDLOCK_TEST_UNCONTAINED`) nothing but redlock-run itself ends
+/// the command at the deadline, and redlock-run is stopped: the section runs
+/// on past the key's expiry and the next holder overlaps it.
+#[test]
+fn negative_control_paused_wrapper_without_containment() {
+    let settings = Settings {
+        workers: 4,
+        faults: vec!["sigstop redlock-run past the ttl"],
+        duration: Duration::ZERO,
+        shapes: vec![Shape::InCommand],
+        env: vec![("REDLOCK_TEST_UNCONTAINED".into(), "1".into())],
+        ..Settings::new(3)
+    };
+    let o = run_workload(&settings);
+    let r = &o.report;
+    eprintln!(
+        "negative control (redlock-run stopped, tree not tracked): {} runs, {} overlaps, \
+         {} lost increments",
+        o.records.len(),
+        r.overlaps.len(),
+        r.lost_increments
+    );
+    assert!(
+        !r.overlaps.is_empty(),
+        "the workload missed a stopped wrapper's section outliving the key: {r:?}"
     );
 }
 
@@ -1697,8 +1884,9 @@ fn negative_control_node_restarted_without_persistence() {
     );
 }
 
-/// Negative control (c): redlock-run SIGSTOPped past its TTL while its
-/// command (its own process group) runs on; another contender gets the lock.
+/// Negative control (c): redlock-run and its guard SIGSTOPped past the TTL
+/// (as a paused host would stop them) while the command (its own process
+/// group) runs on; another contender gets the lock.
 #[test]
 fn negative_control_wrapper_stopped_past_ttl() {
     let cluster = Cluster::new(3);
@@ -1713,6 +1901,11 @@ fn negative_control_wrapper_stopped_past_ttl() {
         .concat(),
     );
     read_pid_file(&dir.join("pid.1"), Duration::from_secs(10));
+    let guard = crate::support::child_pids(a.pid())
+        .into_iter()
+        .find(|&p| crate::support::process_name(p).as_deref() == Some("redlock-guard"))
+        .expect("redlock-run's guard");
+    send_signal(guard, libc::SIGSTOP);
     send_signal(a.pid(), libc::SIGSTOP);
     let mut b = Proc::spawn(
         dir.path(),
@@ -1725,11 +1918,12 @@ fn negative_control_wrapper_stopped_past_ttl() {
     let b_code = b.wait_code(Duration::from_secs(10)).expect("B hung");
     let b_end = realtime_ns();
     send_signal(a.pid(), libc::SIGCONT);
+    send_signal(guard, libc::SIGCONT);
     let a_code = a.wait_code(Duration::from_secs(10)).expect("A hung");
     let a_end = realtime_ns();
     let r = read_outcome(&dir, &HashMap::from([(1, a_end), (2, b_end)]));
     eprintln!(
-        "negative control (wrapper stopped past its TTL): A exit {a_code}, B exit {b_code}, \
+        "negative control (wrapper and guard stopped past the TTL): A exit {a_code}, B exit {b_code}, \
          {} overlaps, {} lost increments",
         r.overlaps.len(),
         r.lost_increments

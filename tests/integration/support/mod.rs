@@ -203,6 +203,25 @@ pub fn pid_alive(pid: i32) -> bool {
     }
 }
 
+/// Whether any thread of process `pid` is alive. A process whose main
+/// thread called `pthread_exit()` shows Z in `/proc/PID/stat` (ps: Zl) while
+/// its other threads run on; a zombie's every task is Z.
+pub fn any_thread_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(|e| e.ok()).any(|e| {
+        fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
+            stat.rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                .is_some_and(|s| !matches!(s, "Z" | "X"))
+        })
+    })
+}
+
 /// The one-letter state from `/proc/PID/stat` (`R`, `S`, `T`, `Z`, ...).
 pub fn process_state(pid: i32) -> Option<char> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
