@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::{
     Cluster, FaultProxy, Mode, RedisNode, START, Test, WAIT_FOR_GO, await_marker, base, keys,
-    lock_key, proxied_urls, send_signal, tempdir, touch, wait_until,
+    kill_if_alive, lock_key, pid_alive, proxied_urls, read_pid_file, send_signal, tempdir, touch,
+    wait_until,
 };
 
 // ---------------------------------------------------------------------------
@@ -146,9 +147,7 @@ fn every_key_of_a_lock_is_in_its_hash_slot() {
 }
 
 fn now_window(window: u64) -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = (crate::support::realtime_ns() / 1_000_000_000) as u64;
     now / window * window
 }
 
@@ -618,9 +617,18 @@ fn a_resumed_host_stops_the_command_at_once() {
     fs::write(&suspend, "0").expect("suspend file");
     let running = base(&node.url(), "suspend", &dir)
         .env("REDLOCK_TEST_SUSPEND_FILE", &suspend)
-        .args(["-t", "6s", "-c", "touch started; sleep 30"])
+        .args([
+            "-t",
+            "6s",
+            "-c",
+            "echo $$ > sh.pid; sleep 30 & echo $! > sleep.pid; touch started; wait",
+        ])
         .spawn();
     await_marker(&dir, "started", &running);
+    let tree = [
+        read_pid_file(&dir.join("sh.pid"), START),
+        read_pid_file(&dir.join("sleep.pid"), START),
+    ];
     let resumed = Instant::now();
     fs::write(&suspend, "10000").expect("suspend");
     let mut running = running;
@@ -631,11 +639,15 @@ fn a_resumed_host_stops_the_command_at_once() {
             running.stderr_so_far()
         );
     };
+    let stopped = resumed.elapsed();
+    let left: Vec<i32> = tree.iter().copied().filter(|&p| pid_alive(p)).collect();
+    tree.iter().for_each(|&p| kill_if_alive(p));
     out.assert_code(76);
-    eprintln!(
-        "resumed after a simulated 10 s suspend: stopped {:?} later",
-        resumed.elapsed()
+    assert!(
+        left.is_empty(),
+        "the command's processes {left:?} outlived the stop\n{out}"
     );
+    eprintln!("resumed after a simulated 10 s suspend: stopped {stopped:?} later");
 }
 
 // ---------------------------------------------------------------------------
@@ -914,4 +926,100 @@ fn rewritten_files_keep_their_owner_and_mode() {
         let mode = fs::metadata(&fresh).expect("fresh").mode() & 0o7777;
         assert_eq!(mode, want, "a new file under umask {umask:o}: {mode:o}");
     }
+}
+
+/// Log lines go through a bounded queue: with nobody reading stderr, lines
+/// beyond it are dropped rather than holding redlock-run up, and once
+/// stderr is read again redlock-run says how many it dropped.
+#[test]
+fn lines_dropped_while_stderr_is_not_read_are_counted_once_it_is() {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::process::Stdio;
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let mut fds = [0; 2];
+    // SAFETY: a valid array for pipe(2).
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: fresh descriptors, owned here.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // The smallest pipe (one page), filled: the first line blocks the log
+    // thread, and every line after the queue's 256 is dropped.
+    // SAFETY: fcntl on our own descriptor.
+    unsafe {
+        libc::fcntl(fds[1], libc::F_SETPIPE_SZ, 4096);
+        let fl = libc::fcntl(fds[1], libc::F_GETFL);
+        libc::fcntl(fds[1], libc::F_SETFL, fl | libc::O_NONBLOCK);
+    }
+    let mut writer = fs::File::from(write_end);
+    let chunk = [b'x'; 512];
+    while std::io::Write::write(&mut writer, &chunk).is_ok_and(|n| n > 0) {}
+    // SAFETY: back to blocking, as a pipe to a stuck reader would be.
+    unsafe {
+        let fl = libc::fcntl(fds[1], libc::F_GETFL);
+        libc::fcntl(fds[1], libc::F_SETFL, fl & !libc::O_NONBLOCK);
+    }
+    let mut child = crate::support::cmd::command(crate::support::cmd::BIN)
+        .args(["-r", &node.url(), "-k", "dropped", "-v", "-c"])
+        .arg("trap : USR1; echo $$ > sh.pid; while [ ! -e go ]; do sleep 0.01; done; exit 0")
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(writer))
+        .spawn()
+        .expect("spawn redlock-run");
+    let wrapper = child.id() as i32;
+    read_pid_file(&dir.join("sh.pid"), START);
+    // Each USR1 is passed on to the command and logged (-v): 600 lines,
+    // spaced so that no two signals merge.
+    let began = Instant::now();
+    for _ in 0..600 {
+        send_signal(wrapper, libc::SIGUSR1);
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let signalling = began.elapsed();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let _ = fs::File::from(read_end).read_to_end(&mut all);
+        String::from_utf8_lossy(&all).into_owned()
+    });
+    touch(&dir, "go");
+    let exited = wait_until(Duration::from_secs(10), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !exited {
+        let _ = child.kill();
+    }
+    let status = child.wait().ok().and_then(|s| s.code());
+    let text = reader.join().expect("reader");
+    let passed = text
+        .lines()
+        .filter(|l| l.starts_with("redlock-run: passed signal"))
+        .count();
+    let dropped: Vec<u64> = text
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("redlock-run: ")?
+                .strip_suffix(" log line(s) dropped: stderr was not being read")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    eprintln!(
+        "stderr not read while 600 signals were passed on ({signalling:?}): {passed} lines \
+         written, dropped {dropped:?}"
+    );
+    assert!(exited, "redlock-run hung on its stderr");
+    assert_eq!(status, Some(0));
+    // Nothing dropped can have been written: the count is what is missing.
+    let total: u64 = dropped.iter().sum();
+    assert!(
+        !dropped.is_empty() && total > 0,
+        "no drop reported for {passed} of 600 lines written\n{text}"
+    );
+    assert!(
+        passed as u64 + total <= 600 && passed >= 100,
+        "{passed} lines written and {total} said dropped, of 600 (the queue holds 256)"
+    );
 }

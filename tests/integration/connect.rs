@@ -169,13 +169,7 @@ fn client(url: &str) -> redis::Client {
     redis::Client::open(url).unwrap_or_else(|e| panic!("admin client for {url}: {e}"))
 }
 
-/// A port on `host` that was free a moment ago.
-fn free_port(host: &str) -> u16 {
-    TcpListener::bind((host, 0))
-        .and_then(|l| l.local_addr())
-        .unwrap_or_else(|e| panic!("bind {host}:0 to find a free port: {e}"))
-        .port()
-}
+use crate::support::free_port_on as free_port;
 
 impl Certs {
     /// A TLS-only node (`--port 0`) serving certificate `cert`; client

@@ -9,15 +9,15 @@
 
 use std::fs;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::support::cmd::BIN;
-use crate::support::timed::{Proc, lock_timeline};
+use crate::support::timed::{Proc, lock_timeline, margin_ms};
 use crate::support::{
-    Cluster, FaultProxy, Mode, RedisNode, TempDir, Test, descendant_pids, kill_if_alive, lock_key,
-    parent_pid, pid_alive, process_name, proxied_urls, read_pid_file, tempdir, wait_until,
+    Cluster, FaultProxy, Mode, RedisNode, TempDir, Test, child_pids, descendant_pids,
+    kill_if_alive, lock_key, parent_pid, pid_alive, process_name, proxied_urls, read_pid_file,
+    tempdir, wait_until,
 };
 use crate::support::{START, WAIT_FOR_GO, base, touch};
 
@@ -207,12 +207,25 @@ fn await_gone(pids: &[i32], limit: Duration) -> Option<Instant> {
     }
 }
 
-fn margin_ms(deadline: Instant, gone: Instant) -> f64 {
-    if deadline >= gone {
-        deadline.duration_since(gone).as_secs_f64() * 1e3
-    } else {
-        -gone.duration_since(deadline).as_secs_f64() * 1e3
-    }
+/// Every process of the command's tree under redlock-run `wrapper` (the
+/// guard excluded), once all four `sleep 30`s of a [`tree_script`] with body
+/// and tail `sleep 30` run: the shells alone would not show a child that
+/// outlives its shell.
+fn whole_tree(wrapper: i32) -> Vec<i32> {
+    let mut tree = Vec::new();
+    let complete = wait_until(START, || {
+        let guards: Vec<i32> = child_pids(wrapper)
+            .into_iter()
+            .filter(|&p| process_name(p).as_deref() == Some("redlock-guard"))
+            .collect();
+        tree = guards.iter().flat_map(|&g| descendant_pids(g)).collect();
+        tree.iter()
+            .filter(|&&p| process_name(p).as_deref() == Some("sleep"))
+            .count()
+            >= 4
+    });
+    assert!(complete, "the tree never had its four sleeps: {tree:?}");
+    tree
 }
 
 #[test]
@@ -243,7 +256,8 @@ fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
         .map(|a| a.to_string())
         .collect();
         let mut a = Proc::spawn(dir.path(), &args);
-        let pids = tree_pids(&dir);
+        tree_pids(&dir);
+        let pids = whole_tree(a.pid());
         // Every node black-holed: no extension can succeed.
         for p in &proxies {
             p.set_mode(Mode::BlackHole);
@@ -271,7 +285,7 @@ fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
     }
     // --max-runtime reaches them too, TERM-ignoring ones by the SIGKILL.
     let dir = tempdir();
-    let out = Test::new()
+    let running = Test::new()
         .current_dir(dir.path())
         .args(["-r", &cluster.urls(), "-k", "timeout-tree"])
         .args(["--max-runtime", "300ms", "--kill-after", "300ms"])
@@ -279,8 +293,10 @@ fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
             "-c",
             &tree_script("trap \"\" TERM;", "sleep 30", "sleep 30"),
         ])
-        .run();
-    let pids = tree_pids(&dir);
+        .spawn();
+    tree_pids(&dir);
+    let pids = whole_tree(running.pid());
+    let out = running.wait();
     let all_gone = pids.iter().all(|&p| !pid_alive(p));
     reap_all(&pids);
     out.assert_code(124);
@@ -328,9 +344,13 @@ fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
         "SIGKILL of redlock-run to whole tree gone (background job, setsid'd child, \
          double-forked daemon, the guard), 50 tries: median {median:?}, worst {worst:?}"
     );
+    // The README states median 1.7 ms, worst 2.5 ms. Allowed: 3 times the
+    // median, and for the worst 20 times (a loaded 2-core machine can keep
+    // the guard off a CPU for a few scheduler ticks; the polling here adds
+    // up to 1 ms), still far inside any TTL.
     assert!(
-        worst <= Duration::from_millis(500),
-        "worst {worst:?}: {times:?}"
+        median <= Duration::from_millis(5) && worst <= Duration::from_millis(50),
+        "median {median:?}, worst {worst:?}: {times:?}"
     );
 }
 
@@ -366,7 +386,7 @@ fn a_blocked_stderr_cannot_delay_a_stop() {
         let fl = libc::fcntl(fds[1], libc::F_GETFL);
         libc::fcntl(fds[1], libc::F_SETFL, fl & !libc::O_NONBLOCK);
     }
-    let mut command = Command::new(BIN);
+    let mut command = crate::support::cmd::command(BIN);
     command
         // Default verbosity: the first line it writes is the lost-lock error,
         // the one that used to go out before the signals.
@@ -376,16 +396,10 @@ fn a_blocked_stderr_cannot_delay_a_stop() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(writer));
-    // SAFETY: setpgid only, between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            libc::setpgid(0, 0);
-            Ok(())
-        });
-    }
     let spawned = Instant::now();
     let mut child = command.spawn().expect("spawn");
-    let pids = tree_pids(&dir);
+    tree_pids(&dir);
+    let pids = whole_tree(child.id() as i32);
     for p in &proxies {
         p.set_mode(Mode::BlackHole);
     }
@@ -507,10 +521,15 @@ fn the_command_keeps_its_own_view() {
     let guard = read_pid_file(&dir.join("ppid2"), START);
     let name = process_name(guard);
     let guard_parent = parent_pid(guard);
+    let wrapper = running.pid();
     touch(&dir, "go");
     running.wait().assert_code(0);
     assert_eq!(name.as_deref(), Some("redlock-guard"));
-    assert!(guard_parent.is_some(), "the guard's parent is redlock-run");
+    assert_eq!(
+        guard_parent,
+        Some(wrapper),
+        "the guard's parent is redlock-run"
+    );
 }
 
 #[test]

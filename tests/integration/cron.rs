@@ -12,7 +12,7 @@
 //! files are relative names checked with `dir.has(..)`.
 
 use std::fs;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::support::{
     Cluster, RedisNode, Running, TempDir, child_pids, is_token, kill_if_alive, lock_key, pid_alive,
@@ -27,9 +27,7 @@ const TIMED_OUT: i32 = 124;
 
 /// Wall-clock time since the epoch (what `date +%s%N` prints).
 pub(crate) fn unix_now() -> Duration {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
+    Duration::from_nanos(crate::support::realtime_ns() as u64)
 }
 
 /// A `date +%s%N` stamp a command wrote to `name`.
@@ -149,56 +147,10 @@ fn twenty_waiters_all_run_one_at_a_time() {
 // 2. --wait: the release wakes the waiter at once
 // ---------------------------------------------------------------------------
 
-#[test]
-fn release_hands_the_lock_to_a_waiter_at_once() {
-    let cluster = Cluster::new(3);
-    let urls = cluster.urls();
-    let mut handoffs = Vec::new();
-    for i in 0..5 {
-        let dir = tempdir();
-        let name = format!("handoff-{i}");
-        let holder = base(&urls, &name, &dir)
-            .args([
-                "-c",
-                &format!("touch ready; {WAIT_FOR_GO}; date +%s%N > holder-end"),
-            ])
-            .spawn();
-        await_marker(&dir, "ready", &holder);
-        let waiter = base(&urls, &name, &dir)
-            .args(["--wait", "20s", "-c", "date +%s%N > waiter-start"])
-            .spawn();
-        await_watchers(&cluster, &name, 1, &[&waiter]);
-        // Release once the waiter's backoff has grown to several hundred ms:
-        // a waiter that only polled would then start late.
-        std::thread::sleep(Duration::from_secs(1));
-        assert!(!dir.has("waiter-start"), "the waiter ran while held");
-        touch(&dir, "go");
-        holder.wait().assert_code(0);
-        waiter.wait().assert_code(0);
-        let handoff = gap(
-            stamp(&dir, "holder-end"),
-            stamp(&dir, "waiter-start"),
-            "handoff",
-        );
-        eprintln!("handoff {i}: {handoff:?}");
-        handoffs.push(handoff);
-        assert!(cluster.holders(lock_key(&name)).is_empty());
-    }
-    let median = median(&handoffs);
-    eprintln!("handoffs: {handoffs:?}, median {median:?}");
-    assert!(
-        handoffs.iter().all(|h| *h < Duration::from_millis(500)),
-        "a handoff took 500 ms or more: {handoffs:?}"
-    );
-    assert!(
-        median < Duration::from_millis(150),
-        "median handoff {median:?} >= 150 ms: {handoffs:?}"
-    );
-}
-
-/// The holder releases ~1.3 s into the waiter's wait, when its backoff poll
-/// sleeps up to 0.8-1 s between tries: only the release announcement gets it
-/// going within 150 ms nearly every time.
+/// The release hands the lock to a waiter at once. The holder releases
+/// ~1.3 s into the waiter's wait, between the tries a waiter makes on its
+/// own (its place's renewal every second): only the release announcement
+/// gets it going within 150 ms nearly every time.
 ///
 /// Five samples; all must be under 500 ms and at least four under 150 ms.
 /// A waiter that only polls (measured with the PUBLISH removed from the
@@ -237,7 +189,9 @@ fn waiter_is_woken_by_the_release_not_by_its_poll() {
         );
         eprintln!("woken handoff {i}: {handoff:?}");
         handoffs.push(handoff);
+        assert!(cluster.holders(lock_key(&name)).is_empty());
     }
+    eprintln!("handoffs: {handoffs:?}, median {:?}", median(&handoffs));
     let fast = handoffs
         .iter()
         .filter(|h| **h < Duration::from_millis(150))
@@ -552,11 +506,15 @@ fn timeout_stops_the_whole_group_and_exits_124() {
         .spawn();
     let sh2 = read_pid_file(&dir.join("sh2"), START);
     let mut sleeper = Vec::new();
-    wait_until(Duration::from_secs(2), || {
+    let seen = wait_until(Duration::from_secs(2), || {
         sleeper = child_pids(sh2);
         !sleeper.is_empty()
     });
     let out = running.wait();
+    assert!(
+        seen,
+        "the shell's sleep never showed up: nothing to check\n{out}"
+    );
     let gone = wait_until(Duration::from_secs(2), || {
         !pid_alive(sh2) && sleeper.iter().all(|&p| !pid_alive(p))
     });

@@ -284,10 +284,4 @@ fn a_slow_live_node_beside_refused_ones_is_waited_for_and_undone() {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
+use crate::support::free_port;

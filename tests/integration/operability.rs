@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::support::{
     Cluster, RedisNode, RunOutput, Running, TempDir, Test, is_token, kill_if_alive, lock_key,
@@ -78,10 +78,7 @@ fn hostname() -> String {
 }
 
 fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis() as u64
+    (crate::support::realtime_ns() / 1_000_000) as u64
 }
 
 /// The last line of stdout (the verdict of `status`).

@@ -6,7 +6,6 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
 
 use crate::support::*;
 
@@ -120,13 +119,8 @@ fn readme_examples_run() {
     );
     for ex in &examples {
         let before = fs::read_to_string(&log).unwrap_or_default().lines().count();
-        let mut cmd = Command::new("/bin/sh");
+        let mut cmd = crate::support::cmd::command("/bin/sh");
         cmd.arg("-c").arg(ex).current_dir(dir.path());
-        for (k, _) in std::env::vars() {
-            if k.starts_with("REDLOCK_") {
-                cmd.env_remove(k);
-            }
-        }
         // `status`, `unlock` and `history` look at locks; they run no command.
         let admin = ["status", "unlock", "history"]
             .iter()

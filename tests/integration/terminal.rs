@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_redlock-run");
 
 /// Runs `command` (a shell command line) on a fresh pseudo-terminal.
 fn on_terminal(command: &str, dir: &TempDir) -> Child {
-    let mut cmd = Command::new("script");
+    let mut cmd = crate::support::cmd::command("script");
     cmd.args(["-q", "-f", "-e", "-c", command, "/dev/null"])
         // script runs the line with $SHELL -c; sh execs a single command, so
         // redlock-run leads the terminal's foreground process group.
@@ -25,11 +25,6 @@ fn on_terminal(command: &str, dir: &TempDir) -> Child {
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("REDLOCK_") {
-            cmd.env_remove(k);
-        }
-    }
     cmd.spawn()
         .expect("script(1) from util-linux (apt-get install bsdutils)")
 }
@@ -110,7 +105,7 @@ fn a_signal_ignored_at_start_stays_ignored_for_the_command() {
         "trap '' HUP; exec {BIN} -r {} -k hup -- sh -c '{inner}'",
         node.url()
     );
-    let mut child = Command::new("/bin/sh")
+    let mut child = crate::support::cmd::command("/bin/sh")
         .args(["-c", &line])
         .current_dir(dir.path())
         .stdin(Stdio::null())

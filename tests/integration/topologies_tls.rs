@@ -11,11 +11,11 @@
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    Certs, RedisCluster, RunOutput, Running, SentinelGroup, TempDir, WAIT_FOR_GO, await_marker,
-    base, is_token, keys, server_has_tls, tempdir, touch, wait_until,
+    Certs, RedisCluster, RunOutput, SentinelGroup, TempDir, WAIT_FOR_GO, await_marker, base,
+    is_token, keys, server_has_tls, tempdir, touch, wait_until,
 };
+use crate::topologies::{contend_until_with, extensions};
 
-const BUSY: i32 = 75;
 const UNAVAILABLE: i32 = 69;
 
 /// [`WAIT_FOR_GO`], bounded at ~60 s rather than ~15 s: the failover test
@@ -38,43 +38,9 @@ fn assert_tls_refused(what: &str, out: &RunOutput, dir: &TempDir) {
     assert!(!dir.has("ran"), "[{what}] the command ran\n{out}");
 }
 
-/// Lines of the holder's `-v` log that report a successful extension.
-fn extensions(running: &Running) -> usize {
-    running
-        .stderr_so_far()
-        .lines()
-        .filter(|l| l.contains("extend ") && l.contains(": granted in"))
-        .count()
-}
-
-/// Starts contenders one after another until `stop` says so; each must find
-/// the lock busy (on failure the holder's log so far is shown too). Returns
-/// how many tried.
-fn contend_until(
-    url: &str,
-    name: &str,
-    dir: &TempDir,
-    extra: &[&str],
-    holder: &Running,
-    mut stop: impl FnMut() -> bool,
-) -> usize {
-    let mut tries = 0;
-    while !stop() {
-        let out = base(url, name, dir).args(extra).args(["--", "true"]).run();
-        assert_eq!(
-            out.code,
-            Some(BUSY),
-            "contender {tries} was not busy: a second holder\n{out}\n--- the holder's stderr so far \
-             ---\n{}",
-            holder.stderr_so_far()
-        );
-        tries += 1;
-        // Each contender is some TLS handshakes of a debug build: spaced out
-        // more than in the plain tests, so as not to starve the failover.
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    tries
-}
+/// Each contender is some TLS handshakes of a debug build: spaced out more
+/// than in the plain tests, so as not to starve the failover.
+const CONTENDER_PAUSE: Duration = Duration::from_millis(250);
 
 /// Asserts nothing answers plain (non-TLS) Redis on `port`: the fixture's
 /// server there is on TLS only.
@@ -448,14 +414,24 @@ fn tls_sentinel_failover_is_followed_by_the_heartbeat() {
     let new = group.primary_port();
     assert_ne!(old, new);
     let before = extensions(&holder);
-    let tries = contend_until(&url, "failover", &dir, &tls, &holder, || {
-        extensions(&holder) > before && holder.stderr_so_far().contains("is now 127.0.0.1:")
-    });
+    let tries = contend_until_with(
+        &url,
+        "failover",
+        &dir,
+        (&tls, CONTENDER_PAUSE),
+        &holder,
+        || extensions(&holder) > before && holder.stderr_so_far().contains("is now 127.0.0.1:"),
+    );
     let followed = promoted.elapsed();
     let before = extensions(&holder);
-    let more = contend_until(&url, "failover", &dir, &tls, &holder, || {
-        extensions(&holder) >= before + 2
-    });
+    let more = contend_until_with(
+        &url,
+        "failover",
+        &dir,
+        (&tls, CONTENDER_PAUSE),
+        &holder,
+        || extensions(&holder) >= before + 2,
+    );
     eprintln!(
         "TLS SENTINEL FAILOVER: seen done {:?} after a heartbeat ({took:?} after it was \
          accepted); the heartbeat extended on the new primary {followed:?} after that \

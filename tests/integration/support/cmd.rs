@@ -12,9 +12,10 @@
 //! Every process is started with:
 //! * all `REDLOCK_*` variables removed from the inherited environment
 //!   (then the test's own `env`/`env_remove` calls are applied in order);
-//! * default dispositions for INT, QUIT, TERM, HUP, PIPE, USR1, USR2 and an
-//!   empty signal mask (the test harness may ignore/block signals and those
-//!   settings would otherwise be inherited);
+//! * every signal at its default disposition and an empty signal mask (the
+//!   test harness may ignore/block signals and those settings would
+//!   otherwise be inherited): [`child_rules`], the rule every spawner here
+//!   uses;
 //! * core dumps disabled (RLIMIT_CORE = 0) so SIGQUIT tests leave no cores;
 //! * its own process group (so a misdirected group signal from the program
 //!   cannot hit the test harness), unless `.same_process_group()`;
@@ -32,6 +33,55 @@ use std::time::{Duration, Instant};
 
 /// Path of the binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_redlock-run");
+
+/// The one rule for every process a test starts (redlock-run, script(1),
+/// a shell): whatever the harness was started with (nohup, a CI runner
+/// that ignores SIGINT and SIGQUIT, a blocked mask), the child starts with
+/// every signal at its default disposition and none blocked, no core dumps,
+/// no inherited `REDLOCK_*` variable (the caller's own `env` calls come
+/// after), and, if `own_group`, a process group of its own, so that a
+/// misdirected group signal cannot reach the harness.
+pub fn child_rules(command: &mut Command, own_group: bool) {
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("REDLOCK_") {
+            command.env_remove(&key);
+        }
+    }
+    // SAFETY: only async-signal-safe libc calls between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            for sig in 1..32 {
+                if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                    continue;
+                }
+                if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let no_core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            if own_group && libc::setpgid(0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// `program` under [`child_rules`], in a process group of its own.
+pub fn command(program: impl AsRef<OsStr>) -> Command {
+    let mut command = Command::new(program);
+    child_rules(&mut command, true);
+    command
+}
 
 /// Default upper bound for `run()`/`wait()`: a hung program fails the test
 /// instead of hanging CI.
@@ -170,11 +220,7 @@ impl Test {
             None => Command::new(BIN),
         };
         command.args(&self.args);
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("REDLOCK_") {
-                command.env_remove(&key);
-            }
-        }
+        child_rules(&mut command, self.own_group);
         for (key, val) in &self.envs {
             match val {
                 Some(v) => command.env(key, v),
@@ -192,41 +238,14 @@ impl Test {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let (own_group, umask) = (self.own_group, self.umask);
-        // SAFETY: only async-signal-safe libc calls between fork and exec.
-        unsafe {
-            command.pre_exec(move || {
-                for sig in [
-                    libc::SIGINT,
-                    libc::SIGQUIT,
-                    libc::SIGTERM,
-                    libc::SIGHUP,
-                    libc::SIGPIPE,
-                    libc::SIGUSR1,
-                    libc::SIGUSR2,
-                ] {
-                    if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                let mut empty: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut empty);
-                if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let no_core = libc::rlimit {
-                    rlim_cur: 0,
-                    rlim_max: 0,
-                };
-                libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-                if own_group && libc::setpgid(0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(mask) = umask {
+        if let Some(mask) = self.umask {
+            // SAFETY: umask only, between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
                     libc::umask(mask);
-                }
-                Ok(())
-            });
+                    Ok(())
+                });
+            }
         }
         let started = Instant::now();
         let mut child = command
@@ -246,7 +265,7 @@ impl Test {
             stdout,
             stderr,
             timeout: self.timeout,
-            own_group,
+            own_group: self.own_group,
             description: self.describe(),
         }
     }

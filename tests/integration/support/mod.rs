@@ -36,11 +36,12 @@ pub use cluster::{ClusterBuilder, RedisCluster, SlotMigration};
 pub use cmd::{RunOutput, Running, Test};
 pub use proxy::{FaultProxy, Mode};
 pub use redis_node::{
-    Cluster, RedisNode, SERVER_ENV, ServerCaps, ServerVersion, free_port, is_history_key, node_url,
-    redis_server_binary, require, sentinel_command, server_caps, server_command, server_version,
-    server_was_chosen,
+    Cluster, RedisNode, SERVER_ENV, ServerCaps, ServerVersion, free_port, free_port_on,
+    is_history_key, node_url, redis_server_binary, require, sentinel_command, server_caps,
+    server_command, server_version, server_was_chosen,
 };
 pub use sentinel::{SentinelBuilder, SentinelGroup};
+pub use timed::{margin_ms, realtime_ns};
 
 /// Generous bound for "the command has started" (lock acquisition included).
 pub const START: Duration = Duration::from_secs(10);
@@ -200,6 +201,25 @@ pub fn pid_alive(pid: i32) -> bool {
         // /proc entry vanished between the two checks: it is gone.
         None => false,
     }
+}
+
+/// Whether any thread of process `pid` is alive. A process whose main
+/// thread called `pthread_exit()` shows Z in `/proc/PID/stat` (ps: Zl) while
+/// its other threads run on; a zombie's every task is Z.
+pub fn any_thread_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(|e| e.ok()).any(|e| {
+        fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
+            stat.rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                .is_some_and(|s| !matches!(s, "Z" | "X"))
+        })
+    })
 }
 
 /// The one-letter state from `/proc/PID/stat` (`R`, `S`, `T`, `Z`, ...).

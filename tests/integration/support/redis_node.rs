@@ -562,12 +562,17 @@ pub fn url_encode(s: &str) -> String {
         .collect()
 }
 
-/// A port that was free a moment ago (bind port 0, read it, release it).
+/// A port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a port");
-    listener
-        .local_addr()
-        .expect("local_addr of probe listener")
+    free_port_on("127.0.0.1")
+}
+
+/// A port on `host` that was free a moment ago (bind port 0, read it,
+/// release it).
+pub fn free_port_on(host: &str) -> u16 {
+    TcpListener::bind((host, 0))
+        .and_then(|l| l.local_addr())
+        .unwrap_or_else(|e| panic!("bind {host}:0 to find a free port: {e}"))
         .port()
 }
 

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::cmd::BIN;
+use super::cmd::{BIN, child_rules};
 use super::{send_signal, wait_until};
 
 /// A `redlock-run` whose stderr lines are timestamped as they arrive.
@@ -32,24 +32,12 @@ impl Proc {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("REDLOCK_") {
-                command.env_remove(&key);
-            }
-        }
+        child_rules(&mut command, true);
         command.envs(env.iter().map(|(k, v)| (k, v)));
-        // SAFETY: only async-signal-safe calls between fork and exec.
+        // SAFETY: prctl only, between fork and exec.
         unsafe {
             command.pre_exec(|| {
-                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
-                    libc::signal(sig, libc::SIG_DFL);
-                }
-                let mut empty: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut empty);
-                libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-                // Own group: nothing it signals can reach the harness. Dies
-                // with the spawning thread if the harness dies.
-                libc::setpgid(0, 0);
+                // Dies with the spawning thread if the harness dies.
                 libc::prctl(
                     libc::PR_SET_PDEATHSIG,
                     libc::SIGKILL as libc::c_ulong,
@@ -141,6 +129,41 @@ pub fn parse_debug_duration(s: &str) -> Option<Duration> {
         _ => v,
     };
     Some(Duration::from_secs_f64(secs))
+}
+
+/// The clock the tests date events by: CLOCK_REALTIME in nanoseconds, the
+/// clock `date +%s%N` reads in a critical section. Nothing in the suite steps
+/// it, so on one machine it orders events as well as CLOCK_MONOTONIC does.
+pub fn realtime_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+/// An `Instant` (a stderr line's arrival, a poll) on the [`realtime_ns`] scale.
+pub fn instant_ns(t: Instant) -> i128 {
+    let now = Instant::now();
+    let ns = realtime_ns();
+    if t <= now {
+        ns - now.duration_since(t).as_nanos() as i128
+    } else {
+        ns + t.duration_since(now).as_nanos() as i128
+    }
+}
+
+/// How long before `deadline` the process tree was gone, in ms (negative:
+/// after it). Both instants on one scale.
+pub fn margin_ms(deadline: Instant, gone: Instant) -> f64 {
+    if deadline >= gone {
+        deadline.duration_since(gone).as_secs_f64() * 1e3
+    } else {
+        -gone.duration_since(deadline).as_secs_f64() * 1e3
+    }
+}
+
+/// [`margin_ms`] on the [`realtime_ns`] scale.
+pub fn margin_ns_ms(deadline_ns: i128, gone_ns: i128) -> f64 {
+    (deadline_ns - gone_ns) as f64 / 1e6
 }
 
 pub fn drift(ttl: Duration) -> Duration {
