@@ -64,6 +64,9 @@ pub enum Report {
     Empty,
     /// The guard itself went away before saying `Empty`.
     Gone,
+    /// The guard killed the tree at `deadline - kill guard`, no newer deadline
+    /// having come: the lock may be gone, whatever the command's status.
+    DeadlineKill,
 }
 
 pub struct Guard {
@@ -112,6 +115,7 @@ const EXITED: u8 = b'E';
 const EXITED_EMPTY: u8 = b'X';
 const EMPTY: u8 = b'Z';
 const DEADLINE: u8 = b'D';
+const DEADLINE_KILL: u8 = b'K';
 
 fn pipe() -> io::Result<(File, File)> {
     let mut fds = [0; 2];
@@ -254,10 +258,14 @@ impl Guard {
                             empty: tag == EXITED_EMPTY,
                         },
                         Ok((EMPTY, _)) => Report::Empty,
+                        Ok((DEADLINE_KILL, _)) => Report::DeadlineKill,
                         Ok(_) => continue,
                         Err(_) => Report::Gone,
                     };
-                    let last = !matches!(r, Report::Exited { empty: false, .. });
+                    let last = matches!(
+                        r,
+                        Report::Exited { empty: true, .. } | Report::Empty | Report::Gone
+                    );
                     if tx.send(wrap(r)).is_err() || last {
                         return report;
                     }
@@ -382,8 +390,12 @@ fn serve(
             // No newer deadline came: redlock-run is stopped or wedged, or
             // its stop came too late. The lock may be gone now.
             killing = true;
-        }
-        if killing {
+            tree::signal_all(me, libc::SIGKILL);
+            // Said after the kill, never before it: redlock-run exits 76 for
+            // it even when the command's own status looks like success (a
+            // leftover was what the guard stopped).
+            let _ = write_frame(report, DEADLINE_KILL, &[]);
+        } else if killing {
             tree::signal_all(me, libc::SIGKILL);
         }
         let timeout = if killing {

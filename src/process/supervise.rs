@@ -170,6 +170,8 @@ fn watch(
     let me = std::process::id() as libc::pid_t;
     // The guard died before the command's first process exited.
     let mut gone_before_exit = false;
+    // The guard stopped the tree at the deadline in redlock-run's place.
+    let mut guard_killed = false;
     loop {
         let now = clock::now();
         // The last moment anything of the tree may be alive, a guard before
@@ -284,6 +286,7 @@ fn watch(
                 });
             }
             Ok(Event::Guard(Report::Empty)) => break,
+            Ok(Event::Guard(Report::DeadlineKill)) => guard_killed = true,
             Ok(Event::Guard(Report::Gone)) => {
                 // The guard died (killed on its own): its orphans are ours now,
                 // as redlock-run is a subreaper too. None may run on: they are
@@ -331,14 +334,7 @@ fn watch(
             }
         }
     }
-    let last = deadline.checked_sub(guard).unwrap_or(*deadline);
-    if stop.is_none()
-        && clock::now() >= last
-        && first.is_some_and(|s| {
-            use std::os::unix::process::ExitStatusExt;
-            s.signal() == Some(libc::SIGKILL)
-        })
-    {
+    if stop.is_none() && guard_killed {
         // redlock-run was held up (stopped, wedged) past the deadline, and
         // the guard stopped the command in its place.
         log.error(

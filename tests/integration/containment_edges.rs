@@ -288,13 +288,25 @@ fn a_process_whose_main_thread_exited_is_stopped_at_max_runtime_and_on_a_lost_lo
 
 #[test]
 fn a_stopped_redlock_run_cannot_keep_its_command_past_the_lock() {
+    // The command waits for what it forked: the guard kills the command.
+    stopped_redlock_run("wait");
+}
+
+#[test]
+fn a_stopped_redlock_run_cannot_keep_a_leftover_past_the_lock() {
+    // The command exits 0 at once and leaves the processes behind: what the
+    // guard kills is a leftover, and the run still says the lock was lost.
+    stopped_redlock_run("exit 0");
+}
+
+fn stopped_redlock_run(end: &str) {
     let cluster = Cluster::new(3);
     let dir = tempdir();
     let zl = build_c(dir.path(), "zl", ZL_C);
     let key = lock_key("stopped");
     // A plain command and what it forked; the Zl helper writes the beat.
     let script = format!(
-        "sleep 41.0101 & {} beat zl.pid & wait",
+        "sleep 41.0101 & {} beat zl.pid & {end}",
         zl.to_str().expect("utf-8 path")
     );
     let mut run = Proc::spawn(
@@ -345,8 +357,13 @@ fn a_stopped_redlock_run_cannot_keep_its_command_past_the_lock() {
         "the command wrote {} ms after the lock could expire",
         (last - expires_at) / 1_000_000
     );
+    assert_eq!(
+        code,
+        Some(76),
+        "a run whose tree the guard stopped at the deadline ({end}) must say the lock was lost"
+    );
     eprintln!(
-        "stopped redlock-run: last write {} ms before the earliest expiry; exit {code:?}",
+        "stopped redlock-run ({end}): last write {} ms before the earliest expiry",
         (expires_at - last) / 1_000_000
     );
 }

@@ -917,10 +917,7 @@ const FAULTS: &[&str] = &[
     "grandchild, majority lost",
     "victim reply black-holed after SET",
     "grandchild, --timeout",
-    // "sigstop redlock-run past the ttl" (Special::PausedWrapper) is not in
-    // the schedule: no overlap comes of it, but when the section is a
-    // leftover (the command itself exited 0) and the guard kills it at the
-    // deadline, redlock-run exits 0, not 76. Its negative control runs it.
+    "sigstop redlock-run past the ttl",
 ];
 
 /// What the fault thread works with.
