@@ -289,24 +289,25 @@ fn a_process_whose_main_thread_exited_is_stopped_at_max_runtime_and_on_a_lost_lo
 #[test]
 fn a_stopped_redlock_run_cannot_keep_its_command_past_the_lock() {
     // The command waits for what it forked: the guard kills the command.
-    stopped_redlock_run("wait");
+    stopped_redlock_run("wait", "41.0101");
 }
 
 #[test]
 fn a_stopped_redlock_run_cannot_keep_a_leftover_past_the_lock() {
     // The command exits 0 at once and leaves the processes behind: what the
     // guard kills is a leftover, and the run still says the lock was lost.
-    stopped_redlock_run("exit 0");
+    stopped_redlock_run("exit 0", "41.0102");
 }
 
-fn stopped_redlock_run(end: &str) {
+/// `mark`: the leftover sleep's argument, one per test (they run at once).
+fn stopped_redlock_run(end: &str, mark: &str) {
     let cluster = Cluster::new(3);
     let dir = tempdir();
     let zl = build_c(dir.path(), "zl", ZL_C);
     let key = lock_key("stopped");
     // A plain command and what it forked; the Zl helper writes the beat.
     let script = format!(
-        "sleep 41.0101 & {} beat zl.pid & {end}",
+        "sleep {mark} & {} beat zl.pid & {end}",
         zl.to_str().expect("utf-8 path")
     );
     let mut run = Proc::spawn(
@@ -340,8 +341,8 @@ fn stopped_redlock_run(end: &str) {
     let expires_at = stopped + expiry as u128 * 1_000_000;
     let gone = await_gone(pid, Duration::from_secs(5));
     // Killed in the same pass: a moment to die.
-    wait_until(Duration::from_secs(1), || with_arg("41.0101").is_empty());
-    let sleeps = with_arg("41.0101");
+    wait_until(Duration::from_secs(1), || with_arg(mark).is_empty());
+    let sleeps = with_arg(mark);
     let last = last_beat(&dir.join("beat")).expect("beat");
     send_signal(run.pid(), libc::SIGCONT);
     let code = run.wait_code(Duration::from_secs(10));
