@@ -281,3 +281,30 @@ fn holds_end_reaches_a_node_that_was_stopped_during_the_run() {
         leftovers(&cluster, name)
     );
 }
+
+#[test]
+fn a_waiters_withdrawn_requests_are_no_node_failure() {
+    // Node 2 answers every request 150 ms late, so a waiter's later tries
+    // queue behind an unanswered one there; when the wait runs out, the
+    // undo written behind them withdraws those tries unsent. That is the
+    // run's own doing: node 2 answered all along, and nothing warns of it.
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let name = "withdrawn";
+    for node in cluster.iter() {
+        node.set(lock_key(name), "someone-else", 30_000);
+    }
+    let slow = FaultProxy::new(cluster[2].port());
+    slow.set_mode(crate::support::Mode::Delay(Duration::from_millis(150)));
+    let urls = format!("{},{},{}", cluster[0].url(), cluster[1].url(), slow.url());
+    let out = base(&urls, name, &dir)
+        .args(["--wait", "1500ms", "--wait-unfair", "-c", "echo ran"])
+        .run();
+    out.assert_code(75);
+    assert!(!out.stdout.contains("ran"), "{out}");
+    let lines = out.stderr_lines();
+    assert!(
+        lines.len() == 2 && lines[1].contains("held elsewhere"),
+        "want the wait and the busy line, no node warning:\n{out}"
+    );
+}

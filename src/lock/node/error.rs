@@ -15,6 +15,9 @@ pub struct NodeError {
     unsent: bool,
     /// Applied, but fewer replicas than --replicas acknowledged it.
     unreplicated: bool,
+    /// Never written because redlock-run wrote a release behind it: this
+    /// run's own doing, which says nothing about the node's health.
+    superseded: bool,
 }
 
 impl NodeError {
@@ -24,6 +27,7 @@ impl NodeError {
             timeout: false,
             unsent: false,
             unreplicated: false,
+            superseded: false,
         }
     }
 
@@ -33,6 +37,7 @@ impl NodeError {
             timeout: true,
             unsent: false,
             unreplicated: false,
+            superseded: false,
         }
     }
 
@@ -52,6 +57,17 @@ impl NodeError {
 
     pub(super) fn unsent(mut self) -> NodeError {
         self.unsent = true;
+        self
+    }
+
+    /// Whether the request was withdrawn by a release written behind it.
+    pub fn is_superseded(&self) -> bool {
+        self.superseded
+    }
+
+    pub(super) fn superseded(mut self) -> NodeError {
+        self.unsent = true;
+        self.superseded = true;
         self
     }
 
@@ -156,6 +172,7 @@ pub(super) fn wording(name: &str, timeout: Duration, e: &redis::RedisError) -> N
         timeout: timed_out,
         unsent: false,
         unreplicated: false,
+        superseded: false,
     }
 }
 

@@ -286,6 +286,8 @@ impl Node {
         h.pending.pop_front();
         match result {
             Ok(_) => h.answered = true,
+            // Withdrawn by this run's own release: not the node's failure.
+            Err(e) if e.is_superseded() => {}
             Err(e) => {
                 h.timed_out |= e.is_timeout();
                 if h.first_error.is_none() {

@@ -686,7 +686,7 @@ impl Session {
                             "{}: not sent, a release went out behind it",
                             self.name
                         ))
-                        .unsent());
+                        .superseded());
                     }
                     match e {
                         // The crate's connection: a late reply would be read
