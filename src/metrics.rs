@@ -223,6 +223,48 @@ pub fn record(path: &Path, run: &Run<'_>) -> io::Result<Recorded> {
     record_waiting(path, run, LOCK_WAIT)
 }
 
+/// Whether [`record`] will be able to write `path`, asked before the lock is
+/// taken, so that a path it would refuse is a usage error up front rather
+/// than a warning after the job: what `files::check_writable` asks of any
+/// file redlock-run writes, and what merging needs besides: the file is
+/// read (never through a symlink), and its lock file beside it is a regular
+/// file or nothing yet. The error says what is wrong, without the path.
+pub fn check(path: &Path) -> io::Result<()> {
+    let refused = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+    crate::files::check_writable(path)?;
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.file_type().is_symlink() {
+            return Err(refused(
+                "it is a symlink, which --metrics-file does not read through: give the file's \
+                 own path"
+                    .into(),
+            ));
+        }
+        if crate::files::access(path, libc::R_OK).is_err() {
+            return Err(refused(
+                "this user may not read it, and the counts in it would be lost".into(),
+            ));
+        }
+    }
+    let lock = lock_path(path)?;
+    match std::fs::symlink_metadata(&lock) {
+        Ok(meta) if meta.file_type().is_file() => {
+            crate::files::access(&lock, libc::R_OK).map_err(|_| {
+                refused(format!(
+                    "this user may not read its lock file {}",
+                    lock.display()
+                ))
+            })
+        }
+        Ok(_) => Err(refused(format!(
+            "its lock file {} is not a regular file",
+            lock.display()
+        ))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(named(&lock, e)),
+    }
+}
+
 fn record_waiting(path: &Path, run: &Run<'_>, wait: Duration) -> io::Result<Recorded> {
     let _lock = lock(&lock_path(path)?, wait)?;
     let mut doc = Doc::parse(&read_existing(path)?);
@@ -1189,6 +1231,35 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let err = record(&path, &run("k", Outcome::Ran, 0)).expect_err("refused");
         assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn the_check_refuses_what_record_would_refuse() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cron.prom");
+        assert!(check(&path).is_ok(), "a new file");
+        let _ = record(&path, &run("k", Outcome::Ran, 0)).expect("record");
+        assert!(
+            check(&path).is_ok(),
+            "the file and its lock file, as record left them"
+        );
+        let why = |p: &Path| check(p).expect_err("refused").to_string();
+        // What any file redlock-run writes is refused for.
+        assert_eq!(why(dir.path()), "it is a directory");
+        // A symlink: record does not read through one.
+        let link = dir.path().join("link.prom");
+        std::os::unix::fs::symlink(&path, &link).expect("symlink");
+        assert!(why(&link).contains("symlink"));
+        assert!(record(&link, &run("k", Outcome::Ran, 0)).is_err());
+        // A lock file that is not a regular file.
+        let other = dir.path().join("other.prom");
+        std::fs::create_dir(dir.path().join("other.prom.lock")).expect("dir");
+        let msg = why(&other);
+        assert!(
+            msg.contains("other.prom.lock is not a regular file"),
+            "{msg}"
+        );
+        assert!(record(&other, &run("k", Outcome::Ran, 0)).is_err());
     }
 
     #[test]

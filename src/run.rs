@@ -108,13 +108,22 @@ fn one_line(msg: &str) -> String {
 
 fn run(config: &Config, blocked: signals::Blocked) -> Exit {
     // A report or metrics file that cannot be written is a bad argument: say
-    // so before the job runs, not after.
-    for (flag, path) in [
-        ("--report", &config.report),
-        ("--metrics-file", &config.metrics_file),
+    // so before the lock is taken and the job runs, not after.
+    type Check = fn(&std::path::Path) -> io::Result<()>;
+    for (flag, path, check) in [
+        (
+            "--report",
+            &config.report,
+            crate::files::check_writable as Check,
+        ),
+        (
+            "--metrics-file",
+            &config.metrics_file,
+            crate::metrics::check,
+        ),
     ] {
         if let Some(path) = path
-            && let Err(e) = crate::files::check_writable(path)
+            && let Err(e) = check(path)
         {
             Log::new(0, config.log_format, &config.name).error(
                 ev(

@@ -1173,3 +1173,150 @@ fn metrics_file_problems() {
         "{out}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Output paths checked before the run
+// ---------------------------------------------------------------------------
+
+/// Makes a FIFO at `path`.
+fn mkfifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("cstr");
+    // SAFETY: mkfifo on a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// A directory, a FIFO, a missing directory, and a directory this user may
+/// not write (as an unprivileged user), for `--report` and for
+/// `--metrics-file`: each a usage error, one line naming the flag, the path
+/// and what is wrong, before the lock is taken (no key on the node) and
+/// before the command runs. Root, who may write anywhere, is not refused.
+#[test]
+fn unwritable_output_paths_are_usage_errors_before_anything_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let node = RedisNode::start();
+    let dir = tempdir();
+    // The unprivileged user runs the command in here, and may write its marker.
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).expect("chmod");
+    let sub = dir.join("a-directory");
+    fs::create_dir(&sub).expect("dir");
+    let fifo = dir.join("a-fifo");
+    mkfifo(&fifo);
+    let locked = dir.join("locked");
+    fs::create_dir(&locked).expect("dir");
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    // Root bypasses the mode bits, so as root the refusal is checked as
+    // nobody, and the directory may stay 0755; as anyone else, 0555.
+    fs::set_permissions(
+        &locked,
+        fs::Permissions::from_mode(if root { 0o755 } else { 0o555 }),
+    )
+    .expect("chmod");
+    let unprivileged = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let missing = dir.join("no/such/dir");
+    for flag in ["--report", "--metrics-file"] {
+        for (path, why, as_nobody) in [
+            (sub.clone(), "it is a directory".to_string(), false),
+            (
+                fifo.clone(),
+                "it is a FIFO, not a regular file".to_string(),
+                false,
+            ),
+            (
+                missing.join("out"),
+                format!("its directory {} does not exist", missing.display()),
+                false,
+            ),
+            (
+                locked.join("out"),
+                format!("this user may not create files in {}", locked.display()),
+                root,
+            ),
+        ] {
+            let mut test = base(&node.url(), "paths", &dir);
+            if as_nobody {
+                test = test.wrapped_in(unprivileged);
+            }
+            let out = test.arg(flag).arg(&path).args(["-c", "touch ran"]).run();
+            out.assert_code(64).assert_one_error_line();
+            let want = format!("redlock-run: cannot write {flag} {}: {why}", path.display());
+            assert_eq!(out.stderr.trim_end(), want, "{out}");
+            assert!(!dir.has("ran"), "the command ran\n{out}");
+            assert!(node.all_keys().is_empty(), "{:?}\n{out}", node.all_keys());
+        }
+    }
+    // What stays fine: a new file, an existing one, and, for --report, a
+    // symlink (replaced, never followed).
+    fs::write(dir.join("existing.json"), "").expect("file");
+    std::os::unix::fs::symlink(dir.join("existing.json"), dir.join("link.json")).expect("symlink");
+    for (flag, name) in [
+        ("--report", "new.json"),
+        ("--report", "existing.json"),
+        ("--report", "link.json"),
+        ("--metrics-file", "new.prom"),
+    ] {
+        base(&node.url(), "paths", &dir)
+            .arg(flag)
+            .arg(dir.join(name))
+            .args(["-c", "true"])
+            .expect_code(0);
+        assert!(
+            fs::symlink_metadata(dir.join(name))
+                .expect("written")
+                .is_file()
+        );
+    }
+    if root {
+        // Another user's file in a sticky directory (/tmp): nobody may not
+        // replace it, though the directory is writable.
+        let sticky = dir.join("sticky");
+        fs::create_dir(&sticky).expect("dir");
+        fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).expect("chmod");
+        let theirs = sticky.join("job.json");
+        fs::write(&theirs, "").expect("file");
+        let keys_before = node.all_keys();
+        let history_before = history(&node.url(), "paths", &["--json"]).stdout;
+        let out = base(&node.url(), "paths", &dir)
+            .wrapped_in(unprivileged)
+            .arg("--report")
+            .arg(&theirs)
+            .args(["-c", "touch ran"])
+            .run();
+        out.assert_code(64).assert_one_error_line();
+        assert!(
+            out.stderr.contains(&format!(
+                "cannot write --report {}: it belongs to uid 0 in the sticky directory",
+                theirs.display()
+            )),
+            "{out}"
+        );
+        assert!(!dir.has("ran"), "{out}");
+        assert_eq!(node.all_keys(), keys_before, "{out}");
+        assert_eq!(
+            history(&node.url(), "paths", &["--json"]).stdout,
+            history_before
+        );
+        // Its own file there is fine.
+        let mine = sticky.join("mine.json");
+        base(&node.url(), "paths", &dir)
+            .wrapped_in(unprivileged)
+            .arg("--report")
+            .arg(&mine)
+            .args(["-c", "true"])
+            .expect_code(0);
+        assert!(mine.exists());
+        // Root may write where the mode bits say nobody may: not refused.
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o555)).expect("chmod");
+        base(&node.url(), "paths", &dir)
+            .arg("--report")
+            .arg(locked.join("root.json"))
+            .args(["-c", "true"])
+            .expect_code(0);
+        assert!(locked.join("root.json").exists());
+    }
+}
