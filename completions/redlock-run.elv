@@ -52,7 +52,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --log-format 'Log lines on stderr as text, or as one JSON object per line'
             cand --record-command 'What the holder record (shown by status on every host, readable by anyone who can read the nodes) keeps of the command: name (the program''s name only: `report.sh`, or `/bin/sh -c pg_dump …` for -c) or masked (the command line with what looks like a credential masked, cut to 200 characters)'
             cand --report 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)'
-            cand --metrics-file 'Record the run in FILE, a node_exporter textfile-collector file shared by every run and key on the host: runs by outcome, and the last run''s start, duration, exit status and success time'
+            cand --metrics-file 'Record the run in FILE, a node_exporter textfile-collector file shared by every run and key on the host: runs by outcome, how many nodes answered and failed, and the last run''s start, duration, exit status and success time'
             cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
             cand --wait-unfair 'Do not queue: race every other contender for the lock whenever it is released (woken together), and take it even when waiters are queued'
             cand --fence 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder''s'

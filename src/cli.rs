@@ -478,8 +478,8 @@ pub struct Cli {
     pub report: Option<std::path::PathBuf>,
 
     /// Record the run in FILE, a node_exporter textfile-collector file shared by every run and
-    /// key on the host: runs by outcome, and the last run's start, duration, exit status and
-    /// success time
+    /// key on the host: runs by outcome, how many nodes answered and failed, and the last run's
+    /// start, duration, exit status and success time
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub metrics_file: Option<std::path::PathBuf>,
 

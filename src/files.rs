@@ -20,10 +20,7 @@ use std::path::Path;
 /// rename. A new file gets mode 0644 (less the umask), as a plain create
 /// would; a file replaced keeps its mode, owner and group.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = parent(path);
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
@@ -59,18 +56,122 @@ fn keep_owner(file: &File, uid: u32, gid: u32) {
     }
 }
 
-/// Whether a file could be written at `path`: its directory exists and lets
-/// us create a file. Checked before the command runs, so a bad path is an
-/// error up front rather than after the job.
+/// Whether a file can be written at `path`, checked before the lock is
+/// taken so that a bad `--report` or `--metrics-file` is a usage error up
+/// front rather than a lost write after the job: the path is a regular file,
+/// a symlink (the write replaces the link) or nothing yet, and its directory
+/// exists and lets this user create and rename files in it. Permissions are
+/// asked of the kernel (faccessat with the effective IDs), so root's bypass,
+/// ACLs and read-only mounts count as they will for the write itself. The
+/// error says what is wrong, without the path.
 pub fn check_writable(path: &Path) -> io::Result<()> {
-    let dir = match path.parent() {
+    // A lookup that fails for want of a directory (or of search permission
+    // on it) is worded by the directory's checks below.
+    let (existing, lookup) = match std::fs::symlink_metadata(path) {
+        Ok(meta) => (Some(meta), None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => (None, None),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::EACCES)) => (None, Some(e)),
+        Err(e) => return Err(e),
+    };
+    if let Some(meta) = &existing {
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            return Err(refused("it is a directory"));
+        }
+        if !kind.is_file() && !kind.is_symlink() {
+            return Err(refused(&format!(
+                "it is {}, not a regular file",
+                special_kind(&kind)
+            )));
+        }
+    }
+    if path.file_name().is_none() {
+        return Err(refused("it names no file"));
+    }
+    let dir = parent(path);
+    let dir_meta = match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => m,
+        Ok(_) => return Err(refused(&format!("{} is not a directory", dir.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(refused(&format!(
+                "its directory {} does not exist",
+                dir.display()
+            )));
+        }
+        Err(e) => return Err(e),
+    };
+    if let Err(e) = access(dir, libc::W_OK | libc::X_OK) {
+        return Err(refused(&match e.raw_os_error() {
+            Some(libc::EROFS) => format!("{} is on a read-only file system", dir.display()),
+            Some(libc::EACCES | libc::EPERM) => {
+                format!("this user may not create files in {}", dir.display())
+            }
+            _ => format!("{}: {e}", dir.display()),
+        }));
+    }
+    if let Some(e) = lookup {
+        return Err(e);
+    }
+    // In a sticky directory (/tmp) only the owner of a file, of the
+    // directory, or root may rename over it.
+    if let Some(meta) = existing
+        && dir_meta.mode() & libc::S_ISVTX != 0
+    {
+        // SAFETY: geteuid cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if me != 0 && meta.uid() != me && dir_meta.uid() != me {
+            return Err(refused(&format!(
+                "it belongs to uid {} in the sticky directory {}, so this user may not \
+                 replace it",
+                meta.uid(),
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The directory a file at `path` is created in.
+fn parent(path: &Path) -> &Path {
+    match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
-    };
-    tempfile::Builder::new()
-        .prefix(".redlock-check.")
-        .tempfile_in(dir)?;
-    Ok(())
+    }
+}
+
+/// faccessat(2) with the effective IDs: what open(2) and rename(2) will use.
+pub fn access(path: &Path, mode: libc::c_int) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| refused("it contains a NUL byte"))?;
+    // SAFETY: a NUL-terminated path, and no pointer kept past the call.
+    let rc = unsafe { libc::faccessat(libc::AT_FDCWD, c_path.as_ptr(), mode, libc::AT_EACCESS) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// A usage problem with a path, worded for the line that names it.
+fn refused(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, why.to_string())
+}
+
+/// What a file that is neither a regular file, a directory nor a symlink is.
+fn special_kind(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "a special file"
+    }
 }
 
 #[cfg(test)]
@@ -98,8 +199,44 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
-        assert!(check_writable(&target).is_ok());
-        assert!(check_writable(&dir.path().join("no/such/dir/r.json")).is_err());
+    }
+
+    #[test]
+    fn only_paths_a_file_can_be_written_at_pass_the_check() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let why = |p: &Path| check_writable(p).expect_err("refused").to_string();
+        // Fine: nothing yet, a regular file, a symlink (replaced, not
+        // followed), a dangling one.
+        let file = dir.path().join("r.json");
+        assert!(check_writable(&file).is_ok());
+        std::fs::write(&file, "").expect("file");
+        assert!(check_writable(&file).is_ok());
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&file, &link).expect("symlink");
+        assert!(check_writable(&link).is_ok());
+        let dangling = dir.path().join("dangling.json");
+        std::os::unix::fs::symlink(dir.path().join("gone"), &dangling).expect("symlink");
+        assert!(check_writable(&dangling).is_ok());
+        // Refused, each saying why.
+        assert_eq!(why(dir.path()), "it is a directory");
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("cstr");
+        // SAFETY: mkfifo on a path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(why(&fifo), "it is a FIFO, not a regular file");
+        assert_eq!(
+            why(Path::new("/dev/null")),
+            "it is a character device, not a regular file"
+        );
+        let missing = dir.path().join("no/such");
+        assert_eq!(
+            why(&missing.join("r.json")),
+            format!("its directory {} does not exist", missing.display())
+        );
+        assert_eq!(
+            why(&file.join("r.json")),
+            format!("{} is not a directory", file.display())
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::exit::Exit;
 use crate::log::{json_object, json_str};
+use crate::outcome::Outcome;
 
 /// One run that took the lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,8 +28,9 @@ pub struct Record {
     pub started_at: SystemTime,
     /// Until the last attempt's process tree was gone.
     pub duration_ms: u64,
-    /// As `--report` words it: ok, failed, signal, lost, timeout, not-run,
-    /// unavailable.
+    /// The run's outcome ([`Outcome`]'s word): ok, failed, signal, lost,
+    /// timeout, not-run, unavailable. Kept as read, so that a word a newer
+    /// version adds still shows.
     pub outcome: String,
     pub exit_code: u8,
     /// Attempts whose command started (`--retry`).
@@ -55,7 +57,7 @@ impl Record {
             user: crate::lock::record::user_name(),
             started_at: to_millis(started_at),
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-            outcome: crate::report::outcome(exit, false).to_string(),
+            outcome: Outcome::of(exit, false).word().to_string(),
             exit_code: exit.code(),
             attempts,
             fencing_token,

@@ -9,35 +9,44 @@
 //! several keys, and by anything else an operator put there. [`record`] reads
 //! it, replaces or increments only the series of its own key, keeps the rest,
 //! and writes it back, under a flock(2) on `<PATH>.lock` so that concurrent
-//! runs on the host lose no increment:
+//! runs on the host lose no increment (shown in part: the command's
+//! `last_duration_seconds`, `last_exit_code` and `last_start_timestamp_seconds`
+//! gauges, and most outcome counters, are left out here):
 //!
 //! ```text
-//! # HELP redlock_run_last_duration_seconds Duration of the last run that started its command.
-//! # TYPE redlock_run_last_duration_seconds gauge
-//! redlock_run_last_duration_seconds{key="nightly-report"} 412.877
-//! # HELP redlock_run_last_exit_code Exit status of the last run that started its command.
-//! # TYPE redlock_run_last_exit_code gauge
-//! redlock_run_last_exit_code{key="nightly-report"} 0
-//! # HELP redlock_run_last_start_timestamp_seconds Unix time at which the last run that started its command began.
-//! # TYPE redlock_run_last_start_timestamp_seconds gauge
-//! redlock_run_last_start_timestamp_seconds{key="nightly-report"} 1795921200.012
+//! # HELP redlock_run_degraded_runs_total Runs in which at least one node failed or did not answer.
+//! # TYPE redlock_run_degraded_runs_total counter
+//! redlock_run_degraded_runs_total{key="nightly-report"} 2
+//! # HELP redlock_run_last_nodes_answered Nodes that answered throughout the last run that reached the nodes.
+//! # TYPE redlock_run_last_nodes_answered gauge
+//! redlock_run_last_nodes_answered{key="nightly-report"} 2
+//! # HELP redlock_run_last_nodes_failed Nodes that failed or did not answer in the last run that reached the nodes.
+//! # TYPE redlock_run_last_nodes_failed gauge
+//! redlock_run_last_nodes_failed{key="nightly-report"} 1
 //! # HELP redlock_run_last_success_timestamp_seconds Unix time at which the last run whose command exited 0 ended.
 //! # TYPE redlock_run_last_success_timestamp_seconds gauge
 //! redlock_run_last_success_timestamp_seconds{key="nightly-report"} 1795921612.889
-//! # HELP redlock_run_runs_total Runs by outcome: ran, busy, lost, timeout, unavailable, already-ran.
+//! # HELP redlock_run_runs_total Runs by outcome: ok, failed, signal, not-run, busy, already-ran, unavailable, lost, timeout.
 //! # TYPE redlock_run_runs_total counter
 //! redlock_run_runs_total{key="nightly-report",outcome="already-ran"} 0
 //! redlock_run_runs_total{key="nightly-report",outcome="busy"} 17
-//! redlock_run_runs_total{key="nightly-report",outcome="lost"} 0
-//! redlock_run_runs_total{key="nightly-report",outcome="ran"} 3
-//! redlock_run_runs_total{key="nightly-report",outcome="timeout"} 0
-//! redlock_run_runs_total{key="nightly-report",outcome="unavailable"} 0
+//! redlock_run_runs_total{key="nightly-report",outcome="failed"} 1
+//! redlock_run_runs_total{key="nightly-report",outcome="ok"} 2
+//! ...
 //! ```
 //!
-//! A key's six outcome counters all appear (at 0) with its first run: a
-//! series that is born at 1 hides that first increment from `increase()`.
-//! A key that never succeeded has no `last_success` series at all, rather
-//! than a made-up 0; an alert should pair the staleness rule with `absent()`.
+//! The outcomes are [`Outcome`]'s words, as `--report`, the history and the
+//! JSON log write them. A key's outcome counters (every outcome but `usage`,
+//! which is not a run) and its degraded-runs counter all appear (at 0) with
+//! its first run: a series that is born at 1 hides that first increment from
+//! `increase()`. A key that never succeeded has no `last_success` series at
+//! all, rather than a made-up 0; an alert should pair the staleness rule with
+//! `absent()`.
+//!
+//! The node gauges are how the last run that reached the nodes found them,
+//! busy and unavailable runs included: on most hosts of a cron fleet every
+//! run is busy, and those runs see the nodes all the same. `-q` silences the
+//! warning a run prints for a node that failed; this is where it still shows.
 //!
 //! Lines that are not valid text exposition format (garbage, a line cut short)
 //! are dropped, and [`Recorded`] says which: node_exporter rejects a whole
@@ -56,6 +65,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::exit::Exit;
+use crate::lock::NodeOutcome;
+use crate::outcome::Outcome;
 
 /// How long a writer waits for the file lock. Writers hold it for one read and
 /// one write of a small file; one that holds it this long is stuck (or is not
@@ -67,70 +78,24 @@ const LOCK_WAIT: Duration = Duration::from_secs(10);
 /// it whole into memory would be the wrong thing to do.
 const MAX_FILE: u64 = 16 << 20;
 
-/// How one run ended, as `redlock_run_runs_total` counts it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The lock was taken and the command started (whatever it then did).
-    Ran,
-    /// The lock was held elsewhere.
-    Busy,
-    /// The lock was lost while the command ran; the command was stopped.
-    Lost,
-    /// The command ran past `--max-runtime` and was stopped.
-    Timeout,
-    /// Fewer than a quorum of nodes answered.
-    Unavailable,
-    /// `--once-per`: the window's run had already happened.
-    AlreadyRan,
+/// How the nodes fared in one run that reached them: a node that failed,
+/// or said nothing while the run lasted, is failed (the nodes the run's
+/// "the quorum did without it" warning names; see `NodeOutcome::failure`),
+/// every other one answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Nodes {
+    pub answered: u32,
+    pub failed: u32,
 }
 
-impl Outcome {
-    pub const ALL: [Outcome; 6] = [
-        Outcome::Ran,
-        Outcome::Busy,
-        Outcome::Lost,
-        Outcome::Timeout,
-        Outcome::Unavailable,
-        Outcome::AlreadyRan,
-    ];
-
-    /// The `outcome` label value.
-    pub fn label(self) -> &'static str {
-        match self {
-            Outcome::Ran => "ran",
-            Outcome::Busy => "busy",
-            Outcome::Lost => "lost",
-            Outcome::Timeout => "timeout",
-            Outcome::Unavailable => "unavailable",
-            Outcome::AlreadyRan => "already-ran",
+impl Nodes {
+    pub fn of(outcomes: &[NodeOutcome]) -> Nodes {
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let failed = outcomes.iter().filter(|o| o.failure().is_some()).count();
+        Nodes {
+            answered: count(outcomes.len() - failed),
+            failed: count(failed),
         }
-    }
-
-    /// Whether the command was started: only such runs move the `last_*`
-    /// gauges, since the others have no exit status or duration of a job.
-    pub fn started_command(self) -> bool {
-        matches!(self, Outcome::Ran | Outcome::Lost | Outcome::Timeout)
-    }
-
-    /// The outcome of a run that exited with `exit`; `already_ran` tells a
-    /// `--once-per` skip from a busy lock, which share an exit status. `None`
-    /// for a usage error: nothing was attempted, so there is nothing to count.
-    ///
-    /// A command that could not be executed (126, 127) or was killed by a
-    /// signal counts as `ran`: the lock was taken for it and its status is
-    /// what `last_exit_code` is there to show.
-    pub fn of(exit: Exit, already_ran: bool) -> Option<Outcome> {
-        Some(match exit {
-            Exit::Command(_) | Exit::Signal(_) | Exit::CannotExecute | Exit::NotFound => {
-                Outcome::Ran
-            }
-            Exit::Busy(_) if already_ran => Outcome::AlreadyRan,
-            Exit::Busy(_) => Outcome::Busy,
-            Exit::Unavailable => Outcome::Unavailable,
-            Exit::Lost => Outcome::Lost,
-            Exit::Timeout => Outcome::Timeout,
-            Exit::Usage => return None,
-        })
     }
 }
 
@@ -146,24 +111,30 @@ pub struct Run<'a> {
     pub started_at: SystemTime,
     /// How long the run took (as `--report`'s `duration_ms`).
     pub duration: Duration,
+    /// How the nodes fared; `None` for a run that never reached them (a
+    /// signal during `--jitter`, a guard that could not start).
+    pub nodes: Option<Nodes>,
 }
 
 impl<'a> Run<'a> {
-    /// The run that ended with `exit`, or `None` when there is nothing to
-    /// record (see [`Outcome::of`]).
+    /// The run that ended with `exit`, or `None` for a usage error: nothing
+    /// was attempted, so there is nothing to count.
     pub fn from_exit(
         key: &'a str,
         exit: Exit,
         already_ran: bool,
         started_at: SystemTime,
         duration: Duration,
+        nodes: Option<Nodes>,
     ) -> Option<Self> {
-        Some(Run {
+        let outcome = Outcome::of(exit, already_ran);
+        (outcome != Outcome::Usage).then_some(Run {
             key,
-            outcome: Outcome::of(exit, already_ran)?,
+            outcome,
             exit_code: exit.code(),
             started_at,
             duration,
+            nodes,
         })
     }
 }
@@ -190,9 +161,11 @@ impl Recorded {
 }
 
 /// Records `run` in the textfile-collector file `path`: increments the key's
-/// counter for the run's outcome and, for a run that started its command,
-/// replaces the key's `last_*` gauges (`last_success` only when it exited 0).
-/// Every other series and line in the file is kept.
+/// counter for the run's outcome (and its degraded-runs counter when a node
+/// failed), replaces the node gauges when the run reached the nodes, and,
+/// for a run that started its command, the key's other `last_*` gauges
+/// (`last_success` only when it exited 0). Every other series and line in
+/// the file is kept.
 ///
 /// Meant to be called once at the very end of a run, after the lock is
 /// released and beside `--report`, so that a slow or stuck file system never
@@ -207,8 +180,10 @@ impl Recorded {
 /// # let (path, name) = (Path::new("/var/lib/node_exporter/textfile/cron.prom"), "report");
 /// # let (exit, already_ran) = (Exit::Command(0), false);
 /// # let (started_at, duration) = (SystemTime::now(), Duration::from_millis(412_877));
-/// // already_ran: `stats.already_ran`; started_at, duration: as for `report::write`.
-/// if let Some(run) = Run::from_exit(name, exit, already_ran, started_at, duration) {
+/// // already_ran: `stats.already_ran`; started_at, duration: as for `report::write`;
+/// // nodes: `Nodes::of` the run's node outcomes, if it reached the nodes.
+/// let nodes = Some(metrics::Nodes { answered: 3, failed: 0 });
+/// if let Some(run) = Run::from_exit(name, exit, already_ran, started_at, duration, nodes) {
 ///     match metrics::record(path, &run) {
 ///         Ok(recorded) => {
 ///             if let Some(warning) = recorded.warning(path) {
@@ -221,6 +196,48 @@ impl Recorded {
 /// ```
 pub fn record(path: &Path, run: &Run<'_>) -> io::Result<Recorded> {
     record_waiting(path, run, LOCK_WAIT)
+}
+
+/// Whether [`record`] will be able to write `path`, asked before the lock is
+/// taken, so that a path it would refuse is a usage error up front rather
+/// than a warning after the job: what `files::check_writable` asks of any
+/// file redlock-run writes, and what merging needs besides: the file is
+/// read (never through a symlink), and its lock file beside it is a regular
+/// file or nothing yet. The error says what is wrong, without the path.
+pub fn check(path: &Path) -> io::Result<()> {
+    let refused = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+    crate::files::check_writable(path)?;
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.file_type().is_symlink() {
+            return Err(refused(
+                "it is a symlink, which --metrics-file does not read through: give the file's \
+                 own path"
+                    .into(),
+            ));
+        }
+        if crate::files::access(path, libc::R_OK).is_err() {
+            return Err(refused(
+                "this user may not read it, and the counts in it would be lost".into(),
+            ));
+        }
+    }
+    let lock = lock_path(path)?;
+    match std::fs::symlink_metadata(&lock) {
+        Ok(meta) if meta.file_type().is_file() => {
+            crate::files::access(&lock, libc::R_OK).map_err(|_| {
+                refused(format!(
+                    "this user may not read its lock file {}",
+                    lock.display()
+                ))
+            })
+        }
+        Ok(_) => Err(refused(format!(
+            "its lock file {} is not a regular file",
+            lock.display()
+        ))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(named(&lock, e)),
+    }
 }
 
 fn record_waiting(path: &Path, run: &Run<'_>, wait: Duration) -> io::Result<Recorded> {
@@ -381,13 +398,22 @@ struct Family {
 }
 
 // Index into FAMILIES; the array is sorted by name, which is the output order.
-const DURATION: usize = 0;
-const EXIT_CODE: usize = 1;
-const START: usize = 2;
-const SUCCESS: usize = 3;
-const RUNS: usize = 4;
+const DEGRADED: usize = 0;
+const DURATION: usize = 1;
+const EXIT_CODE: usize = 2;
+const ANSWERED: usize = 3;
+const FAILED: usize = 4;
+const START: usize = 5;
+const SUCCESS: usize = 6;
+const RUNS: usize = 7;
 
-const FAMILIES: [Family; 5] = [
+const FAMILIES: [Family; 8] = [
+    Family {
+        name: "redlock_run_degraded_runs_total",
+        kind: "counter",
+        help: "Runs in which at least one node failed or did not answer.",
+        seconds: false,
+    },
     Family {
         name: "redlock_run_last_duration_seconds",
         kind: "gauge",
@@ -398,6 +424,18 @@ const FAMILIES: [Family; 5] = [
         name: "redlock_run_last_exit_code",
         kind: "gauge",
         help: "Exit status of the last run that started its command.",
+        seconds: false,
+    },
+    Family {
+        name: "redlock_run_last_nodes_answered",
+        kind: "gauge",
+        help: "Nodes that answered throughout the last run that reached the nodes.",
+        seconds: false,
+    },
+    Family {
+        name: "redlock_run_last_nodes_failed",
+        kind: "gauge",
+        help: "Nodes that failed or did not answer in the last run that reached the nodes.",
         seconds: false,
     },
     Family {
@@ -415,7 +453,8 @@ const FAMILIES: [Family; 5] = [
     Family {
         name: "redlock_run_runs_total",
         kind: "counter",
-        help: "Runs by outcome: ran, busy, lost, timeout, unavailable, already-ran.",
+        help: "Runs by outcome: ok, failed, signal, not-run, busy, already-ran, unavailable, \
+               lost, timeout.",
         seconds: false,
     },
 ];
@@ -432,7 +471,7 @@ struct Doc {
     /// Index into `foreign` before which our block is written: where the
     /// first line of ours was, so a file someone appends to stays in place.
     block_at: Option<usize>,
-    series: [BTreeMap<Labels, f64>; 5],
+    series: [BTreeMap<Labels, f64>; FAMILIES.len()],
     dropped: Vec<usize>,
 }
 
@@ -474,28 +513,34 @@ impl Doc {
         doc
     }
 
-    /// The semantics of one run, in one place: the counter always, the
-    /// gauges only for a run that started its command.
+    /// The semantics of one run, in one place: the counters always, the
+    /// node gauges for a run that reached the nodes, the others only for a
+    /// run that started its command.
     fn apply(&mut self, run: &Run<'_>) {
         let key = || vec![("key".to_string(), run.key.to_string())];
         let with_outcome = |o: Outcome| {
             let mut labels = key();
-            labels.push(("outcome".to_string(), o.label().to_string()));
+            labels.push(("outcome".to_string(), o.word().to_string()));
             labels
         };
         for o in Outcome::ALL {
-            self.series[RUNS].entry(with_outcome(o)).or_insert(0.0);
+            if o != Outcome::Usage {
+                self.series[RUNS].entry(with_outcome(o)).or_insert(0.0);
+            }
         }
-        let count = self.series[RUNS]
-            .entry(with_outcome(run.outcome))
-            .or_insert(0.0);
-        // A value no counter can have (someone else's NaN, a negative) is a
-        // reset, not a reason to write NaN forever.
-        *count = if count.is_finite() && *count >= 0.0 {
-            *count + 1.0
-        } else {
-            1.0
-        };
+        bump(
+            self.series[RUNS]
+                .entry(with_outcome(run.outcome))
+                .or_insert(0.0),
+        );
+        let degraded = self.series[DEGRADED].entry(key()).or_insert(0.0);
+        if let Some(nodes) = run.nodes {
+            if nodes.failed > 0 {
+                bump(degraded);
+            }
+            self.series[ANSWERED].insert(key(), f64::from(nodes.answered));
+            self.series[FAILED].insert(key(), f64::from(nodes.failed));
+        }
         if !run.outcome.started_command() {
             return;
         }
@@ -550,6 +595,16 @@ impl Doc {
         }
         out
     }
+}
+
+/// Adds one to a counter. A value no counter can have (someone else's NaN,
+/// a negative) is a reset, not a reason to write NaN forever.
+fn bump(count: &mut f64) {
+    *count = if count.is_finite() && *count >= 0.0 {
+        *count + 1.0
+    } else {
+        1.0
+    };
 }
 
 /// Unix seconds, to the millisecond.
@@ -786,6 +841,7 @@ mod tests {
             exit_code,
             started_at: at(1_795_921_200_012),
             duration: Duration::from_millis(412_877),
+            nodes: None,
         }
     }
 
@@ -811,26 +867,43 @@ mod tests {
 
     #[test]
     fn renders_sorted_families_with_help_type_and_millisecond_seconds() {
-        let text = doc_with(&[run("report", Outcome::Ran, 0)]).render();
+        let mut report = run("report", Outcome::Ok, 0);
+        report.nodes = Some(Nodes {
+            answered: 3,
+            failed: 0,
+        });
+        let text = doc_with(&[report]).render();
         let expected = "\
+# HELP redlock_run_degraded_runs_total Runs in which at least one node failed or did not answer.
+# TYPE redlock_run_degraded_runs_total counter
+redlock_run_degraded_runs_total{key=\"report\"} 0
 # HELP redlock_run_last_duration_seconds Duration of the last run that started its command.
 # TYPE redlock_run_last_duration_seconds gauge
 redlock_run_last_duration_seconds{key=\"report\"} 412.877
 # HELP redlock_run_last_exit_code Exit status of the last run that started its command.
 # TYPE redlock_run_last_exit_code gauge
 redlock_run_last_exit_code{key=\"report\"} 0
+# HELP redlock_run_last_nodes_answered Nodes that answered throughout the last run that reached the nodes.
+# TYPE redlock_run_last_nodes_answered gauge
+redlock_run_last_nodes_answered{key=\"report\"} 3
+# HELP redlock_run_last_nodes_failed Nodes that failed or did not answer in the last run that reached the nodes.
+# TYPE redlock_run_last_nodes_failed gauge
+redlock_run_last_nodes_failed{key=\"report\"} 0
 # HELP redlock_run_last_start_timestamp_seconds Unix time at which the last run that started its command began.
 # TYPE redlock_run_last_start_timestamp_seconds gauge
 redlock_run_last_start_timestamp_seconds{key=\"report\"} 1795921200.012
 # HELP redlock_run_last_success_timestamp_seconds Unix time at which the last run whose command exited 0 ended.
 # TYPE redlock_run_last_success_timestamp_seconds gauge
 redlock_run_last_success_timestamp_seconds{key=\"report\"} 1795921612.889
-# HELP redlock_run_runs_total Runs by outcome: ran, busy, lost, timeout, unavailable, already-ran.
+# HELP redlock_run_runs_total Runs by outcome: ok, failed, signal, not-run, busy, already-ran, unavailable, lost, timeout.
 # TYPE redlock_run_runs_total counter
 redlock_run_runs_total{key=\"report\",outcome=\"already-ran\"} 0
 redlock_run_runs_total{key=\"report\",outcome=\"busy\"} 0
+redlock_run_runs_total{key=\"report\",outcome=\"failed\"} 0
 redlock_run_runs_total{key=\"report\",outcome=\"lost\"} 0
-redlock_run_runs_total{key=\"report\",outcome=\"ran\"} 1
+redlock_run_runs_total{key=\"report\",outcome=\"not-run\"} 0
+redlock_run_runs_total{key=\"report\",outcome=\"ok\"} 1
+redlock_run_runs_total{key=\"report\",outcome=\"signal\"} 0
 redlock_run_runs_total{key=\"report\",outcome=\"timeout\"} 0
 redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
 ";
@@ -843,7 +916,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
             "FAMILIES is the output order: keep it sorted"
         );
         // Whole seconds keep their decimals: always a float, always to the ms.
-        let mut whole = run("w", Outcome::Ran, 0);
+        let mut whole = run("w", Outcome::Ok, 0);
         whole.started_at = at(1_000);
         whole.duration = Duration::from_secs(2);
         let text = doc_with(&[whole]).render();
@@ -855,7 +928,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
     #[test]
     fn label_values_are_escaped_and_read_back() {
         let key = "we\"ird\\key\nnext line ключ ✓\t\r";
-        let doc = doc_with(&[run(key, Outcome::Ran, 3)]);
+        let doc = doc_with(&[run(key, Outcome::Failed, 3)]);
         let text = doc.render();
         assert!(
             text.contains(
@@ -873,9 +946,9 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
     #[test]
     fn parsing_what_was_rendered_gives_the_same_document() {
         let doc = doc_with(&[
-            run("a", Outcome::Ran, 0),
+            run("a", Outcome::Ok, 0),
             run("b\"\\\n", Outcome::Lost, 76),
-            run("a", Outcome::Ran, 1),
+            run("a", Outcome::Failed, 1),
             run("c", Outcome::Busy, 75),
             run("", Outcome::Timeout, 124),
         ]);
@@ -888,9 +961,9 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
 
     #[test]
     fn two_keys_are_merged_independently() {
-        let mut doc = doc_with(&[run("a", Outcome::Ran, 0)]);
+        let mut doc = doc_with(&[run("a", Outcome::Ok, 0)]);
         let before_a = Doc::parse(doc.render().as_bytes());
-        let mut b = run("b", Outcome::Ran, 2);
+        let mut b = run("b", Outcome::Failed, 2);
         b.started_at = at(2_000_000_000_000);
         b.duration = Duration::from_millis(5);
         doc = Doc::parse(doc.render().as_bytes());
@@ -908,21 +981,21 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
             None,
             "b never succeeded"
         );
-        assert_eq!(runs(&doc, "b", "ran"), Some(1.0));
-        assert_eq!(runs(&doc, "a", "ran"), Some(1.0));
+        assert_eq!(runs(&doc, "b", "failed"), Some(1.0));
+        assert_eq!(runs(&doc, "a", "ok"), Some(1.0));
     }
 
     #[test]
     fn counters_accumulate_across_invocations() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("cron.prom");
-        for outcome in [Outcome::Ran, Outcome::Busy, Outcome::Ran, Outcome::Busy] {
+        for outcome in [Outcome::Ok, Outcome::Busy, Outcome::Ok, Outcome::Busy] {
             let recorded = record(&path, &run("k", outcome, 0)).expect("record");
             assert!(recorded.dropped_lines.is_empty());
         }
         let _ = record(&path, &run("k", Outcome::Busy, 75)).expect("record");
         let doc = Doc::parse(&std::fs::read(&path).expect("read"));
-        assert_eq!(runs(&doc, "k", "ran"), Some(2.0));
+        assert_eq!(runs(&doc, "k", "ok"), Some(2.0));
         assert_eq!(runs(&doc, "k", "busy"), Some(3.0));
         assert_eq!(runs(&doc, "k", "lost"), Some(0.0));
         use std::os::unix::fs::PermissionsExt;
@@ -935,31 +1008,106 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         );
     }
 
+    /// The gauges only a run that started its command moves.
+    const COMMAND_GAUGES: [usize; 4] = [DURATION, EXIT_CODE, START, SUCCESS];
+
+    fn command_gauges(doc: &Doc) -> Vec<BTreeMap<Labels, f64>> {
+        COMMAND_GAUGES.map(|f| doc.series[f].clone()).to_vec()
+    }
+
     #[test]
-    fn busy_unavailable_and_already_ran_update_only_the_counters() {
-        let first = run("k", Outcome::Ran, 0);
+    fn busy_unavailable_and_already_ran_move_no_command_gauge() {
+        let first = run("k", Outcome::Ok, 0);
         for outcome in [Outcome::Busy, Outcome::Unavailable, Outcome::AlreadyRan] {
             let mut doc = doc_with(std::slice::from_ref(&first));
-            let gauges_before: Vec<_> = doc.series[..RUNS].to_vec();
+            let gauges_before = command_gauges(&doc);
             let mut later = run("k", outcome, 9);
             later.started_at = at(1_900_000_000_000);
             doc.apply(&later);
-            assert_eq!(doc.series[..RUNS], gauges_before[..], "{outcome:?}");
-            assert_eq!(runs(&doc, "k", outcome.label()), Some(1.0));
+            assert_eq!(command_gauges(&doc), gauges_before, "{outcome:?}");
+            assert_eq!(runs(&doc, "k", outcome.word()), Some(1.0));
             // Alone, such a run makes no gauge at all.
             let alone = doc_with(&[later]);
-            assert!(alone.series[..RUNS].iter().all(BTreeMap::is_empty));
-            assert_eq!(runs(&alone, "k", outcome.label()), Some(1.0));
+            assert!(command_gauges(&alone).iter().all(BTreeMap::is_empty));
+            assert!(alone.series[ANSWERED].is_empty() && alone.series[FAILED].is_empty());
+            assert_eq!(runs(&alone, "k", outcome.word()), Some(1.0));
         }
     }
 
     #[test]
+    fn every_run_that_reached_the_nodes_moves_the_node_gauges() {
+        let k = [("key", "k")];
+        let nodes = |answered, failed| Some(Nodes { answered, failed });
+        let mut doc = Doc::default();
+        let mut steps = vec![
+            // (outcome, nodes, answered, failed, degraded runs so far)
+            (Outcome::Ok, nodes(3, 0), 3.0, 0.0, 0.0),
+            (Outcome::Busy, nodes(2, 1), 2.0, 1.0, 1.0),
+            (Outcome::Failed, nodes(3, 0), 3.0, 0.0, 1.0),
+            (Outcome::Unavailable, nodes(1, 2), 1.0, 2.0, 2.0),
+            (Outcome::AlreadyRan, nodes(3, 0), 3.0, 0.0, 2.0),
+            (Outcome::Lost, nodes(2, 1), 2.0, 1.0, 3.0),
+        ];
+        // A run that never reached the nodes leaves the gauges as they were.
+        steps.push((Outcome::Signal, None, 2.0, 1.0, 3.0));
+        for (outcome, n, answered, failed, degraded) in steps {
+            let mut r = run("k", outcome, 0);
+            r.nodes = n;
+            doc.apply(&r);
+            assert_eq!(value(&doc, ANSWERED, &k), Some(answered), "{outcome:?}");
+            assert_eq!(value(&doc, FAILED, &k), Some(failed), "{outcome:?}");
+            assert_eq!(value(&doc, DEGRADED, &k), Some(degraded), "{outcome:?}");
+        }
+        // The counter is there, at 0, from a key's first run, whatever it was.
+        let fresh = doc_with(&[run("new", Outcome::Busy, 75)]);
+        assert_eq!(value(&fresh, DEGRADED, &[("key", "new")]), Some(0.0));
+        let text = doc.render();
+        assert!(
+            text.contains("redlock_run_last_nodes_failed{key=\"k\"} 1\n"),
+            "{text}"
+        );
+        assert_eq!(Doc::parse(text.as_bytes()).series, doc.series);
+    }
+
+    #[test]
+    fn nodes_count_as_failed_as_the_closing_warning_names_them() {
+        use crate::lock::NodeVote;
+        use crate::lock::node::Fared;
+        let node = |acquire, fared| NodeOutcome {
+            name: "redis://n".into(),
+            acquire,
+            fared,
+        };
+        let outcomes = [
+            node(NodeVote::Granted, Fared::Answered),
+            node(NodeVote::Refused, Fared::Answered),
+            // Answered the acquire, failed an extension later.
+            node(NodeVote::Granted, Fared::Failed("timed out".into())),
+            node(
+                NodeVote::Error("refused".into()),
+                Fared::Failed("refused".into()),
+            ),
+            node(NodeVote::NoAnswer, Fared::Silent),
+        ];
+        assert_eq!(
+            Nodes::of(&outcomes),
+            Nodes {
+                answered: 2,
+                failed: 3
+            }
+        );
+        let warned = outcomes.iter().filter(|o| o.failure().is_some()).count();
+        assert_eq!(warned, 3);
+        assert_eq!(Nodes::of(&[]), Nodes::default());
+    }
+
+    #[test]
     fn only_a_run_that_exited_0_moves_the_last_success() {
-        let ok = run("k", Outcome::Ran, 0);
+        let ok = run("k", Outcome::Ok, 0);
         let mut doc = doc_with(&[ok]);
         let success = value(&doc, SUCCESS, &[("key", "k")]);
         for (outcome, code) in [
-            (Outcome::Ran, 1),
+            (Outcome::Failed, 1),
             (Outcome::Lost, 76),
             (Outcome::Timeout, 124),
         ] {
@@ -976,29 +1124,38 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
     }
 
     #[test]
-    fn outcomes_follow_the_exit_status() {
-        let of = |e, already| Outcome::of(e, already);
-        assert_eq!(of(Exit::Command(0), false), Some(Outcome::Ran));
-        assert_eq!(of(Exit::Command(3), false), Some(Outcome::Ran));
-        assert_eq!(of(Exit::Signal(15), false), Some(Outcome::Ran));
-        assert_eq!(of(Exit::NotFound, false), Some(Outcome::Ran));
-        assert_eq!(of(Exit::CannotExecute, false), Some(Outcome::Ran));
-        assert_eq!(of(Exit::Busy(0), false), Some(Outcome::Busy));
-        assert_eq!(of(Exit::Busy(75), true), Some(Outcome::AlreadyRan));
-        assert_eq!(of(Exit::Unavailable, false), Some(Outcome::Unavailable));
-        assert_eq!(of(Exit::Lost, false), Some(Outcome::Lost));
-        assert_eq!(of(Exit::Timeout, false), Some(Outcome::Timeout));
-        assert_eq!(of(Exit::Usage, false), None);
-        let r = Run::from_exit("k", Exit::Signal(9), false, at(0), Duration::ZERO).expect("run");
-        assert_eq!((r.outcome, r.exit_code), (Outcome::Ran, 137));
+    fn runs_are_counted_by_their_outcome_and_usage_errors_not_at_all() {
+        let from = |e| Run::from_exit("k", e, false, at(0), Duration::ZERO, None);
+        assert!(from(Exit::Usage).is_none());
+        let r = from(Exit::Signal(9)).expect("run");
+        assert_eq!((r.outcome, r.exit_code), (Outcome::Signal, 137));
+        let doc = doc_with(&[r]);
+        assert_eq!(runs(&doc, "k", "signal"), Some(1.0));
+        assert_eq!(value(&doc, EXIT_CODE, &[("key", "k")]), Some(137.0));
+        // Every outcome but usage has its counter from the first run on.
+        let counted: Vec<&str> = doc.series[RUNS].keys().map(|l| l[1].1.as_str()).collect();
+        assert_eq!(
+            counted,
+            [
+                "already-ran",
+                "busy",
+                "failed",
+                "lost",
+                "not-run",
+                "ok",
+                "signal",
+                "timeout",
+                "unavailable"
+            ]
+        );
         // -E 0: a busy run exits 0 but is no success.
-        let busy = Run::from_exit("k", Exit::Busy(0), false, at(0), Duration::ZERO).expect("run");
+        let busy = from(Exit::Busy(0)).expect("run");
         assert!(doc_with(&[busy]).series[SUCCESS].is_empty());
     }
 
     #[test]
     fn lines_of_others_are_kept_verbatim_and_in_order() {
-        let old = doc_with(&[run("a", Outcome::Ran, 0)]).render();
+        let old = doc_with(&[run("a", Outcome::Ok, 0)]).render();
         let input = format!(
             "# a comment of the operator's\n\
              # HELP backup_ok Whether the backup worked.\n\
@@ -1043,20 +1200,24 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         assert!(
             fresh
                 .render()
-                .starts_with("x 1\n# HELP redlock_run_runs_total")
+                .starts_with("x 1\n# HELP redlock_run_degraded_runs_total")
         );
     }
 
     #[test]
     fn foreign_series_of_our_families_are_kept_and_their_labels_sorted() {
-        let input = "redlock_run_runs_total{outcome=\"ran\",key=\"a\"} 4\n\
+        // "ran": the word older versions counted started runs under; kept,
+        // frozen, beside the words that count them now.
+        let input = "redlock_run_runs_total{outcome=\"ok\",key=\"a\"} 4\n\
+                     redlock_run_runs_total{outcome=\"ran\",key=\"a\"} 7\n\
                      redlock_run_last_exit_code{key=\"a\",host=\"h\"} 2\n\
-                     redlock_run_runs_total{key=\"n\",outcome=\"ran\"} NaN\n";
+                     redlock_run_runs_total{key=\"n\",outcome=\"ok\"} NaN\n";
         let mut doc = Doc::parse(input.as_bytes());
-        doc.apply(&run("a", Outcome::Ran, 0));
-        doc.apply(&run("n", Outcome::Ran, 0));
-        assert_eq!(runs(&doc, "a", "ran"), Some(5.0));
-        assert_eq!(runs(&doc, "n", "ran"), Some(1.0), "NaN restarts at 1");
+        doc.apply(&run("a", Outcome::Ok, 0));
+        doc.apply(&run("n", Outcome::Ok, 0));
+        assert_eq!(runs(&doc, "a", "ok"), Some(5.0));
+        assert_eq!(runs(&doc, "a", "ran"), Some(7.0));
+        assert_eq!(runs(&doc, "n", "ok"), Some(1.0), "NaN restarts at 1");
         assert_eq!(
             value(&doc, EXIT_CODE, &[("host", "h"), ("key", "a")]),
             Some(2.0)
@@ -1071,7 +1232,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
     fn unparsable_lines_are_dropped_reported_and_ours_still_written() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("cron.prom");
-        let good = doc_with(&[run("k", Outcome::Ran, 0), run("k", Outcome::Ran, 0)]).render();
+        let good = doc_with(&[run("k", Outcome::Ok, 0), run("k", Outcome::Ok, 0)]).render();
         // Garbage, a line cut short mid-label, invalid UTF-8, and a last line
         // cut short without its newline.
         let mut input = b"backup_ok 1\n\x00\x01garbage{{{\n".to_vec();
@@ -1081,7 +1242,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         input.extend_from_slice(b"backup_size_bytes{host=\"db");
         std::fs::write(&path, &input).expect("write");
         let lines = input.split(|&b| b == b'\n').count();
-        let recorded = record(&path, &run("k", Outcome::Ran, 0)).expect("record");
+        let recorded = record(&path, &run("k", Outcome::Ok, 0)).expect("record");
         assert_eq!(recorded.dropped_lines, [2, lines - 2, lines - 1, lines]);
         let warning = recorded.warning(&path).expect("warning");
         assert!(warning.contains(&path.display().to_string()), "{warning}");
@@ -1089,7 +1250,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         let out = std::fs::read(&path).expect("read");
         let doc = Doc::parse(&out);
         assert!(doc.dropped.is_empty(), "the file is valid again");
-        assert_eq!(runs(&doc, "k", "ran"), Some(3.0), "no count lost");
+        assert_eq!(runs(&doc, "k", "ok"), Some(3.0), "no count lost");
         assert_eq!(doc.foreign, ["backup_ok 1"]);
         // The next run finds nothing more to drop.
         let again = record(&path, &run("k", Outcome::Busy, 75)).expect("record");
@@ -1169,7 +1330,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         let path = dir.path().join("cron.prom");
         let lock = dir.path().join("cron.prom.lock");
         std::os::unix::fs::symlink(&victim, &lock).expect("symlink");
-        let err = record(&path, &run("k", Outcome::Ran, 0)).expect_err("refused");
+        let err = record(&path, &run("k", Outcome::Ok, 0)).expect_err("refused");
         let msg = err.to_string();
         assert!(msg.contains(&lock.display().to_string()), "{msg}");
         assert!(msg.contains("symlink"), "{msg}");
@@ -1180,15 +1341,44 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         std::fs::remove_file(&lock).expect("rm");
         let planted = dir.path().join("created-by-us");
         std::os::unix::fs::symlink(&planted, &lock).expect("symlink");
-        assert!(record(&path, &run("k", Outcome::Ran, 0)).is_err());
+        assert!(record(&path, &run("k", Outcome::Ok, 0)).is_err());
         assert!(!planted.exists());
         // A FIFO is refused without hanging.
         std::fs::remove_file(&lock).expect("rm");
         let c = std::ffi::CString::new(lock.as_os_str().as_encoded_bytes()).expect("cstr");
         // SAFETY: mkfifo on a path we own.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let err = record(&path, &run("k", Outcome::Ran, 0)).expect_err("refused");
+        let err = record(&path, &run("k", Outcome::Ok, 0)).expect_err("refused");
         assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn the_check_refuses_what_record_would_refuse() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cron.prom");
+        assert!(check(&path).is_ok(), "a new file");
+        let _ = record(&path, &run("k", Outcome::Ok, 0)).expect("record");
+        assert!(
+            check(&path).is_ok(),
+            "the file and its lock file, as record left them"
+        );
+        let why = |p: &Path| check(p).expect_err("refused").to_string();
+        // What any file redlock-run writes is refused for.
+        assert_eq!(why(dir.path()), "it is a directory");
+        // A symlink: record does not read through one.
+        let link = dir.path().join("link.prom");
+        std::os::unix::fs::symlink(&path, &link).expect("symlink");
+        assert!(why(&link).contains("symlink"));
+        assert!(record(&link, &run("k", Outcome::Ok, 0)).is_err());
+        // A lock file that is not a regular file.
+        let other = dir.path().join("other.prom");
+        std::fs::create_dir(dir.path().join("other.prom.lock")).expect("dir");
+        let msg = why(&other);
+        assert!(
+            msg.contains("other.prom.lock is not a regular file"),
+            "{msg}"
+        );
+        assert!(record(&other, &run("k", Outcome::Ok, 0)).is_err());
     }
 
     #[test]
@@ -1198,7 +1388,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         std::fs::write(&secret, "token_value 42\n").expect("secret");
         let path = dir.path().join("cron.prom");
         std::os::unix::fs::symlink(&secret, &path).expect("symlink");
-        let err = record(&path, &run("k", Outcome::Ran, 0)).expect_err("refused");
+        let err = record(&path, &run("k", Outcome::Ok, 0)).expect_err("refused");
         assert!(
             err.to_string().contains(&path.display().to_string()),
             "{err}"
@@ -1216,32 +1406,28 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         let path = dir.path().join("cron.prom");
         let held = lock(&lock_path(&path).expect("lock path"), LOCK_WAIT).expect("lock");
         let started = Instant::now();
-        let err = record_waiting(
-            &path,
-            &run("k", Outcome::Ran, 0),
-            Duration::from_millis(100),
-        )
-        .expect_err("timed out");
+        let err = record_waiting(&path, &run("k", Outcome::Ok, 0), Duration::from_millis(100))
+            .expect_err("timed out");
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
         assert!(err.to_string().contains("cron.prom.lock"), "{err}");
         assert!(started.elapsed() >= Duration::from_millis(100));
         assert!(!path.exists());
         drop(held);
-        let _ = record(&path, &run("k", Outcome::Ran, 0)).expect("free again");
+        let _ = record(&path, &run("k", Outcome::Ok, 0)).expect("free again");
     }
 
     #[test]
     fn errors_name_the_path() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("no/such/dir/cron.prom");
-        let err = record(&path, &run("k", Outcome::Ran, 0)).expect_err("no dir");
+        let err = record(&path, &run("k", Outcome::Ok, 0)).expect_err("no dir");
         assert!(err.to_string().contains("no/such/dir/cron.prom"), "{err}");
-        let err = record(Path::new("/"), &run("k", Outcome::Ran, 0)).expect_err("no name");
+        let err = record(Path::new("/"), &run("k", Outcome::Ok, 0)).expect_err("no name");
         assert!(err.to_string().starts_with("/: "), "{err}");
         // Directory in place of the file.
         let path = dir.path().join("d.prom");
         std::fs::create_dir(&path).expect("dir");
-        let err = record(&path, &run("k", Outcome::Ran, 0)).expect_err("a directory");
+        let err = record(&path, &run("k", Outcome::Ok, 0)).expect_err("a directory");
         assert!(err.to_string().contains("d.prom"), "{err}");
     }
 
@@ -1260,7 +1446,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
                         let outcome = if i.is_multiple_of(3) {
                             Outcome::Busy
                         } else {
-                            Outcome::Ran
+                            Outcome::Ok
                         };
                         let _ = record(path, &run(key, outcome, 0)).expect("record");
                     }
@@ -1274,7 +1460,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
             let writers = (THREADS / 2) as f64;
             assert_eq!(runs(&doc, key, "busy"), Some(writers * busy_each as f64));
             assert_eq!(
-                runs(&doc, key, "ran"),
+                runs(&doc, key, "ok"),
                 Some(writers * (EACH - busy_each) as f64)
             );
         }

@@ -12,6 +12,7 @@ use crate::cli::Config;
 use crate::exit::Exit;
 use crate::lock::{NodeOutcome, NodeVote};
 use crate::log::{self, json_object, json_str};
+use crate::outcome::Outcome;
 
 /// What --report tells a monitor about the run.
 #[derive(Default)]
@@ -27,22 +28,9 @@ pub struct Stats {
     pub attempts: AtomicU32,
     /// Every node's answer to the acquire, filled in when the run ends.
     pub nodes: Mutex<Vec<NodeOutcome>>,
-}
-
-/// The report's word for how the run ended.
-pub fn outcome(exit: Exit, already_ran: bool) -> &'static str {
-    match exit {
-        Exit::Command(0) => "ok",
-        Exit::Command(_) => "failed",
-        Exit::Signal(_) => "signal",
-        Exit::Busy(_) if already_ran => "already-ran",
-        Exit::Busy(_) => "busy",
-        Exit::Unavailable => "unavailable",
-        Exit::Lost => "lost",
-        Exit::Timeout => "timeout",
-        Exit::CannotExecute | Exit::NotFound => "not-run",
-        Exit::Usage => "usage",
-    }
+    /// Whether the run sent the nodes an acquire (else `nodes` says nothing
+    /// about them), filled in with `nodes`.
+    pub reached_nodes: AtomicBool,
 }
 
 pub fn write(
@@ -109,7 +97,7 @@ pub fn write(
         ("extensions_failed", n(&stats.extensions_failed)),
         (
             "outcome",
-            json_str(outcome(exit, stats.already_ran.load(Relaxed))),
+            json_str(Outcome::of(exit, stats.already_ran.load(Relaxed)).word()),
         ),
         ("exit_code", exit.code().to_string()),
         ("signal", signal),

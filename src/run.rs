@@ -16,13 +16,13 @@ use crate::cli::{self, Cli, Config, Wait};
 use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::history::Ending;
-use crate::lock::node::Fared;
 use crate::lock::node::Queue;
 use crate::lock::node::Refusal;
 use crate::lock::node::{self, Node};
 use crate::lock::redlock::{self, Verdict};
-use crate::lock::{Acquired, Busy, Held, Lock, NodeOutcome, NodeVote, record};
+use crate::lock::{Acquired, Busy, Held, Lock, NodeOutcome, record};
 use crate::log::{self, Log, ev};
+use crate::outcome::Outcome;
 use crate::process::attempts::{self, Attempts, Ran};
 use crate::process::guard::{Guard, Spec};
 use crate::process::heartbeat::start_heartbeat;
@@ -108,13 +108,22 @@ fn one_line(msg: &str) -> String {
 
 fn run(config: &Config, blocked: signals::Blocked) -> Exit {
     // A report or metrics file that cannot be written is a bad argument: say
-    // so before the job runs, not after.
-    for (flag, path) in [
-        ("--report", &config.report),
-        ("--metrics-file", &config.metrics_file),
+    // so before the lock is taken and the job runs, not after.
+    type Check = fn(&std::path::Path) -> io::Result<()>;
+    for (flag, path, check) in [
+        (
+            "--report",
+            &config.report,
+            crate::files::check_writable as Check,
+        ),
+        (
+            "--metrics-file",
+            &config.metrics_file,
+            crate::metrics::check,
+        ),
     ] {
         if let Some(path) = path
-            && let Err(e) = crate::files::check_writable(path)
+            && let Err(e) = check(path)
         {
             Log::new(0, config.log_format, &config.name).error(
                 ev(
@@ -132,7 +141,7 @@ fn run(config: &Config, blocked: signals::Blocked) -> Exit {
     let exit = run_locked(config, &stats, blocked);
     let log = Log::new(config.verbosity, config.log_format, &config.name);
     log.end(|| {
-        let outcome = report::outcome(exit, stats.already_ran.load(Relaxed));
+        let outcome = Outcome::of(exit, stats.already_ran.load(Relaxed)).word();
         ev(
             "exit",
             format!(
@@ -173,9 +182,18 @@ fn record_metrics(
     duration: Duration,
 ) {
     let already_ran = stats.already_ran.load(Relaxed);
-    let Some(run) =
-        crate::metrics::Run::from_exit(&config.name, exit, already_ran, started_at, duration)
-    else {
+    let nodes = stats
+        .reached_nodes
+        .load(Relaxed)
+        .then(|| crate::metrics::Nodes::of(&stats.nodes.lock().unwrap_or_else(|p| p.into_inner())));
+    let Some(run) = crate::metrics::Run::from_exit(
+        &config.name,
+        exit,
+        already_ran,
+        started_at,
+        duration,
+        nodes,
+    ) else {
         return;
     };
     let log = Log::new(0, log::Format::Text, "");
@@ -229,6 +247,7 @@ fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) ->
         warn_unreachable(&outcomes, &log);
     }
     *stats.nodes.lock().unwrap_or_else(|p| p.into_inner()) = outcomes;
+    stats.reached_nodes.store(lock.tried(), Relaxed);
     exit
 }
 
@@ -238,12 +257,8 @@ fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) ->
 /// somebody should look at it. Silenced by -q.
 fn warn_unreachable(outcomes: &[NodeOutcome], log: &Log) {
     for o in outcomes {
-        let why = match (&o.fared, &o.acquire) {
-            (Fared::Failed(e), _) => e.clone(),
-            (Fared::Silent, NodeVote::NoAnswer) => {
-                format!("{}: no answer while the run lasted", o.name)
-            }
-            _ => continue,
+        let Some(why) = o.failure() else {
+            continue;
         };
         log.notice(
             ev(

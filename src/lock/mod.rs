@@ -225,6 +225,15 @@ impl Lock {
             .is_some_and(|r| r.tally.granted() >= q || r.tally.refused() >= q)
     }
 
+    /// Whether an acquire round was sent: only then did the run reach the
+    /// nodes, and their outcomes say how they fared.
+    pub fn tried(&self) -> bool {
+        self.last_round
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
     /// Nodes that failed, or have not answered, the last acquire round.
     pub fn failed_nodes(&self) -> Vec<String> {
         let mut last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
@@ -561,7 +570,8 @@ impl Lock {
             .outcome(if committed >= redlock::quorum(self.nodes.len()) {
                 "committed"
             } else {
-                "failed"
+                // Not "failed": in the JSON log that word is the run's.
+                "error"
             })
         });
         if committed < redlock::quorum(self.nodes.len()) {
@@ -968,14 +978,15 @@ impl Lock {
         let name = self.nodes[r.node].name();
         log.info(|| match &r.result {
             Ok(a) => {
-                let outcome = match a.answer() {
-                    Answer::Granted => "granted",
-                    Answer::Refused => "refused",
-                    Answer::Failed => "failed",
+                let (said, outcome) = match a.answer() {
+                    Answer::Granted => ("granted", "granted"),
+                    Answer::Refused => ("refused", "refused"),
+                    // "failed" is the run's word in the JSON log.
+                    Answer::Failed => ("failed", "error"),
                 };
                 ev(
                     what,
-                    format!("{what} {name}: {outcome} in {:.1?}{note}", r.latency),
+                    format!("{what} {name}: {said} in {:.1?}{note}", r.latency),
                 )
                 .node(name)
                 .ms(r.latency)
@@ -1107,6 +1118,21 @@ pub struct NodeOutcome {
     pub name: String,
     pub acquire: NodeVote,
     pub fared: node::Fared,
+}
+
+impl NodeOutcome {
+    /// Why the node counts as failed in this run: it failed a request, or
+    /// never answered the acquire while the run lasted. The closing warning
+    /// names these nodes and `--metrics-file` counts them: one definition.
+    pub fn failure(&self) -> Option<String> {
+        match (&self.fared, &self.acquire) {
+            (node::Fared::Failed(e), _) => Some(e.clone()),
+            (node::Fared::Silent, NodeVote::NoAnswer) => {
+                Some(format!("{}: no answer while the run lasted", self.name))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The keys a holder of `slot` of `limit` (or of the lock itself) touches.

@@ -76,7 +76,7 @@ pub fn start_heartbeat(
                         stats.extensions_failed.fetch_add(1, Relaxed);
                         log.info(|| {
                             ev("extend-failed", format!("heartbeat: {why}; retrying"))
-                                .outcome("failed")
+                                .outcome("error")
                         });
                         next = clock::now() + retry;
                     }

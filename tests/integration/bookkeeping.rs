@@ -911,7 +911,7 @@ fn rewritten_files_keep_their_owner_and_mode() {
     assert!(
         fs::read_to_string(&metrics)
             .expect("metrics")
-            .contains("redlock_run_runs_total{key=\"owned\",outcome=\"ran\"} 2"),
+            .contains("redlock_run_runs_total{key=\"owned\",outcome=\"ok\"} 2"),
         "the run was not counted"
     );
     // New files: 0644, or what a stricter umask leaves.

@@ -12,13 +12,16 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redlock_run::log::{json_object, json_str};
-use redlock_run::metrics::{self, Outcome, Run};
+use redlock_run::metrics::{self, Nodes, Run};
+use redlock_run::outcome::Outcome;
 
 use crate::support::{tempdir, wait_until};
 
-/// The families the module writes, with the type prometheus_client gives each
-/// (it names a counter's family without `_total`, as OpenMetrics does).
-const OURS: [(&str, &str); 5] = [
+/// The families the module writes for every run that started its command,
+/// with the type prometheus_client gives each (it names a counter's family
+/// without `_total`, as OpenMetrics does).
+const OURS: [(&str, &str); 6] = [
+    ("redlock_run_degraded_runs", "counter"),
     ("redlock_run_last_duration_seconds", "gauge"),
     ("redlock_run_last_exit_code", "gauge"),
     ("redlock_run_last_start_timestamp_seconds", "gauge"),
@@ -26,11 +29,20 @@ const OURS: [(&str, &str); 5] = [
     ("redlock_run_runs", "counter"),
 ];
 
-const OUTCOMES: [&str; 6] = [
+/// The families of a run that reached the nodes.
+const NODES: [(&str, &str); 2] = [
+    ("redlock_run_last_nodes_answered", "gauge"),
+    ("redlock_run_last_nodes_failed", "gauge"),
+];
+
+const OUTCOMES: [&str; 9] = [
     "already-ran",
     "busy",
+    "failed",
     "lost",
-    "ran",
+    "not-run",
+    "ok",
+    "signal",
     "timeout",
     "unavailable",
 ];
@@ -123,8 +135,25 @@ impl Want {
         }
     }
 
-    /// All six counters of one key, those not named at 0.
-    fn counters(&mut self, key: &str, counts: &[(&str, u64)]) {
+    /// The node gauges of one key (and their families, once).
+    fn nodes(&mut self, key: &str, answered: &str, failed: &str) {
+        for (name, kind) in NODES {
+            if !self.types.iter().any(|(n, _)| n == name) {
+                self.types.push((name.into(), kind.into()));
+            }
+        }
+        self.sample("redlock_run_last_nodes_answered", &[("key", key)], answered);
+        self.sample("redlock_run_last_nodes_failed", &[("key", key)], failed);
+    }
+
+    /// All nine outcome counters of one key, those not named at 0, and its
+    /// degraded-runs counter.
+    fn counters(&mut self, key: &str, counts: &[(&str, u64)], degraded: u64) {
+        self.sample(
+            "redlock_run_degraded_runs_total",
+            &[("key", key)],
+            &degraded.to_string(),
+        );
         for outcome in OUTCOMES {
             let n = counts
                 .iter()
@@ -219,6 +248,16 @@ fn run(key: &str, outcome: Outcome, exit_code: u8, start_ms: u64, duration_ms: u
         exit_code,
         started_at: at(start_ms),
         duration: Duration::from_millis(duration_ms),
+        nodes: None,
+    }
+}
+
+/// `run`, which reached the nodes and found them so.
+fn run_on(nodes: (u32, u32), r: Run<'_>) -> Run<'_> {
+    let (answered, failed) = nodes;
+    Run {
+        nodes: Some(Nodes { answered, failed }),
+        ..r
     }
 }
 
@@ -244,16 +283,30 @@ fn prometheus_client_reads_names_types_escaped_labels_and_sums() {
     let weird = "we\"ird\\key\nnext ключ ✓ {a=\"b\"} \t\r";
     record(
         &path,
-        &run(report, Outcome::Ran, 0, 1_795_921_200_012, 412_877),
+        &run_on(
+            (3, 0),
+            run(report, Outcome::Ok, 0, 1_795_921_200_012, 412_877),
+        ),
     );
-    record(&path, &run(report, Outcome::Busy, 75, 1_795_921_201_000, 3));
+    // A busy run with a node down: degraded.
     record(
         &path,
-        &run(report, Outcome::Ran, 3, 1_795_924_800_250, 1_500),
+        &run_on((2, 1), run(report, Outcome::Busy, 75, 1_795_921_201_000, 3)),
+    );
+    record(
+        &path,
+        &run_on(
+            (3, 0),
+            run(report, Outcome::Failed, 3, 1_795_924_800_250, 1_500),
+        ),
     );
     record(
         &path,
         &run(weird, Outcome::Lost, 76, 1_795_930_000_001, 9_999),
+    );
+    record(
+        &path,
+        &run(weird, Outcome::Signal, 143, 1_795_935_000_000, 5),
     );
     record(
         &path,
@@ -278,17 +331,22 @@ fn prometheus_client_reads_names_types_escaped_labels_and_sums() {
     );
     // The failed run moved every gauge but the last success.
     want.gauges(report, "3", "1795924800.25", "1.5", Some("1795921612.889"));
-    want.counters(report, &[("ran", 2), ("busy", 1)]);
-    // Unavailable and already-ran runs moved no gauge; none succeeded.
+    want.counters(report, &[("ok", 1), ("busy", 1), ("failed", 1)], 1);
+    // The last run found every node again; the busy one is still counted.
+    want.nodes(report, "3", "0");
+    // Unavailable and already-ran runs moved no gauge; none succeeded; none
+    // of these reached the nodes, so they have no node gauges.
     want.gauges(weird, "124", "1795960000.1", "60", None);
     want.counters(
         weird,
         &[
             ("lost", 1),
+            ("signal", 1),
             ("unavailable", 1),
             ("already-ran", 1),
             ("timeout", 1),
         ],
+        0,
     );
     let text = std::fs::read_to_string(&path).expect("read");
     assert_parses(&text, &want);
@@ -319,7 +377,7 @@ fn prometheus_client_reads_a_file_repaired_from_garbage() {
         prometheus_client(garbage, &want).is_err(),
         "prometheus_client should reject the garbage this test repairs"
     );
-    let recorded = metrics::record(&path, &run("k", Outcome::Ran, 0, 1_000, 2_000))
+    let recorded = metrics::record(&path, &run("k", Outcome::Ok, 0, 1_000, 2_000))
         .unwrap_or_else(|e| panic!("record: {e}"));
     assert_eq!(recorded.dropped_lines, [2, 3]);
     let warning = recorded
@@ -330,7 +388,7 @@ fn prometheus_client_reads_a_file_repaired_from_garbage() {
     ours.types.extend(want.types);
     ours.samples.extend(want.samples);
     ours.gauges("k", "0", "1", "2", Some("3"));
-    ours.counters("k", &[("ran", 1)]);
+    ours.counters("k", &[("ok", 1)], 0);
     assert_parses(&std::fs::read_to_string(&path).expect("read"), &ours);
 }
 
@@ -359,7 +417,7 @@ fn child_writer_for_processes_test() {
         let r = if i.is_multiple_of(3) {
             run(key, Outcome::Busy, 75, 5_000, 1)
         } else {
-            run(key, Outcome::Ran, 0, 1_000, 2_000)
+            run(key, Outcome::Ok, 0, 1_000, 2_000)
         };
         record(path, &r);
     }
@@ -398,7 +456,7 @@ fn processes_sharing_a_file_lose_no_increment() {
     let mut want = Want::ours();
     for key in ["even", "odd"] {
         want.gauges(key, "0", "1", "2", Some("3"));
-        want.counters(key, &[("ran", per_key * ran), ("busy", per_key * busy)]);
+        want.counters(key, &[("ok", per_key * ran), ("busy", per_key * busy)], 0);
     }
     assert_parses(&std::fs::read_to_string(&path).expect("read"), &want);
 }

@@ -1037,8 +1037,11 @@ fn the_metrics_file_counts_every_outcome_for_two_keys() {
 
     let m = read_metrics(&path);
     for (family, kind) in [
+        ("redlock_run_degraded_runs", "counter"),
         ("redlock_run_last_duration_seconds", "gauge"),
         ("redlock_run_last_exit_code", "gauge"),
+        ("redlock_run_last_nodes_answered", "gauge"),
+        ("redlock_run_last_nodes_failed", "gauge"),
         ("redlock_run_last_start_timestamp_seconds", "gauge"),
         ("redlock_run_last_success_timestamp_seconds", "gauge"),
         ("redlock_run_runs", "counter"),
@@ -1046,7 +1049,10 @@ fn the_metrics_file_counts_every_outcome_for_two_keys() {
         assert_eq!(m.types.get(family).map(String::as_str), Some(kind), "{m:?}");
     }
     for (outcome, n) in [
-        ("ran", 3.0),
+        ("ok", 2.0),
+        ("failed", 1.0),
+        ("signal", 0.0),
+        ("not-run", 0.0),
         ("busy", 1.0),
         ("already-ran", 1.0),
         ("lost", 1.0),
@@ -1055,10 +1061,29 @@ fn the_metrics_file_counts_every_outcome_for_two_keys() {
     ] {
         assert_eq!(m.runs("report", outcome), n, "report {outcome}");
     }
-    for (outcome, n) in [("unavailable", 2.0), ("ran", 0.0), ("busy", 0.0)] {
+    for (outcome, n) in [("unavailable", 2.0), ("ok", 0.0), ("busy", 0.0)] {
         assert_eq!(m.runs("other", outcome), n, "other {outcome}");
     }
     let k = "key=report";
+    // Every node answered every run of report; other's one node never did.
+    for (key, answered, failed, degraded) in [("report", 3.0, 0.0, 0.0), ("other", 0.0, 1.0, 2.0)] {
+        let labels = format!("key={key}");
+        assert_eq!(
+            m.get("redlock_run_last_nodes_answered", &labels),
+            Some(answered),
+            "{key}"
+        );
+        assert_eq!(
+            m.get("redlock_run_last_nodes_failed", &labels),
+            Some(failed),
+            "{key}"
+        );
+        assert_eq!(
+            m.get("redlock_run_degraded_runs_total", &labels),
+            Some(degraded),
+            "{key}"
+        );
+    }
     assert_eq!(m.get("redlock_run_last_exit_code", k), Some(3.0));
     let start = m
         .get("redlock_run_last_start_timestamp_seconds", k)
@@ -1123,7 +1148,10 @@ fn concurrent_runs_lose_no_increment() {
         holder.wait().assert_code(code);
         let m = read_metrics(&path);
         assert_eq!(m.runs("crowd", "busy"), 19.0 * round, "{m:?}");
-        assert_eq!(m.runs("crowd", "ran"), round);
+        assert_eq!(
+            m.runs("crowd", if code == 0 { "ok" } else { "failed" }),
+            1.0
+        );
         assert_eq!(
             m.get("redlock_run_last_exit_code", "key=crowd"),
             Some(f64::from(code))
@@ -1172,4 +1200,385 @@ fn metrics_file_problems() {
             .starts_with("redlock-run: warning: cannot write --metrics-file"),
         "{out}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// Node health in --metrics-file
+// ---------------------------------------------------------------------------
+
+/// A key's node gauges and degraded-runs counter: (answered, failed, degraded).
+fn node_health(m: &Metrics, key: &str) -> (f64, f64, f64) {
+    let labels = format!("key={key}");
+    let get = |family: &str| {
+        m.get(family, &labels)
+            .unwrap_or_else(|| panic!("no {family} for {key}: {m:?}"))
+    };
+    (
+        get("redlock_run_last_nodes_answered"),
+        get("redlock_run_last_nodes_failed"),
+        get("redlock_run_degraded_runs_total"),
+    )
+}
+
+/// Three nodes, one of them stopped for a run: the metrics say 2 answered, 1
+/// failed, and count a degraded run, though `-q` printed nothing; the same
+/// node the warning names without `-q`. Once it is back the next run says 3
+/// and 0, and the counter stays. Busy runs, which on most hosts of a fleet
+/// are every run, move the gauges too.
+#[test]
+fn node_health_is_in_the_metrics_for_every_run_that_reached_the_nodes() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let urls = cluster.urls();
+    let path = dir.join("cron.prom");
+    let run = |extra: &[&str]| {
+        base(&urls, "health", &dir)
+            .args(["--node-timeout", "200ms", "--metrics-file"])
+            .arg(&path)
+            .args(extra)
+            .run()
+    };
+    let quiet = |extra: &[&str], code: i32| {
+        let out = run(&[&["-q"], extra].concat());
+        out.assert_code(code);
+        assert!(out.stderr.is_empty(), "-q printed something\n{out}");
+        read_metrics(&path)
+    };
+
+    let m = quiet(&["-c", "true"], 0);
+    assert_eq!(node_health(&m, "health"), (3.0, 0.0, 0.0));
+
+    cluster[2].stop();
+    let m = quiet(&["-c", "touch ran"], 0);
+    cluster[2].cont();
+    assert!(dir.has("ran"));
+    assert_eq!(node_health(&m, "health"), (2.0, 1.0, 1.0));
+
+    // Without -q the run says which node; the metrics count that one.
+    cluster[2].stop();
+    let out = run(&["-c", "true"]);
+    cluster[2].cont();
+    out.assert_code(0);
+    let warnings: Vec<&str> = out
+        .stderr_lines()
+        .into_iter()
+        .filter(|l| l.contains("warning:"))
+        .collect();
+    assert!(
+        warnings.len() == 1 && warnings[0].contains(&cluster[2].url()),
+        "{out}"
+    );
+    assert_eq!(node_health(&read_metrics(&path), "health"), (2.0, 1.0, 2.0));
+
+    let m = quiet(&["-c", "true"], 0);
+    assert_eq!(node_health(&m, "health"), (3.0, 0.0, 2.0), "back to health");
+
+    // Busy runs, beside a holder that writes no metrics of its own.
+    let holder = base(&urls, "health", &dir)
+        .args(["-q", "-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "held", &holder);
+    cluster[2].stop();
+    let m = quiet(&["-c", "touch busy"], BUSY);
+    cluster[2].cont();
+    assert_eq!(node_health(&m, "health"), (2.0, 1.0, 3.0), "a busy run");
+    // Every node is back. A busy run ends the moment two nodes refused, and
+    // on a loaded machine the third one's answer can come after that (the
+    // warning would name it too): such a run shows 2 and 1 and is counted,
+    // and the next one is tried.
+    let mut degraded = 3.0;
+    let mut m = quiet(&["-c", "touch busy"], BUSY);
+    let mut busy = 2.0;
+    while node_health(&m, "health").1 > 0.0 && busy < 6.0 {
+        degraded += 1.0;
+        assert_eq!(
+            node_health(&m, "health"),
+            (2.0, 1.0, degraded),
+            "a busy run"
+        );
+        m = quiet(&["-c", "touch busy"], BUSY);
+        busy += 1.0;
+    }
+    assert_eq!(
+        node_health(&m, "health"),
+        (3.0, 0.0, degraded),
+        "a busy run"
+    );
+    touch(&dir, "go");
+    holder.wait().assert_code(0);
+    assert!(!dir.has("busy"));
+    assert_eq!(m.runs("health", "ok"), 4.0);
+    assert_eq!(m.runs("health", "busy"), busy);
+    // The file as a whole still reads as Prometheus text, with the new
+    // families typed.
+    assert_eq!(
+        m.types
+            .get("redlock_run_last_nodes_failed")
+            .map(String::as_str),
+        Some("gauge")
+    );
+    assert_eq!(
+        m.types.get("redlock_run_degraded_runs").map(String::as_str),
+        Some("counter")
+    );
+}
+
+// ---------------------------------------------------------------------------
+// One vocabulary of outcomes
+// ---------------------------------------------------------------------------
+
+/// The word one run's outcome is given by `--report`, by the `exit` line of
+/// `--log-format json`, by `redlock_run_runs_total` (the one counter the run
+/// moved), and by the history (`None` when the run left no record).
+fn words_of(
+    out: &RunOutput,
+    report: &std::path::Path,
+    before: &Metrics,
+    after: &Metrics,
+    record: Option<&HistoryRun>,
+) -> [String; 4] {
+    let report = python(
+        "import json,sys\nprint(json.load(sys.stdin)['outcome'])",
+        &fs::read_to_string(report).expect("report"),
+    );
+    let log = python(
+        "import json,sys\n\
+         ends=[d for d in map(json.loads, sys.stdin.read().splitlines()) if d['event']=='exit']\n\
+         assert len(ends)==1, ends\n\
+         print(ends[0]['outcome'])",
+        &out.stderr,
+    );
+    let runs = "redlock_run_runs_total";
+    let moved: Vec<&String> = after
+        .samples
+        .iter()
+        .filter(|((name, labels), v)| {
+            name == runs && **v != before.get(runs, labels).unwrap_or(0.0)
+        })
+        .map(|((_, labels), _)| labels)
+        .collect();
+    assert!(
+        moved.len() == 1
+            && after.get(runs, moved[0]) == Some(before.get(runs, moved[0]).unwrap_or(0.0) + 1.0),
+        "one counter moved, by one: {moved:?}\n{after:?}"
+    );
+    let metric = moved[0]
+        .split(',')
+        .find_map(|l| l.strip_prefix("outcome="))
+        .expect("outcome label")
+        .to_string();
+    [
+        report.trim().to_string(),
+        log.trim().to_string(),
+        metric,
+        record.map_or("(no record)".into(), |r| r.outcome.clone()),
+    ]
+}
+
+/// A success, a failure and a busy run, each with `--report`,
+/// `--metrics-file` and `--log-format json`: the same word in all of them
+/// and, for the runs that took the lock, in `history --json`.
+#[test]
+fn one_run_has_one_outcome_word_everywhere() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let urls = cluster.urls();
+    let (report, metrics) = (dir.join("r.json"), dir.join("cron.prom"));
+    let run = |command: &str| {
+        let _ = fs::remove_file(&report);
+        let before = if metrics.exists() {
+            read_metrics(&metrics)
+        } else {
+            Metrics::default()
+        };
+        let out = base(&urls, "words", &dir)
+            .args(["--log-format", "json", "--report"])
+            .arg(&report)
+            .arg("--metrics-file")
+            .arg(&metrics)
+            .args(["-c", command])
+            .run();
+        (out, before, read_metrics(&metrics))
+    };
+    for (command, code, word) in [
+        ("echo $REDLOCK_TOKEN > token", 0, "ok"),
+        ("echo $REDLOCK_TOKEN > token; exit 3", 3, "failed"),
+    ] {
+        let (out, before, after) = run(command);
+        out.assert_code(code);
+        let token = fs::read_to_string(dir.join("token")).expect("token");
+        let runs = history_runs(&urls, "words");
+        let record = runs.iter().find(|r| r.id == token.trim());
+        assert!(record.is_some(), "no history record of {token}: {runs:?}");
+        let words = words_of(&out, &report, &before, &after, record);
+        assert_eq!(words, [word; 4], "report, log, metrics, history\n{out}");
+    }
+    let holder = base(&urls, "words", &dir)
+        .args(["-q", "-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "held", &holder);
+    let recorded = history_runs(&urls, "words").len();
+    let (out, before, after) = run("touch busy");
+    out.assert_code(BUSY);
+    let words = words_of(&out, &report, &before, &after, None);
+    assert_eq!(
+        words,
+        ["busy", "busy", "busy", "(no record)"],
+        "report, log, metrics, history\n{out}"
+    );
+    assert_eq!(
+        history_runs(&urls, "words").len(),
+        recorded,
+        "a busy run is no run"
+    );
+    touch(&dir, "go");
+    holder.wait().assert_code(0);
+    assert!(!dir.has("busy"));
+}
+
+// ---------------------------------------------------------------------------
+// Output paths checked before the run
+// ---------------------------------------------------------------------------
+
+/// Makes a FIFO at `path`.
+fn mkfifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("cstr");
+    // SAFETY: mkfifo on a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// A directory, a FIFO, a missing directory, and a directory this user may
+/// not write (as an unprivileged user), for `--report` and for
+/// `--metrics-file`: each a usage error, one line naming the flag, the path
+/// and what is wrong, before the lock is taken (no key on the node) and
+/// before the command runs. Root, who may write anywhere, is not refused.
+#[test]
+fn unwritable_output_paths_are_usage_errors_before_anything_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let node = RedisNode::start();
+    let dir = tempdir();
+    // The unprivileged user runs the command in here, and may write its marker.
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).expect("chmod");
+    let sub = dir.join("a-directory");
+    fs::create_dir(&sub).expect("dir");
+    let fifo = dir.join("a-fifo");
+    mkfifo(&fifo);
+    let locked = dir.join("locked");
+    fs::create_dir(&locked).expect("dir");
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    // Root bypasses the mode bits, so as root the refusal is checked as
+    // nobody, and the directory may stay 0755; as anyone else, 0555.
+    fs::set_permissions(
+        &locked,
+        fs::Permissions::from_mode(if root { 0o755 } else { 0o555 }),
+    )
+    .expect("chmod");
+    let unprivileged = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let missing = dir.join("no/such/dir");
+    for flag in ["--report", "--metrics-file"] {
+        for (path, why, as_nobody) in [
+            (sub.clone(), "it is a directory".to_string(), false),
+            (
+                fifo.clone(),
+                "it is a FIFO, not a regular file".to_string(),
+                false,
+            ),
+            (
+                missing.join("out"),
+                format!("its directory {} does not exist", missing.display()),
+                false,
+            ),
+            (
+                locked.join("out"),
+                format!("this user may not create files in {}", locked.display()),
+                root,
+            ),
+        ] {
+            let mut test = base(&node.url(), "paths", &dir);
+            if as_nobody {
+                test = test.wrapped_in(unprivileged);
+            }
+            let out = test.arg(flag).arg(&path).args(["-c", "touch ran"]).run();
+            out.assert_code(64).assert_one_error_line();
+            let want = format!("redlock-run: cannot write {flag} {}: {why}", path.display());
+            assert_eq!(out.stderr.trim_end(), want, "{out}");
+            assert!(!dir.has("ran"), "the command ran\n{out}");
+            assert!(node.all_keys().is_empty(), "{:?}\n{out}", node.all_keys());
+        }
+    }
+    // What stays fine: a new file, an existing one, and, for --report, a
+    // symlink (replaced, never followed).
+    fs::write(dir.join("existing.json"), "").expect("file");
+    std::os::unix::fs::symlink(dir.join("existing.json"), dir.join("link.json")).expect("symlink");
+    for (flag, name) in [
+        ("--report", "new.json"),
+        ("--report", "existing.json"),
+        ("--report", "link.json"),
+        ("--metrics-file", "new.prom"),
+    ] {
+        base(&node.url(), "paths", &dir)
+            .arg(flag)
+            .arg(dir.join(name))
+            .args(["-c", "true"])
+            .expect_code(0);
+        assert!(
+            fs::symlink_metadata(dir.join(name))
+                .expect("written")
+                .is_file()
+        );
+    }
+    if root {
+        // Another user's file in a sticky directory (/tmp): nobody may not
+        // replace it, though the directory is writable.
+        let sticky = dir.join("sticky");
+        fs::create_dir(&sticky).expect("dir");
+        fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).expect("chmod");
+        let theirs = sticky.join("job.json");
+        fs::write(&theirs, "").expect("file");
+        let keys_before = node.all_keys();
+        let history_before = history(&node.url(), "paths", &["--json"]).stdout;
+        let out = base(&node.url(), "paths", &dir)
+            .wrapped_in(unprivileged)
+            .arg("--report")
+            .arg(&theirs)
+            .args(["-c", "touch ran"])
+            .run();
+        out.assert_code(64).assert_one_error_line();
+        assert!(
+            out.stderr.contains(&format!(
+                "cannot write --report {}: it belongs to uid 0 in the sticky directory",
+                theirs.display()
+            )),
+            "{out}"
+        );
+        assert!(!dir.has("ran"), "{out}");
+        assert_eq!(node.all_keys(), keys_before, "{out}");
+        assert_eq!(
+            history(&node.url(), "paths", &["--json"]).stdout,
+            history_before
+        );
+        // Its own file there is fine.
+        let mine = sticky.join("mine.json");
+        base(&node.url(), "paths", &dir)
+            .wrapped_in(unprivileged)
+            .arg("--report")
+            .arg(&mine)
+            .args(["-c", "true"])
+            .expect_code(0);
+        assert!(mine.exists());
+        // Root may write where the mode bits say nobody may: not refused.
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o555)).expect("chmod");
+        base(&node.url(), "paths", &dir)
+            .arg("--report")
+            .arg(locked.join("root.json"))
+            .args(["-c", "true"])
+            .expect_code(0);
+        assert!(locked.join("root.json").exists());
+    }
 }
