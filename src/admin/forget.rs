@@ -6,72 +6,145 @@
 //! history.
 //!
 //! Each node is searched by SCAN, the cursor carried from here (see
-//! `helper_keys`); then one script, given every key found, decides and
-//! deletes in one step: nothing while the lock is in use (held, a slot
-//! held, waiters queued) unless `--force`. All of a lock's keys are in one
-//! Cluster slot, so that script runs on one master.
+//! `helper_keys`), and a script given every key found says whether the lock
+//! is in use there (held, a slot held, waiters queued). In use on any node,
+//! it is left alone on all of them. Otherwise (or with `--force`) the same
+//! script, given the same keys, decides again and deletes in one step, so a
+//! run that took the lock in between is still seen where it did. All of a
+//! lock's keys are in one Cluster slot, so the script runs on one master.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::{helper_keys, holder_line, on_all_within, scan_limit, token_prefix};
+use super::{helper_keys, holder_line, on_all_indexed, on_all_within, scan_limit, token_prefix};
 use crate::cli::{ForgetArgs, Resolved};
 use crate::exit::{self, Exit};
 use crate::lock::keys::Keys;
-use crate::lock::node::{Forgotten, InUse, Node};
+use crate::lock::node::{Forget, Forgotten, InUse, Node};
 use crate::lock::redlock;
 
 pub fn run(args: &ForgetArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     let keys = Arc::new(lock.keys.clone());
-    let force = args.force;
-    let results = on_all_within(nodes, scan_limit(nodes), move |n| {
-        let (list, pairs) = arrange(&keys, helper_keys(n, &keys)?);
-        n.forget(&list, pairs, force, &keys.released())
+    let limit = scan_limit(nodes);
+    // First a look on every node, deleting nothing: a lock in use on one
+    // node is left alone on all of them (where it is not held, a node
+    // missed the holder's acquire), so "left alone" means nothing went.
+    let mut found: Vec<Option<(Vec<Vec<u8>>, usize)>> = vec![None; nodes.len()];
+    if !args.force {
+        let k = Arc::clone(&keys);
+        let looked = on_all_within(nodes, limit, move |n| {
+            let (list, pairs) = arrange(&k, helper_keys(n, &k)?);
+            let f = n.forget(&list, pairs, Forget::Check, &k.released())?;
+            Ok((f, list, pairs))
+        });
+        let seen: Vec<&Forgotten> = looked.iter().flatten().flatten().map(|r| &r.0).collect();
+        if let Some(line) = in_use(&lock.name, &seen) {
+            let lines = looked.iter().map(|r| match r {
+                None => None,
+                Some(Err(e)) => Some(Err(e.clone())),
+                Some(Ok((f, ..))) if f.refused => Some(Ok(left_alone(f))),
+                Some(Ok(_)) => Some(Ok("left alone: in use on another node".to_string())),
+            });
+            report(nodes, lines);
+            eprintln!("redlock-run: {line}: left alone (--force removes it anyway)");
+            return unless_unavailable(nodes, &looked, Exit::Command(exit::FORGET_IN_USE));
+        }
+        for (slot, r) in found.iter_mut().zip(looked) {
+            *slot = r.and_then(Result::ok).map(|(_, list, pairs)| (list, pairs));
+        }
+    }
+    let how = if args.force {
+        Forget::Force
+    } else {
+        Forget::Delete
+    };
+    let found = Arc::new(found);
+    let results = on_all_indexed(nodes, limit, move |i, n| {
+        let (list, pairs) = match &found[i] {
+            Some((list, pairs)) => (list.clone(), *pairs),
+            None => arrange(&keys, helper_keys(n, &keys)?),
+        };
+        n.forget(&list, pairs, how, &keys.released())
     });
     let done: Vec<&Forgotten> = results.iter().flatten().flatten().collect();
-    let in_use = in_use(&lock.name, &done);
-    if force && let Some(line) = &in_use {
+    let was = in_use(&lock.name, &done);
+    if args.force
+        && let Some(line) = &was
+    {
         println!("was in use: {line}");
     }
-    let (mut answered, mut removed, mut refused) = (0, 0, false);
-    for (node, r) in nodes.iter().zip(&results) {
-        let text = match r {
-            None => "no answer in time".to_string(),
-            Some(Err(e)) => format!("failed: {e}"),
-            Some(Ok(f)) => {
-                answered += 1;
-                removed += f.removed;
-                refused |= f.refused;
-                match (f.refused, f.in_use, f.removed) {
-                    (true, Some(InUse::Queued), _) => "waiters queued: left alone".into(),
-                    (true, _, _) => "held: left alone".into(),
-                    (false, _, 0) => "nothing to remove".into(),
-                    (false, _, 1) => "removed 1 key".into(),
-                    (false, _, n) => format!("removed {n} keys"),
-                }
-            }
-        };
-        println!("  {}: {text}", node.name());
+    let removed: i64 = done.iter().map(|f| f.removed).sum();
+    let refused = done.iter().any(|f| f.refused);
+    report(
+        nodes,
+        results.iter().map(|r| {
+            r.as_ref().map(|r| {
+                r.as_ref()
+                    .map_err(Clone::clone)
+                    .map(|f| match (f.refused, f.removed) {
+                        (true, _) => left_alone(f),
+                        (false, 0) => "nothing to remove".into(),
+                        (false, 1) => "removed 1 key".into(),
+                        (false, n) => format!("removed {n} keys"),
+                    })
+            })
+        }),
+    );
+    // Taken in use between the look and the delete.
+    if refused && let Some(line) = &was {
+        eprintln!("redlock-run: {line}: left alone there (--force removes it anyway)");
     }
-    if refused && let Some(line) = &in_use {
-        eprintln!("redlock-run: {line}: left alone (--force removes it anyway)");
-    }
-    if answered < redlock::quorum(nodes.len()) {
-        eprintln!(
-            "redlock-run: fewer than a quorum of nodes answered; keys of the lock may remain"
-        );
-        Exit::Unavailable
-    } else if refused {
+    let verdict = if refused {
         Exit::Command(exit::FORGET_IN_USE)
     } else if removed > 0 {
         Exit::Command(0)
     } else {
+        Exit::Command(exit::FORGET_NOTHING)
+    };
+    let code = unless_unavailable(nodes, &results, verdict);
+    if code == Exit::Command(exit::FORGET_NOTHING) {
         eprintln!(
             "redlock-run: nothing to remove: no key of lock '{}' on any node",
             lock.name
         );
-        Exit::Command(exit::FORGET_NOTHING)
     }
+    code
+}
+
+/// What a node where the lock is in use says.
+fn left_alone(f: &Forgotten) -> String {
+    match f.in_use {
+        Some(InUse::Queued) => "waiters queued: left alone".into(),
+        _ => "held: left alone".into(),
+    }
+}
+
+/// "  redis://lock1:6379: removed 3 keys", a line per node.
+fn report(nodes: &[Arc<Node>], lines: impl Iterator<Item = Option<Result<String, String>>>) {
+    for (node, line) in nodes.iter().zip(lines) {
+        let text = match line {
+            None => "no answer in time".to_string(),
+            Some(Err(e)) => format!("failed: {e}"),
+            Some(Ok(t)) => t,
+        };
+        println!("  {}: {text}", node.name());
+    }
+}
+
+/// `verdict`, unless fewer than a quorum of the nodes answered.
+fn unless_unavailable<T>(
+    nodes: &[Arc<Node>],
+    answers: &[Option<Result<T, String>>],
+    verdict: Exit,
+) -> Exit {
+    let answered = answers.iter().flatten().flatten().count();
+    if answered < redlock::quorum(nodes.len()) {
+        eprintln!(
+            "redlock-run: fewer than a quorum of nodes answered; keys of the lock may remain"
+        );
+        return Exit::Unavailable;
+    }
+    verdict
 }
 
 /// The keys in the order `Session::forget` takes them: the lock, its holder

@@ -97,8 +97,21 @@ where
     T: Send + 'static,
     F: Fn(&mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
 {
+    on_all_indexed(nodes, limit, move |_, n| op(n))
+}
+
+/// `on_all_within`, `op` given each node's index.
+fn on_all_indexed<T, F>(
+    nodes: &[Arc<Node>],
+    limit: Duration,
+    op: F,
+) -> Vec<Option<Result<T, String>>>
+where
+    T: Send + 'static,
+    F: Fn(usize, &mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
+{
     let all: Vec<usize> = (0..nodes.len()).collect();
-    by_node(nodes.len(), quorum::on_each(nodes, &all, op, limit))
+    by_node(nodes.len(), quorum::on_each_indexed(nodes, &all, op, limit))
 }
 
 /// Every key of the lock on the node behind `n` but its main key: its

@@ -11,8 +11,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::{
-    Cluster, RedisCluster, RedisNode, START, TempDir, Test, WAIT_FOR_GO, await_marker, base,
-    free_port, keys, lock_key, python, tempdir, touch, wait_until,
+    Cluster, RedisCluster, RedisNode, START, SentinelGroup, TempDir, Test, WAIT_FOR_GO,
+    await_marker, base, free_port, keys, lock_key, python, tempdir, touch, wait_until,
 };
 
 const IN_USE: i32 = 1;
@@ -252,20 +252,41 @@ fn keys_are_printable_listed_once_and_shown_by_status() {
             assert!(node.exists(&key), "{} missing", text(&key));
         }
     }
-    // The shell pipeline the README gives removes every helper key and
-    // leaves the lock.
+    // The shell pipeline the README gives removes every helper key of a
+    // lock whose name has spaces and quotes, and leaves its key and every
+    // other lock's.
     let node = &cluster[0];
+    let name = "nightly \"db\" dump";
+    let k = keys(name);
+    base(&node.url(), name, &dir)
+        .args(["--fence", "--hold", "30s", "-c", "true"])
+        .expect_code(0);
+    let others: Vec<Vec<u8>> = node
+        .all_keys()
+        .into_iter()
+        .filter(|key| !belongs(key, name))
+        .collect();
+    assert_eq!(others.len(), 5);
     if Command::new("redis-cli").arg("--version").output().is_ok() {
-        let pipeline = format!(
-            "redis-cli -p {0} --scan --pattern '{{lock:{name}}}:*' | xargs -d '\\n' redis-cli -p {0} del",
-            node.port()
-        );
+        let readme = include_str!("../../README.md");
+        let line = readme
+            .lines()
+            .find(|l| l.contains("redis-cli del"))
+            .expect("the README's delete pipeline");
+        let pipeline = line
+            .split(" # ")
+            .next()
+            .unwrap_or_default()
+            .replace("redis-cli", &format!("redis-cli -p {}", node.port()))
+            .replace("lock:report", &format!("lock:{name}"));
         let out = Command::new("sh")
             .args(["-c", &pipeline])
             .output()
             .expect("sh");
-        assert!(out.status.success(), "{out:?}");
-        assert_eq!(node.all_keys(), vec![k.lock().to_vec()], "{out:?}");
+        assert!(out.status.success(), "{pipeline}: {out:?}");
+        let mut want = [others, vec![k.lock().to_vec()]].concat();
+        want.sort();
+        assert_eq!(node.all_keys(), want, "{pipeline}: {out:?}");
     } else {
         eprintln!("redis-cli is not installed: the README's pipeline is not tried");
     }
@@ -444,6 +465,33 @@ fn forget_leaves_a_lock_in_use_alone_unless_forced() {
     assert!(!dir.has("done"));
 }
 
+/// A copy of the lock on one node (a holder whose release missed it, or a
+/// holder of another client) keeps every node's keys: exit 1 means nothing
+/// went anywhere.
+#[test]
+fn a_lock_in_use_on_one_node_is_left_alone_on_all() {
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let dir = tempdir();
+    let name = "stale";
+    base(&urls, name, &dir)
+        .args(["--fence", "--once-per", "1h", "-c", "true"])
+        .expect_code(0);
+    cluster[2].set(lock_key(name), "another-clients-token", 60_000);
+    let before = keys_of(&cluster, name);
+    let out = admin("forget", &urls, name, &[]);
+    out.assert_code(IN_USE).assert_one_error_line();
+    assert_eq!(
+        out.stdout
+            .matches(": left alone: in use on another node\n")
+            .count(),
+        2,
+        "{out}"
+    );
+    assert!(out.stderr.contains("token another-…"), "{out}");
+    assert_eq!(keys_of(&cluster, name), before, "{out}");
+}
+
 #[test]
 fn forget_counts_live_waiters_and_held_slots_as_in_use() {
     let cluster = Cluster::new(3);
@@ -540,6 +588,30 @@ fn forget_and_status_keys_on_a_redis_cluster() {
     assert!(left.iter().all(|key| !belongs(key, name)), "{left:?}");
     assert!(left.iter().filter(|key| belongs(key, "other")).count() >= 3);
     admin("forget", &url, name, &[]).assert_code(NOTHING);
+}
+
+/// Through a Sentinel group: the keys on its primary, listed and removed.
+#[test]
+fn forget_and_status_keys_through_a_sentinel_group() {
+    let group = SentinelGroup::builder().replicas(1).start();
+    let url = group.url();
+    let dir = tempdir();
+    base(&url, "job", &dir)
+        .args(["--fence", "--once-per", "1h", "-c", "true"])
+        .expect_code(0);
+    let k = keys("job");
+    let primary = group.data_node(group.primary_index());
+    let mut want = vec![k.fence(), k.history(), k.once(now_window(3600))];
+    want.sort();
+    assert_eq!(primary.all_keys(), want);
+    assert_eq!(
+        status_keys_json(&url, "job"),
+        vec![want.iter().map(|key| text(key)).collect::<Vec<_>>()]
+    );
+    let out = admin("forget", &url, "job", &[]);
+    out.assert_code(0);
+    assert!(out.stdout.contains(": removed 3 keys\n"), "{out}");
+    assert!(primary.all_keys().is_empty());
 }
 
 #[test]

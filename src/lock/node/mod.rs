@@ -184,6 +184,17 @@ pub enum InUse {
     Queued,
 }
 
+/// What `forget` asks of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forget {
+    /// Only whether the lock is in use: nothing deleted.
+    Check,
+    /// Delete the lock's keys unless it is in use.
+    Delete,
+    /// Delete them all, the lock's own key too, in use or not.
+    Force,
+}
+
 /// What `forget` found and did on one node.
 #[derive(Clone, Debug, Default)]
 pub struct Forgotten {

@@ -464,9 +464,10 @@ return out";
 /// the lock is in use, deciding and deleting in one step. KEYS[1] the lock,
 /// [2] its holder record, [3] the slot holders, [4] the queue, [5] its
 /// waiters; then ARGV[2] pairs of a slot key and its holder record; then
-/// every other key found. ARGV[1] '1' (--force) deletes the lock too, in use
-/// or not, and wakes the queue's live waiters on ARGV[3] (they were queued
-/// for a lock that is gone).
+/// every other key found. ARGV[1]: 'check' only says whether the lock is in
+/// use, deleting nothing; 'delete' deletes unless it is; 'force' deletes the
+/// lock too, in use or not, and wakes the queue's live waiters on ARGV[3]
+/// (they were queued for a lock that is gone).
 ///
 /// In use: the lock is held (KEYS[1] exists), a slot is held (a slot key
 /// exists, or the slot holders have a live entry), or waiters whose places
@@ -479,7 +480,7 @@ pub(super) const FORGET_LOCK: &str = concat!(
     queue_lua!(),
     slots_lua!(),
     "\
-local force, pairs = ARGV[1] == '1', tonumber(ARGV[2])
+local force, pairs = ARGV[1] == 'force', tonumber(ARGV[2])
 local function text(k)
   local v = redis.pcall('GET', k)
   if type(v) == 'string' then
@@ -525,6 +526,9 @@ pcall(function()
 end)
 if not force and (why or waiting > 0) then
   return {0, why or 'queued', token, rec, waiting, 0}
+end
+if ARGV[1] == 'check' then
+  return {1, why, token, rec, waiting, 0}
 end
 if waiting > 0 then
   pcall(wake_front, KEYS[4], KEYS[5], ARGV[3], waiting)

@@ -12,8 +12,8 @@ use super::error::{self, Failure, NodeError, interrupted, server_error, unexpect
 use super::scripts::*;
 use super::wire::Line;
 use super::{
-    Books, Extension, Forgotten, Granted, InUse, Inspection, KeyInfo, Options, Queue, Refusal,
-    Released, millis,
+    Books, Extension, Forget, Forgotten, Granted, InUse, Inspection, KeyInfo, Options, Queue,
+    Refusal, Released, millis,
 };
 use crate::lock::history::{Ended, Ending, Finish, HISTORY_CAP, HISTORY_TTL};
 use crate::lock::redlock::Answer;
@@ -468,19 +468,25 @@ impl Session {
         Ok(out)
     }
 
-    /// Deletes `keys` unless the lock is in use (see FORGET_LOCK, whose
-    /// order of `keys` this takes: the five fixed keys, `pairs` pairs of a
-    /// slot key and its record, the rest); with `force` whatever it finds.
+    /// Deletes `keys` unless the lock is in use, or only looks, or deletes
+    /// them whatever it finds, as `how` says (see FORGET_LOCK, whose order of
+    /// `keys` this takes: the five fixed keys, `pairs` pairs of a slot key and
+    /// its record, the rest).
     pub fn forget(
         &mut self,
         keys: &[Vec<u8>],
         pairs: usize,
-        force: bool,
+        how: Forget,
         released: &[u8],
     ) -> Result<Forgotten, NodeError> {
+        let how = match how {
+            Forget::Check => "check",
+            Forget::Delete => "delete",
+            Forget::Force => "force",
+        };
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(FORGET_LOCK).arg(keys.len()).arg(keys);
-        cmd.arg(u8::from(force)).arg(pairs).arg(released);
+        cmd.arg(how).arg(pairs).arg(released);
         let reply = self.eval(&cmd)?;
         let bad = |s: &Session| s.unexpected("forget script", &format!("{reply:?}"));
         let Value::Array(parts) = &reply else {
