@@ -614,6 +614,35 @@ fn forget_and_status_keys_through_a_sentinel_group() {
     assert!(primary.all_keys().is_empty());
 }
 
+/// The README's least-privilege ACL line, with the `+scan +type` it says
+/// `forget` and `status --keys` need, is enough for them.
+#[test]
+fn the_readmes_acl_user_can_list_and_forget() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let readme = include_str!("../../README.md");
+    let line = readme
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ACL SETUSER "))
+        .expect("the README's ACL line");
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER");
+    for word in line.split_whitespace() {
+        cmd.arg(word.replace("PASSWORD", "locker-pw"));
+    }
+    cmd.arg("+scan").arg("+type");
+    let reply: String = node.cmd(&cmd);
+    assert_eq!(reply, "OK");
+    let url = format!("redis://locker:locker-pw@127.0.0.1:{}", node.port());
+    base(&url, "acl", &dir)
+        .args(["--fence", "--once-per", "1h", "-c", "true"])
+        .expect_code(0);
+    let listed = status_keys_json(&url, "acl");
+    assert_eq!(listed[0].len(), 3, "{listed:?}");
+    admin("forget", &url, "acl", &[]).assert_code(0);
+    assert!(node.all_keys().is_empty());
+}
+
 #[test]
 fn forget_without_a_quorum_is_unavailable() {
     let node = RedisNode::start();
