@@ -21,12 +21,12 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
 
     $completions = @(switch ($command) {
         'redlock-run' {
-            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
-            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix put before the lock name to form the Redis key')
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]')
             [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]')
-            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]')
+            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)')
             [CompletionResult]::new('--sentinel-password-file', '--sentinel-password-file', [CompletionResultType]::ParameterName, 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password')
             [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'Trust this CA (PEM) for rediss:// nodes instead of the system roots')
@@ -70,16 +70,17 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)')
             [CompletionResult]::new('unlock', 'unlock', [CompletionResultType]::ParameterValue, 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown')
             [CompletionResult]::new('history', 'history', [CompletionResultType]::ParameterValue, 'Show the lock''s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered')
+            [CompletionResult]::new('forget', 'forget', [CompletionResultType]::ParameterValue, 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'redlock-run;status' {
-            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
-            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix put before the lock name to form the Redis key')
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]')
             [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]')
-            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]')
+            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)')
             [CompletionResult]::new('--sentinel-password-file', '--sentinel-password-file', [CompletionResultType]::ParameterName, 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password')
             [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'Trust this CA (PEM) for rediss:// nodes instead of the system roots')
@@ -88,17 +89,18 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Show the N slots of a lock taken with --limit N (found by itself when a holder recorded N); exit 0 while a slot is free')
             [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'Do not check rediss:// certificates or host names (warns on every run)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object instead of text')
+            [CompletionResult]::new('--keys', '--keys', [CompletionResultType]::ParameterName, 'Also list, node by node, every key of the lock that exists there (name, type, time left), found as forget finds them')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'redlock-run;unlock' {
-            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
-            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix put before the lock name to form the Redis key')
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]')
             [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]')
-            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]')
+            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)')
             [CompletionResult]::new('--sentinel-password-file', '--sentinel-password-file', [CompletionResultType]::ParameterName, 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password')
             [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'Trust this CA (PEM) for rediss:// nodes instead of the system roots')
@@ -112,12 +114,12 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             break
         }
         'redlock-run;history' {
-            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
-            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>')
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix put before the lock name to form the Redis key')
             [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]')
             [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]')
-            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]')
+            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)')
             [CompletionResult]::new('--sentinel-password-file', '--sentinel-password-file', [CompletionResultType]::ParameterName, 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password')
             [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'Trust this CA (PEM) for rediss:// nodes instead of the system roots')
@@ -131,10 +133,29 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'redlock-run;forget' {
+            [CompletionResult]::new('-k', '-k', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix put before the lock name to form the Redis key')
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]')
+            [CompletionResult]::new('--redis', '--redis', [CompletionResultType]::ParameterName, 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]')
+            [CompletionResult]::new('--node-timeout', '--node-timeout', [CompletionResultType]::ParameterName, 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)')
+            [CompletionResult]::new('--sentinel-password-file', '--sentinel-password-file', [CompletionResultType]::ParameterName, 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password')
+            [CompletionResult]::new('--tls-ca', '--tls-ca', [CompletionResultType]::ParameterName, 'Trust this CA (PEM) for rediss:// nodes instead of the system roots')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'Private key (PEM) of --tls-cert')
+            [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'Do not check rediss:// certificates or host names (warns on every run)')
+            [CompletionResult]::new('--force', '--force', [CompletionResultType]::ParameterName, 'Remove the keys even while the lock is held or waiters are queued, the lock''s own key too, after printing who held it (a holder still running stops its command at its next heartbeat)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'redlock-run;help' {
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)')
             [CompletionResult]::new('unlock', 'unlock', [CompletionResultType]::ParameterValue, 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown')
             [CompletionResult]::new('history', 'history', [CompletionResultType]::ParameterValue, 'Show the lock''s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered')
+            [CompletionResult]::new('forget', 'forget', [CompletionResultType]::ParameterValue, 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -145,6 +166,9 @@ Register-ArgumentCompleter -Native -CommandName 'redlock-run' -ScriptBlock {
             break
         }
         'redlock-run;help;history' {
+            break
+        }
+        'redlock-run;help;forget' {
             break
         }
         'redlock-run;help;help' {

@@ -24,11 +24,11 @@ _redlock_run_spec()
         opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure -t --ttl --kill-after -w --wait --wait-unfair --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --fence --replicas --limit -E --busy-exit-code -c --command -q --quiet -v --verbose --log-format --record-command --report --metrics-file -h --help -V --version'
         takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --ttl --kill-after --wait --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --replicas --limit --busy-exit-code --command --log-format --record-command --report --metrics-file '
         letters='krtwEc'
-        subs='status unlock history help'
+        subs='status unlock history forget help'
         first=1 positionals=1 repeats=1 cmdpos=1
         ;;
     'redlock-run status')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --json --limit -h --help'
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --json --limit --keys -h --help'
         takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --limit '
         letters='kr'
         ;;
@@ -42,8 +42,13 @@ _redlock_run_spec()
         takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --count '
         letters='krn'
         ;;
+    'redlock-run forget')
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --force -h --help'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key '
+        letters='kr'
+        ;;
     'redlock-run help')
-        subs='status unlock history help'
+        subs='status unlock history forget help'
         ;;
     esac
 }
@@ -62,7 +67,9 @@ _redlock_run_value()
     'redlock-run unlock:-r' | \
     'redlock-run unlock:--redis' | \
     'redlock-run history:-r' | \
-    'redlock-run history:--redis')
+    'redlock-run history:--redis' | \
+    'redlock-run forget:-r' | \
+    'redlock-run forget:--redis')
         lead=${val%"${val##*,}"} val=${val##*,}
         ;;
     esac
@@ -100,7 +107,11 @@ _redlock_run_value()
     'redlock-run history:--prefix' | \
     'redlock-run history:--node-timeout' | \
     'redlock-run history:-n' | \
-    'redlock-run history:--count')
+    'redlock-run history:--count' | \
+    'redlock-run forget:-k' | \
+    'redlock-run forget:--key' | \
+    'redlock-run forget:--prefix' | \
+    'redlock-run forget:--node-timeout')
         # free text (a duration, a name, a number): nothing to offer
         ;;
     'redlock-run:-r' | \
@@ -110,7 +121,9 @@ _redlock_run_value()
     'redlock-run unlock:-r' | \
     'redlock-run unlock:--redis' | \
     'redlock-run history:-r' | \
-    'redlock-run history:--redis')
+    'redlock-run history:--redis' | \
+    'redlock-run forget:-r' | \
+    'redlock-run forget:--redis')
         _redlock_run_urls
         ;;
     'redlock-run:--password-file' | \
@@ -134,7 +147,12 @@ _redlock_run_value()
     'redlock-run history:--sentinel-password-file' | \
     'redlock-run history:--tls-ca' | \
     'redlock-run history:--tls-cert' | \
-    'redlock-run history:--tls-key')
+    'redlock-run history:--tls-key' | \
+    'redlock-run forget:--password-file' | \
+    'redlock-run forget:--sentinel-password-file' | \
+    'redlock-run forget:--tls-ca' | \
+    'redlock-run forget:--tls-cert' | \
+    'redlock-run forget:--tls-key')
         _redlock_run_files -f
         ;;
     'redlock-run:-w' | \

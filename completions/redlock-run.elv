@@ -18,12 +18,12 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
     }
     var completions = [
         &'redlock-run'= {
-            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>'
-            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>'
+            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
+            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
             cand --prefix 'Prefix put before the lock name to form the Redis key'
             cand -r 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
             cand --redis 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
-            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]'
             cand --password-file 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)'
             cand --sentinel-password-file 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password'
             cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
@@ -67,15 +67,16 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand status 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
             cand unlock 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
             cand history 'Show the lock''s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
+            cand forget 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock-run;status'= {
-            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>'
-            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>'
+            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
+            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
             cand --prefix 'Prefix put before the lock name to form the Redis key'
             cand -r 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
             cand --redis 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
-            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]'
             cand --password-file 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)'
             cand --sentinel-password-file 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password'
             cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
@@ -84,16 +85,17 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --limit 'Show the N slots of a lock taken with --limit N (found by itself when a holder recorded N); exit 0 while a slot is free'
             cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
             cand --json 'Print one JSON object instead of text'
+            cand --keys 'Also list, node by node, every key of the lock that exists there (name, type, time left), found as forget finds them'
             cand -h 'Print help'
             cand --help 'Print help'
         }
         &'redlock-run;unlock'= {
-            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>'
-            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>'
+            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
+            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
             cand --prefix 'Prefix put before the lock name to form the Redis key'
             cand -r 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
             cand --redis 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
-            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]'
             cand --password-file 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)'
             cand --sentinel-password-file 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password'
             cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
@@ -106,12 +108,12 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --help 'Print help'
         }
         &'redlock-run;history'= {
-            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>'
-            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>'
+            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
+            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
             cand --prefix 'Prefix put before the lock name to form the Redis key'
             cand -r 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
             cand --redis 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
-            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]'
             cand --password-file 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)'
             cand --sentinel-password-file 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password'
             cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
@@ -124,10 +126,28 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'redlock-run;forget'= {
+            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
+            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
+            cand --prefix 'Prefix put before the lock name to form the Redis key'
+            cand -r 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
+            cand --redis 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]'
+            cand --password-file 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)'
+            cand --sentinel-password-file 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password'
+            cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
+            cand --tls-cert 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key'
+            cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
+            cand --force 'Remove the keys even while the lock is held or waiters are queued, the lock''s own key too, after printing who held it (a holder still running stops its command at its next heartbeat)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'redlock-run;help'= {
             cand status 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
             cand unlock 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
             cand history 'Show the lock''s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
+            cand forget 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock-run;help;status'= {
@@ -135,6 +155,8 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
         &'redlock-run;help;unlock'= {
         }
         &'redlock-run;help;history'= {
+        }
+        &'redlock-run;help;forget'= {
         }
         &'redlock-run;help;help'= {
         }

@@ -26,10 +26,10 @@ function __fish_redlock_run_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without \'{\' or \'}\' (they name the lock\'s helper keys, {<PREFIX><NAME>}:fence and the like)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -d 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group\'s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l sentinel-password-file -d 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
@@ -68,11 +68,12 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s V -l version -d
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "unlock" -d 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "history" -d 'Show the lock\'s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "forget" -d 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without \'{\' or \'}\' (they name the lock\'s helper keys, {<PREFIX><NAME>}:fence and the like)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -d 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group\'s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l sentinel-password-file -d 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
@@ -81,11 +82,12 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-k
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l limit -d 'Show the N slots of a lock taken with --limit N (found by itself when a holder recorded N); exit 0 while a slot is free' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json -d 'Print one JSON object instead of text'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l keys -d 'Also list, node by node, every key of the lock that exists there (name, type, time left), found as forget finds them'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without \'{\' or \'}\' (they name the lock\'s helper keys, {<PREFIX><NAME>}:fence and the like)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s r -l redis -d 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group\'s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l sentinel-password-file -d 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
@@ -95,10 +97,10 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l token
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l force -d 'Delete whatever holds the lock, after printing who held it'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s h -l help -d 'Print help'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without \'{\' or \'}\' (they name the lock\'s helper keys, {<PREFIX><NAME>}:fence and the like)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s r -l redis -d 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group\'s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l sentinel-password-file -d 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
@@ -108,14 +110,28 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s n -l
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l json -d 'Print one JSON array of runs instead of a table'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s h -l help -d 'Print help'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history help" -f -a "status" -d 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history help" -f -a "unlock" -d 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history help" -f -a "history" -d 'Show the lock\'s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without \'{\' or \'}\' (they name the lock\'s helper keys, {<PREFIX><NAME>}:fence and the like)' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -s r -l redis -d 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group\'s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l sentinel-password-file -d 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l force -d 'Remove the keys even while the lock is held or waiters are queued, the lock\'s own key too, after printing who held it (a holder still running stops its command at its next heartbeat)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget help" -f -a "status" -d 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget help" -f -a "unlock" -d 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget help" -f -a "history" -d 'Show the lock\'s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget help" -f -a "forget" -d 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
 
 # The command to run: after `--`, or the first word that is neither an option
 # nor (as the first word) a subcommand. Prints the command's words typed so
@@ -126,7 +142,7 @@ function __fish_redlock_run_command_words
     argparse -s (__fish_redlock_run_global_optspecs) -- $tokens 2>/dev/null
     or return 1
     if set -q argv[1]
-        if test "$argv[1]" = "$tokens[1]"; and contains -- $argv[1] status unlock history help
+        if test "$argv[1]" = "$tokens[1]"; and contains -- $argv[1] status unlock history forget help
             return 1
         end
     else if not contains -- -- $tokens

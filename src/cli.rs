@@ -48,10 +48,11 @@ pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(1);
 /// The node used when neither --redis nor REDLOCK_REDIS names one.
 pub const DEFAULT_NODE: &str = "redis://127.0.0.1:6379";
 
-/// Which lock, on which nodes: shared by running a command, `status` and `unlock`.
+/// Which lock, on which nodes: shared by running a command and every subcommand.
 #[derive(Debug, Args)]
 pub struct Target {
-    /// Name of the lock; the Redis key is <PREFIX><NAME>
+    /// Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without '{' or '}'
+    /// (they name the lock's helper keys, {<PREFIX><NAME>}:fence and the like)
     #[arg(
         short,
         long,
@@ -86,7 +87,7 @@ pub struct Target {
     )]
     pub redis: Vec<String>,
 
-    /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock and history]
+    /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]
     #[arg(long, value_name = "DURATION", value_parser = parse_short)]
     pub node_timeout: Option<Duration>,
 
@@ -289,6 +290,23 @@ pub enum Admin {
     /// Show the lock's last runs, newest first, merged from every node: host, pid, start,
     /// duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered
     History(HistoryArgs),
+    /// Remove every key of a lock no longer used, on every node: fence counter, history,
+    /// once-per markers, queue, slots, holder records (the lock itself only with --force);
+    /// exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown
+    Forget(ForgetArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = exit::FORGET_TABLE)]
+pub struct ForgetArgs {
+    #[command(flatten)]
+    pub target: Target,
+
+    /// Remove the keys even while the lock is held or waiters are queued, the lock's own key
+    /// too, after printing who held it (a holder still running stops its command at its next
+    /// heartbeat)
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -321,6 +339,11 @@ pub struct StatusArgs {
     /// N); exit 0 while a slot is free
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub limit: Option<u32>,
+
+    /// Also list, node by node, every key of the lock that exists there (name, type, time
+    /// left), found as forget finds them
+    #[arg(long)]
+    pub keys: bool,
 }
 
 #[derive(Debug, Args)]
@@ -359,7 +382,7 @@ pub struct UnlockArgs {
     max_term_width = 100,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    subcommand_value_name = "status|unlock|history",
+    subcommand_value_name = "status|unlock|history|forget",
     subcommand_help_heading = "Looking at a lock"
 )]
 pub struct Cli {

@@ -30,6 +30,11 @@ pub const UNLOCK_OTHER_TOKEN: u8 = 1;
 /// `unlock`: nothing removed, there is no such lock.
 pub const UNLOCK_NO_LOCK: u8 = 3;
 
+/// `forget`: nothing removed where the lock is in use (held, or waiters queued).
+pub const FORGET_IN_USE: u8 = 1;
+/// `forget`: no key of the lock on any node.
+pub const FORGET_NOTHING: u8 = 3;
+
 pub const USAGE: u8 = 64;
 pub const UNAVAILABLE: u8 = 69;
 pub const BUSY_DEFAULT: u8 = 75;
@@ -76,6 +81,15 @@ Exit status:
   3      nothing removed: there is no such lock
   64     usage error
   69     fewer than a quorum of nodes answered; the lock may still be held";
+
+/// `forget`'s exit statuses.
+pub const FORGET_TABLE: &str = "\
+Exit status:
+  0      keys of the lock were removed (on every node that answered and had some)
+  1      the lock is in use (held, or waiters queued) and was left alone; --force removes it
+  3      nothing to remove: no key of the lock on any node
+  64     usage error
+  69     fewer than a quorum of nodes answered; keys of the lock may remain";
 
 /// `history`'s exit statuses.
 pub const HISTORY_TABLE: &str = "\

@@ -1,7 +1,9 @@
-//! `status`, `unlock` and `history`: the 3 a.m. questions, "who holds my
-//! lock?", "its holder is gone, can I clear it?" and "did it run, where, and
-//! did it work?". Output goes to stdout; it is the answer, not a log.
+//! `status`, `unlock`, `history` and `forget`: the 3 a.m. questions, "who
+//! holds my lock?", "its holder is gone, can I clear it?" and "did it run,
+//! where, and did it work?", and the clean-up of a lock that is retired.
+//! Output goes to stdout; it is the answer, not a log.
 
+mod forget;
 mod history;
 mod status;
 mod unlock;
@@ -11,7 +13,8 @@ use std::time::Duration;
 
 use crate::cli::{Admin, Resolved, Target};
 use crate::exit::Exit;
-use crate::lock::node::{Books, Inspection, Node};
+use crate::lock::keys::Keys;
+use crate::lock::node::{Books, Inspection, Node, NodeError, Session};
 use crate::lock::quorum::{self, Reply};
 use crate::lock::redlock;
 
@@ -23,6 +26,7 @@ pub fn run(admin: Admin) -> Exit {
         Admin::Status(a) => &a.target,
         Admin::Unlock(a) => &a.target,
         Admin::History(a) => &a.target,
+        Admin::Forget(a) => &a.target,
     };
     if target.tls_insecure {
         eprintln!(
@@ -40,6 +44,7 @@ pub fn run(admin: Admin) -> Exit {
         Admin::Status(a) => status::run(a, &resolved, &nodes),
         Admin::Unlock(a) => unlock::run(a, &resolved, &nodes),
         Admin::History(a) => history::run(a, &resolved, &nodes),
+        Admin::Forget(a) => forget::run(a, &resolved, &nodes),
     }
 }
 
@@ -63,18 +68,59 @@ fn limit(nodes: &[Arc<Node>]) -> Duration {
     redlock::round_limit(nodes.first().map_or(DEFAULT_NODE_TIMEOUT, |n| n.timeout()))
 }
 
+/// How long a node may take to SCAN for a lock's keys (each request is
+/// bounded by the node timeout; a keyspace of millions of keys takes
+/// thousands of them).
+fn scan_limit(nodes: &[Arc<Node>]) -> Duration {
+    limit(nodes).max(SCAN_LIMIT)
+}
+
+const SCAN_LIMIT: Duration = Duration::from_secs(60);
+
 /// Runs `op` on every node; the answers in node order, `None` for a node
 /// that did not answer in time.
 fn on_all<T, F>(nodes: &[Arc<Node>], op: F) -> Vec<Option<Result<T, String>>>
 where
     T: Send + 'static,
-    F: Fn(&mut crate::lock::node::Session) -> Result<T, crate::lock::node::NodeError>
-        + Send
-        + Sync
-        + 'static,
+    F: Fn(&mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
+{
+    on_all_within(nodes, limit(nodes), op)
+}
+
+/// `on_all`, waiting up to `limit` for the answers.
+fn on_all_within<T, F>(
+    nodes: &[Arc<Node>],
+    limit: Duration,
+    op: F,
+) -> Vec<Option<Result<T, String>>>
+where
+    T: Send + 'static,
+    F: Fn(&mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
+{
+    on_all_indexed(nodes, limit, move |_, n| op(n))
+}
+
+/// `on_all_within`, `op` given each node's index.
+fn on_all_indexed<T, F>(
+    nodes: &[Arc<Node>],
+    limit: Duration,
+    op: F,
+) -> Vec<Option<Result<T, String>>>
+where
+    T: Send + 'static,
+    F: Fn(usize, &mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
 {
     let all: Vec<usize> = (0..nodes.len()).collect();
-    by_node(nodes.len(), quorum::on_each(nodes, &all, op, limit(nodes)))
+    by_node(nodes.len(), quorum::on_each_indexed(nodes, &all, op, limit))
+}
+
+/// Every key of the lock on the node behind `n` but its main key: its
+/// helper keys, and those it had in the previous key layout, found by SCAN
+/// (see `Keys::pattern`). What `forget` removes and `status --keys` lists.
+fn helper_keys(n: &mut Session, keys: &Keys) -> Result<Vec<Vec<u8>>, NodeError> {
+    let mut found = n.scan(&keys.pattern(), keys.lock())?;
+    found.extend(n.scan(&keys.legacy_pattern(), keys.lock())?);
+    Ok(found)
 }
 
 fn inspect_all(nodes: &[Arc<Node>], books: &Books) -> Vec<Option<Result<Inspection, String>>> {
@@ -97,6 +143,19 @@ fn record_field<'a>(record: &'a [(String, String)], name: &str) -> &'a str {
         .iter()
         .find(|(k, _)| k == name)
         .map_or("?", |(_, v)| v.as_str())
+}
+
+/// "ci@runner4 pid 4242 (deploy.sh), token 5c0b1050…": who holds a lock,
+/// as `unlock --force` and `forget` say it.
+fn holder_line(record: &[(String, String)], token: &[u8]) -> String {
+    format!(
+        "{}@{} pid {} ({}), token {}…",
+        record_field(record, "user"),
+        record_field(record, "host"),
+        record_field(record, "pid"),
+        record_field(record, "command"),
+        token_prefix(token)
+    )
 }
 
 /// The holder record from a node where the lock holds `token`: a record

@@ -1,18 +1,22 @@
 //! `status`: the lock on every node (holder, token, time left) and a
 //! verdict; exit 0 free, 1 held, 69 unknown. A semaphore (`--limit N`) is
 //! found by the slot count its holders record, so `status -k NAME` needs no
-//! `--limit` to say that its slots are taken.
+//! `--limit` to say that its slots are taken. `--keys` lists every key of
+//! the lock on each node, found as `forget` finds them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{inspect_all, on_all, record_field, record_of, token_prefix};
+use super::{
+    helper_keys, inspect_all, on_all, on_all_within, record_field, record_of, scan_limit,
+    token_prefix,
+};
 use crate::cli::{Resolved, StatusArgs};
 use crate::exit::Exit;
 use crate::history::Record;
 use crate::lock::keys::show;
-use crate::lock::node::{Books, Inspection, Node};
+use crate::lock::node::{Books, Inspection, KeyInfo, Node};
 use crate::lock::redlock;
 use crate::log::{json_object, json_str};
 
@@ -122,15 +126,24 @@ pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     let limit = args.limit.or_else(|| recorded_limit(lock, nodes));
     let last = super::history::last_run(lock, nodes);
     let last_json = last.as_ref().map_or("null".into(), Record::to_json);
+    let listed = args.keys.then(|| key_lists(lock, nodes));
+    let keys_json = listed.as_ref().map_or(String::new(), |l| {
+        format!(",\"keys\":{}", keys_json(nodes, l))
+    });
     let Some(n) = limit else {
         let (exit, json) = status_of(args.json, lock, None, nodes);
         if args.json {
             // The lock's object, with the last run as one more field.
             let body = json.strip_suffix('}').unwrap_or(&json);
             let sep = if body.ends_with('{') { "" } else { "," };
-            println!("{body}{sep}\"last_run\":{last_json}}}");
-        } else if let Some(r) = &last {
-            println!("{}", super::history::describe(r));
+            println!("{body}{sep}\"last_run\":{last_json}{keys_json}}}");
+        } else {
+            if let Some(r) = &last {
+                println!("{}", super::history::describe(r));
+            }
+            if let Some(l) = &listed {
+                print_keys(nodes, l);
+            }
         }
         return exit;
     };
@@ -149,11 +162,16 @@ pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     }
     if args.json {
         println!(
-            "{{\"limit\":{n},\"slots\":[{}],\"last_run\":{last_json}}}",
+            "{{\"limit\":{n},\"slots\":[{}],\"last_run\":{last_json}{keys_json}}}",
             objects.join(",")
         );
-    } else if let Some(r) = &last {
-        println!("{}", super::history::describe(r));
+    } else {
+        if let Some(r) = &last {
+            println!("{}", super::history::describe(r));
+        }
+        if let Some(l) = &listed {
+            print_keys(nodes, l);
+        }
     }
     if exits.contains(&Exit::Command(0)) {
         Exit::Command(0)
@@ -164,12 +182,91 @@ pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     }
 }
 
+/// Each node's answer to `--keys`.
+type KeyLists = Vec<Option<Result<Vec<KeyInfo>, String>>>;
+
+/// `--keys`: every key of the lock that exists on each node, its main key
+/// first, found as `forget` finds them.
+fn key_lists(lock: &Resolved, nodes: &[Arc<Node>]) -> KeyLists {
+    let keys = Arc::new(lock.keys.clone());
+    on_all_within(nodes, scan_limit(nodes), move |n| {
+        let mut all = vec![keys.lock().to_vec()];
+        all.extend(helper_keys(n, &keys)?);
+        n.describe(&all)
+    })
+}
+
+/// "keys on redis://lock1:6379:" and a line per key: name, type, time left.
+fn print_keys(nodes: &[Arc<Node>], lists: &KeyLists) {
+    for (node, list) in nodes.iter().zip(lists) {
+        let name = node.name();
+        match list {
+            None => println!("keys on {name}: no answer in time"),
+            Some(Err(e)) => println!("keys on {name}: failed: {e}"),
+            Some(Ok(keys)) if keys.is_empty() => println!("keys on {name}: none"),
+            Some(Ok(keys)) => {
+                println!("keys on {name}:");
+                let shown: Vec<String> = keys.iter().map(|k| show(&k.key)).collect();
+                let width = shown.iter().map(String::len).max().unwrap_or(0);
+                let kind = keys.iter().map(|k| k.kind.len()).max().unwrap_or(0);
+                for (k, key) in keys.iter().zip(&shown) {
+                    println!("  {key:<width$}  {:<kind$}  {}", k.kind, left(k.pttl));
+                }
+            }
+        }
+    }
+}
+
+/// Time left as people read it: 29.7s, 4m 10s, 5h 2m, 34d 23h; or "no expiry".
+fn left(pttl: i64) -> String {
+    if pttl < 0 {
+        return "no expiry".into();
+    }
+    let s = pttl / 1000;
+    match s {
+        0..60 => format!("{:.1}s", pttl as f64 / 1000.0),
+        60..3600 => format!("{}m {}s", s / 60, s % 60),
+        3600..86400 => format!("{}h {}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+/// `--keys --json`: `[{"node":URL,"keys":[{"key","type","pttl_ms"}...]}]`,
+/// or `"error"` in place of `"keys"` for a node that did not answer.
+fn keys_json(nodes: &[Arc<Node>], lists: &KeyLists) -> String {
+    let per_node: Vec<String> = nodes
+        .iter()
+        .zip(lists)
+        .map(|(node, list)| {
+            let mut fields = vec![("node", json_str(node.name()))];
+            match list {
+                None => fields.push(("error", json_str("no answer in time (--node-timeout)"))),
+                Some(Err(e)) => fields.push(("error", json_str(e))),
+                Some(Ok(keys)) => {
+                    let keys: Vec<String> = keys
+                        .iter()
+                        .map(|k| {
+                            json_object(&[
+                                ("key", json_str(&show(&k.key))),
+                                ("type", json_str(&k.kind)),
+                                ("pttl_ms", k.pttl.to_string()),
+                            ])
+                        })
+                        .collect();
+                    fields.push(("keys", format!("[{}]", keys.join(","))));
+                }
+            }
+            json_object(&fields)
+        })
+        .collect();
+    format!("[{}]", per_node.join(","))
+}
+
 /// The --limit N of the holders of the lock's slots, if any node has one
 /// (the largest: holders of one name agree, see `scripts::ACQUIRE`).
 fn recorded_limit(lock: &Resolved, nodes: &[Arc<Node>]) -> Option<u32> {
     let books = Arc::new(crate::lock::books(&lock.keys, None, None));
-    let old: Arc<[u8]> = lock.keys.limit().into();
-    on_all(nodes, move |n| n.limit(&books, &old))
+    on_all(nodes, move |n| n.limit(&books))
         .into_iter()
         .flatten()
         .flatten()
@@ -542,6 +639,15 @@ mod tests {
             describe_stale(3, &(b"5c0b1050ff".to_vec(), 1, 17_200)),
             "stale copy on 1 of 3 nodes, token 5c0b1050…, expires in 18 s"
         );
+    }
+
+    #[test]
+    fn time_left_reads_at_every_scale() {
+        assert_eq!(left(-1), "no expiry");
+        assert_eq!(left(29_700), "29.7s");
+        assert_eq!(left(250_000), "4m 10s");
+        assert_eq!(left(18_120_000), "5h 2m");
+        assert_eq!(left(35 * 86_400_000 - 1), "34d 23h");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{inspect_all, on_all, record_field, record_of, token_prefix};
+use super::{holder_line, inspect_all, on_all, record_of};
 use crate::cli::{Resolved, UnlockArgs};
 use crate::exit::{self, Exit};
 use crate::lock::node::{Node, Released};
@@ -54,14 +54,7 @@ pub fn run(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
                 .find_map(|i| i.value.clone())
             {
                 let record = record_of(&found, &token);
-                println!(
-                    "was held by {}@{} pid {} ({}), token {}…",
-                    record_field(&record, "user"),
-                    record_field(&record, "host"),
-                    record_field(&record, "pid"),
-                    record_field(&record, "command"),
-                    token_prefix(&token)
-                );
+                println!("was held by {}", holder_line(&record, &token));
             }
             let b = Arc::clone(&books);
             on_all(nodes, move |n| n.force_delete(&b))

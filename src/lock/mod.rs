@@ -1141,6 +1141,7 @@ pub fn books(keys: &Keys, slot: Option<u32>, limit: Option<u32>) -> Books {
         lock: keys.taken(slot),
         holder: keys.holder(slot),
         fence: keys.fence(),
+        legacy_fence: keys.legacy_fence(),
         released: keys.released(),
         main: keys.lock().to_vec(),
         slots: keys.slots(),

@@ -78,8 +78,9 @@ fn helper_keys_never_belong_to_another_lock() {
 }
 
 /// Every key a lock creates is in its main key's hash slot, as a real
-/// cluster-enabled server computes it (CLUSTER KEYSLOT), for names with and
-/// without hash tags, braces that open and never close, and the like.
+/// cluster-enabled server computes it (CLUSTER KEYSLOT), for names with
+/// colons, kinds, glob characters, quotes and spaces; and so is the previous
+/// layout's fence counter, which --fence reads beside its own.
 #[test]
 fn every_key_of_a_lock_is_in_its_hash_slot() {
     let node = RedisNode::start();
@@ -91,8 +92,23 @@ fn every_key_of_a_lock_is_in_its_hash_slot() {
     );
     let dir = tempdir();
     for name in [
-        "report", "x:holder", "{tag}x", "a{b", "}c{", "{}d", "a}b{c}", "é{}{x}",
+        "report",
+        "x:holder",
+        "x}:fence",
+        "a:b c",
+        "*?[x]\\",
+        "'quoted\"",
+        "~!@#$%^&()",
+        "job-2",
     ] {
+        // Braces are refused (64): the first is not a name at all.
+        if name.contains('}') {
+            base(&node.url(), name, &dir)
+                .args(["-c", "touch ran"])
+                .expect_code(64);
+            assert!(!dir.has("ran") && node.all_keys().is_empty());
+            continue;
+        }
         // A plain holder and a --limit holder exclude each other: one after
         // the other, each checked while it holds.
         let slot_of = |k: &[u8]| -> i64 { slots.cmd(redis::cmd("CLUSTER").arg("KEYSLOT").arg(k)) };
@@ -132,6 +148,11 @@ fn every_key_of_a_lock_is_in_its_hash_slot() {
         assert!(
             seen.contains(&k.slots()),
             "{name:?}: no slot holders' set seen"
+        );
+        assert_eq!(
+            slot_of(&k.legacy_fence()),
+            main,
+            "{name:?}: the previous layout's counter is in another slot"
         );
         // Nothing but the fence counter, the window marker and the run
         // history remains, all in the lock's slot.
@@ -255,15 +276,8 @@ fn too_little_validity_left_to_stop_in_time_refuses_to_start() {
 /// holder record, its fence counter) but not write its --once-per markers.
 fn acl_user_without_markers(node: &RedisNode, name: &str) -> String {
     let k = keys(name);
-    // ACL patterns cannot hold a NUL byte: `?` stands for it.
-    let pattern = |key: Vec<u8>| {
-        // The helper key up to its kind, then anything (the slot bytes).
-        let end = key.iter().rposition(|b| *b == 0).unwrap_or(key.len());
-        let mut p = b"~".to_vec();
-        p.extend(key[..end].iter().map(|b| if *b == 0 { b'?' } else { *b }));
-        p.push(b'*');
-        p
-    };
+    // Each key by its name (the name has no glob character).
+    let pattern = |key: Vec<u8>| [b"~".as_slice(), &key].concat();
     let reply: String = node.cmd(
         redis::cmd("ACL")
             .arg("SETUSER")
@@ -282,7 +296,7 @@ fn acl_user_without_markers(node: &RedisNode, name: &str) -> String {
             // (acl-pubsub-default allchannels) and then refuses a pattern;
             // 7.0 starts from none, where it changes nothing.
             .arg("resetchannels")
-            .arg("&lock:*")
+            .arg("&{lock:*")
             .arg("+@all"),
     );
     assert_eq!(reply, "OK");

@@ -505,7 +505,8 @@ const QUEUE_ACL: &[&str] = &[
     "+exists", "+time", "+zadd", "+zrange", "+zrem", "+zcard", "+zscore", "+hget", "+hdel",
 ];
 
-/// `ACL SETUSER name reset on >password ~lock:* resetchannels &lock:* RULES...` on `node`
+/// `ACL SETUSER name reset on >password ~lock:* ~{lock:* resetchannels &{lock:* RULES...` on
+/// `node`
 /// (through the default user) and returns the URL that logs in as `name`.
 fn acl_user(node: &RedisNode, name: &str, password: &str, rules: &[&str]) -> String {
     let mut cmd = redis::cmd("ACL");
@@ -515,11 +516,12 @@ fn acl_user(node: &RedisNode, name: &str, password: &str, rules: &[&str]) -> Str
         .arg("on")
         .arg(format!(">{password}"))
         .arg("~lock:*")
+        .arg("~{lock:*")
         // resetchannels first: Redis 6.2 gives a reset user every channel
         // (acl-pubsub-default allchannels) and then refuses a pattern; 7.0
         // starts from none, where it changes nothing.
         .arg("resetchannels")
-        .arg("&lock:*");
+        .arg("&{lock:*");
     for rule in rules {
         cmd.arg(*rule);
     }
@@ -610,7 +612,7 @@ fn acl_user_with_the_minimal_commands_can_run_wait_and_ask_status() {
     assert_eq!(history.stdout.lines().count(), 4, "history\n{history}");
     let left: Vec<String> = string_keys(&node)
         .into_iter()
-        .filter(|k| !k.starts_with("lock:acl\0once:"))
+        .filter(|k| !k.starts_with("{lock:acl}:once:"))
         .collect();
     assert!(left.is_empty(), "keys left: {left:?}");
 }
@@ -785,9 +787,10 @@ fn password_node() -> CustomNode {
         .arg("on")
         .arg(format!(">{SECRET}"))
         .arg("~lock:*")
+        .arg("~{lock:*")
         // As in acl_user: 6.2 would refuse the pattern after allchannels.
         .arg("resetchannels")
-        .arg("&lock:*")
+        .arg("&{lock:*")
         .arg(MINIMAL_ACL);
     let reply: String = node.cmd(&cmd);
     assert_eq!(reply, "OK");

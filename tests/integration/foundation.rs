@@ -926,12 +926,29 @@ fn hostile_key_names_are_plain_data() {
     let node = RedisNode::start();
     let dir = tempdir();
     node.set("decoy", "keep-me", 60_000);
+    // Outside printable ASCII, or a brace (helper keys use them): one usage
+    // line naming the reason, nothing run, no key written.
+    for (name, reason) in [
+        ("x\ny", "printable ASCII"),
+        ("é", "printable ASCII"),
+        ("tab\there", "printable ASCII"),
+        ("{x}", "reserved for redlock-run's helper keys"),
+        ("a}b", "reserved for redlock-run's helper keys"),
+    ] {
+        let out = base(&node.url(), name, &dir)
+            .args(["-c", "touch ran"])
+            .expect_code(64);
+        out.assert_one_error_line();
+        assert!(out.stderr.contains(reason), "{name:?}\n{out}");
+        assert!(!dir.has("ran"), "{name:?} ran");
+        assert_eq!(node.all_keys(), vec![b"decoy".to_vec()], "{name:?}");
+    }
     let names = [
         "a b",
         "\"quoted'",
-        "x\ny",
         "');redis.call('flushall');--",
         "*",
+        "[a-z]?\\",
     ];
     for name in names {
         for marker in ["ready", "go", "keyname"] {

@@ -468,6 +468,7 @@ fn subcommand_exit_table(name: &str) -> &'static str {
         "status" => exit::STATUS_TABLE,
         "unlock" => exit::UNLOCK_TABLE,
         "history" => exit::HISTORY_TABLE,
+        "forget" => exit::FORGET_TABLE,
         other => panic!("{other}: give it an exit-status table in src/exit.rs and name it here"),
     }
 }

@@ -19,6 +19,7 @@ mod fairness;
 mod fence;
 mod foundation;
 mod generated;
+mod keys;
 mod metrics_format;
 mod node_io;
 mod one_name;

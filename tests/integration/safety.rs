@@ -1230,7 +1230,7 @@ fn run_workload(settings: &Settings) -> Outcome {
             .flat_map(|(i, node)| {
                 node.keys()
                     .into_iter()
-                    .filter(|k| k.starts_with(b"lock:"))
+                    .filter(|k| k.starts_with(b"lock:") || k.starts_with(b"{lock:"))
                     .map(move |k| format!("node {i}: {}", String::from_utf8_lossy(&k)))
             })
             .collect()

@@ -52,6 +52,9 @@ pub struct Books {
     pub lock: Vec<u8>,
     pub holder: Vec<u8>,
     pub fence: Vec<u8>,
+    /// The fence counter of the previous key layout, read beside `fence`
+    /// (see `Keys::legacy_fence`).
+    pub legacy_fence: Vec<u8>,
     pub released: Vec<u8>,
     /// The lock's own key, which a plain run takes: a --limit run keeps
     /// away from it (see `Keys::slots`).
@@ -158,6 +161,55 @@ pub struct Inspection {
     pub holder: Vec<(String, String)>,
     /// Waiters in the --wait queue (lapsed places included until pruned).
     pub queued: i64,
+}
+
+/// One key of a lock on a node, for `status --keys`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyInfo {
+    pub key: Vec<u8>,
+    /// What TYPE says: string, hash, list, zset...
+    pub kind: String,
+    /// Milliseconds left; -1 with no expiry.
+    pub pttl: i64,
+}
+
+/// Why `forget` left a lock alone on a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InUse {
+    /// The lock's key exists.
+    Held,
+    /// A --limit slot is held.
+    Slot,
+    /// Waiters whose places have not lapsed are queued.
+    Queued,
+}
+
+/// What `forget` asks of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forget {
+    /// Only whether the lock is in use: nothing deleted.
+    Check,
+    /// Delete the lock's keys unless it is in use.
+    Delete,
+    /// Delete them all, the lock's own key too, in use or not.
+    Force,
+}
+
+/// What `forget` found and did on one node.
+#[derive(Clone, Debug, Default)]
+pub struct Forgotten {
+    /// Why the lock is in use, if it is (with --force it was, and went).
+    pub in_use: Option<InUse>,
+    /// The holder's token, when held.
+    pub token: Option<Vec<u8>>,
+    /// The holder's record, where it has one.
+    pub holder: Vec<(String, String)>,
+    /// Live waiters in the queue.
+    pub waiting: i64,
+    /// Keys deleted (0 when refused).
+    pub removed: i64,
+    /// Left alone: in use, without --force.
+    pub refused: bool,
 }
 
 /// What an extension found on the node.

@@ -104,8 +104,10 @@ end
 /// Takes the lock (KEYS[1]: the lock, or with --limit a slot): SET NX PX,
 /// or, when it already holds our token (a retry after a lost reply), renews
 /// it. In the same atomic step: writes the holder record (KEYS[2]) when
-/// fields are given from ARGV[8], and reads the --fence counter (KEYS[3])
-/// when ARGV[3] is '1'.
+/// fields are given from ARGV[8], and reads the --fence counter when ARGV[3]
+/// is '1': the larger of KEYS[3] and the previous layout's counter KEYS[8]
+/// (`Keys::legacy_fence`, given only then), so that tokens keep rising
+/// across the upgrade.
 ///
 /// One name, one lock: without --limit (ARGV[4] empty) the lock is refused
 /// while any --limit holder is live in KEYS[4] (`slots_lua`); with --limit N
@@ -217,14 +219,19 @@ if #ARGV > 7 then
   redis.pcall('PEXPIRE', KEYS[2], ARGV[2])
 end
 if ARGV[3] == '1' then
-  return {1, redis.call('GET', KEYS[3])}
+  local fence = redis.call('GET', KEYS[3])
+  local old = redis.pcall('GET', KEYS[8])
+  if type(old) == 'string' and tonumber(old)
+      and (not fence or tonumber(old) > (tonumber(fence) or 0)) then
+    fence = old
+  end
+  return {1, fence}
 end
 return {1}"
 );
 
 /// `status`: the --limit N that live holders of the lock's slots took
-/// (KEYS[1], the largest), else what versions before the `slots` set
-/// recorded (KEYS[2]); false when neither.
+/// (KEYS[1], the largest); false when none.
 pub(super) const LIMIT_OF: &str = concat!(
     queue_lua!(),
     slots_lua!(),
@@ -234,12 +241,6 @@ for _, m in ipairs(slot_holders(KEYS[1])) do
   local n = slot_limit(m)
   if n > 0 and (not best or n > best) then
     best = n
-  end
-end
-if not best then
-  local old = redis.pcall('GET', KEYS[2])
-  if type(old) == 'string' then
-    best = tonumber(old) or false
   end
 end
 return best"
@@ -446,6 +447,104 @@ if type(q) ~= 'number' then
   q = 0
 end
 return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('HGETALL', KEYS[2]), q}";
+
+/// `status --keys`: {key, TYPE, PTTL} of each of KEYS that exists (SCAN
+/// found them a moment ago; one may have expired since).
+pub(super) const DESCRIBE: &str = "\
+local out = {}
+for _, k in ipairs(KEYS) do
+  local t = redis.call('TYPE', k)['ok']
+  if t ~= 'none' then
+    out[#out + 1] = {k, t, redis.call('PTTL', k)}
+  end
+end
+return out";
+
+/// `forget`: deletes every key of a lock that SCAN found on this node, unless
+/// the lock is in use, deciding and deleting in one step. KEYS[1] the lock,
+/// [2] its holder record, [3] the slot holders, [4] the queue, [5] its
+/// waiters; then ARGV[2] pairs of a slot key and its holder record; then
+/// every other key found. ARGV[1]: 'check' only says whether the lock is in
+/// use, deleting nothing; 'delete' deletes unless it is; 'force' deletes the
+/// lock too, in use or not, and wakes the queue's live waiters on ARGV[3]
+/// (they were queued for a lock that is gone).
+///
+/// In use: the lock is held (KEYS[1] exists), a slot is held (a slot key
+/// exists, or the slot holders have a live entry), or waiters whose places
+/// have not lapsed are queued.
+///
+/// The answer: {1 deleted or 0 refused, why in use ('held', 'slot',
+/// 'queued') or false, the holder's token or false, its holder record (a
+/// flat array), live waiters, keys deleted}.
+pub(super) const FORGET_LOCK: &str = concat!(
+    queue_lua!(),
+    slots_lua!(),
+    "\
+local force, pairs = ARGV[1] == 'force', tonumber(ARGV[2])
+local function text(k)
+  local v = redis.pcall('GET', k)
+  if type(v) == 'string' then
+    return v
+  end
+  return false
+end
+local function record(k)
+  local r = redis.pcall('HGETALL', k)
+  if type(r) == 'table' and r.err == nil then
+    return r
+  end
+  return {}
+end
+local why, token, rec = false, false, {}
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  why, token, rec = 'held', text(KEYS[1]), record(KEYS[2])
+end
+local i = 0
+while not why and i < pairs do
+  local slot = KEYS[6 + 2 * i]
+  if redis.call('EXISTS', slot) == 1 then
+    why, token, rec = 'slot', text(slot), record(KEYS[7 + 2 * i])
+  end
+  i = i + 1
+end
+if not why then
+  local ok, live = pcall(slot_holders, KEYS[3])
+  if ok and #live > 0 then
+    why, token = 'slot', string.match(live[1], '^%d+:(.*)$') or false
+  end
+end
+local waiting = 0
+pcall(function()
+  if redis.call('EXISTS', KEYS[4]) == 1 then
+    local now = now_ms()
+    for _, id in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+      if tonumber(redis.call('HGET', KEYS[5], id) or '0') >= now then
+        waiting = waiting + 1
+      end
+    end
+  end
+end)
+if not force and (why or waiting > 0) then
+  return {0, why or 'queued', token, rec, waiting, 0}
+end
+if ARGV[1] == 'check' then
+  return {1, why, token, rec, waiting, 0}
+end
+if waiting > 0 then
+  pcall(wake_front, KEYS[4], KEYS[5], ARGV[3], waiting)
+end
+local first, deleted = 2, 0
+if force then
+  first = 1
+end
+for k = first, #KEYS do
+  deleted = deleted + redis.call('DEL', KEYS[k])
+end
+if why == 'held' then
+  redis.pcall('PUBLISH', ARGV[3], '')
+end
+return {1, why, token, rec, waiting, deleted}"
+);
 
 // The run history (see `lock::history`). A run's record goes out in the same
 // script as its release or hold where the lock was ours, so recording costs

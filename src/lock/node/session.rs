@@ -11,9 +11,15 @@ use super::conn::{Conn, Target};
 use super::error::{self, Failure, NodeError, interrupted, server_error, unexpected};
 use super::scripts::*;
 use super::wire::Line;
-use super::{Books, Extension, Granted, Inspection, Options, Queue, Refusal, Released, millis};
+use super::{
+    Books, Extension, Forget, Forgotten, Granted, InUse, Inspection, KeyInfo, Options, Queue,
+    Refusal, Released, millis,
+};
 use crate::lock::history::{Ended, Ending, Finish, HISTORY_CAP, HISTORY_TTL};
 use crate::lock::redlock::Answer;
+
+/// How many keys each SCAN request looks at (see `Session::scan`).
+const SCAN_COUNT: u32 = 1000;
 
 /// How late Redis may answer a WAIT after its timeout (see `write`).
 const WAIT_LATE: Duration = Duration::from_millis(250);
@@ -68,16 +74,21 @@ impl Session {
         queue: &Queue,
     ) -> Result<Granted, NodeError> {
         let mut cmd = redis::cmd("EVAL");
+        // The previous layout's counter only where it is read: an ACL that
+        // names the lock's keys one by one need not name it.
         cmd.arg(ACQUIRE)
-            .arg(7)
+            .arg(if fence { 8 } else { 7 })
             .arg(&books.lock)
             .arg(&books.holder)
             .arg(&books.fence)
             .arg(&books.slots)
             .arg(&books.queue)
             .arg(&books.waiters)
-            .arg(&books.main)
-            .arg(token)
+            .arg(&books.main);
+        if fence {
+            cmd.arg(&books.legacy_fence);
+        }
+        cmd.arg(token)
             .arg(millis(ttl))
             .arg(u8::from(fence))
             .arg(books.member(token));
@@ -291,9 +302,9 @@ impl Session {
     }
 
     /// The N of the --limit N holders of the lock's slots (see LIMIT_OF).
-    pub fn limit(&mut self, books: &Books, old: &[u8]) -> Result<Option<u32>, NodeError> {
+    pub fn limit(&mut self, books: &Books) -> Result<Option<u32>, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(LIMIT_OF).arg(2).arg(&books.slots).arg(old);
+        cmd.arg(LIMIT_OF).arg(1).arg(&books.slots);
         match self.eval(&cmd)? {
             Value::Int(n) => Ok(u32::try_from(n).ok()),
             Value::Nil => Ok(None),
@@ -396,6 +407,132 @@ impl Session {
             pttl: *pttl,
             holder,
             queued,
+        })
+    }
+
+    /// The keys matching the glob `pattern` on this node (on a Cluster, on
+    /// the master of `near`'s slot), by SCAN with the cursor carried from
+    /// here, a thousand keys looked at per request: a large keyspace costs
+    /// many short requests, never one long one.
+    pub fn scan(&mut self, pattern: &[u8], near: &[u8]) -> Result<Vec<Vec<u8>>, NodeError> {
+        let mut found = Vec::new();
+        let mut cursor = b"0".to_vec();
+        loop {
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(&cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(SCAN_COUNT);
+            let (next, keys): (Vec<u8>, Vec<Vec<u8>>) = self.query(|c| {
+                let reply = c.at_key(&cmd, near)?.extract_error()?;
+                Ok(redis::from_redis_value(reply)?)
+            })?;
+            found.extend(keys);
+            if next == b"0" {
+                break;
+            }
+            cursor = next;
+        }
+        // SCAN may return a key twice (the table was resized meanwhile).
+        found.sort();
+        found.dedup();
+        Ok(found)
+    }
+
+    /// Which of `keys` exist, with their type and time left (see DESCRIBE).
+    pub fn describe(&mut self, keys: &[Vec<u8>]) -> Result<Vec<KeyInfo>, NodeError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(DESCRIBE).arg(keys.len()).arg(keys);
+        let reply = self.eval(&cmd)?;
+        let bad = |s: &Session| s.unexpected("describe script", &format!("{reply:?}"));
+        let Value::Array(rows) = &reply else {
+            return Err(bad(self));
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            match row {
+                Value::Array(f) => match f.as_slice() {
+                    [Value::BulkString(k), Value::BulkString(t), Value::Int(pttl)] => {
+                        out.push(KeyInfo {
+                            key: k.clone(),
+                            kind: String::from_utf8_lossy(t).into_owned(),
+                            pttl: *pttl,
+                        })
+                    }
+                    _ => return Err(bad(self)),
+                },
+                _ => return Err(bad(self)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes `keys` unless the lock is in use, or only looks, or deletes
+    /// them whatever it finds, as `how` says (see FORGET_LOCK, whose order of
+    /// `keys` this takes: the five fixed keys, `pairs` pairs of a slot key and
+    /// its record, the rest).
+    pub fn forget(
+        &mut self,
+        keys: &[Vec<u8>],
+        pairs: usize,
+        how: Forget,
+        released: &[u8],
+    ) -> Result<Forgotten, NodeError> {
+        let how = match how {
+            Forget::Check => "check",
+            Forget::Delete => "delete",
+            Forget::Force => "force",
+        };
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(FORGET_LOCK).arg(keys.len()).arg(keys);
+        cmd.arg(how).arg(pairs).arg(released);
+        let reply = self.eval(&cmd)?;
+        let bad = |s: &Session| s.unexpected("forget script", &format!("{reply:?}"));
+        let Value::Array(parts) = &reply else {
+            return Err(bad(self));
+        };
+        let [
+            Value::Int(done),
+            why,
+            token,
+            Value::Array(record),
+            Value::Int(waiting),
+            Value::Int(removed),
+        ] = parts.as_slice()
+        else {
+            return Err(bad(self));
+        };
+        let in_use = match why {
+            Value::Nil => None,
+            Value::BulkString(w) => Some(match w.as_slice() {
+                b"held" => InUse::Held,
+                b"slot" => InUse::Slot,
+                b"queued" => InUse::Queued,
+                _ => return Err(bad(self)),
+            }),
+            _ => return Err(bad(self)),
+        };
+        let token = match token {
+            Value::BulkString(t) => Some(t.clone()),
+            _ => None,
+        };
+        let mut holder = Vec::new();
+        for pair in record.chunks(2) {
+            if let [Value::BulkString(k), Value::BulkString(v)] = pair {
+                holder.push((
+                    String::from_utf8_lossy(k).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                ));
+            }
+        }
+        Ok(Forgotten {
+            in_use,
+            token,
+            holder,
+            waiting: *waiting,
+            removed: *removed,
+            refused: *done == 0,
         })
     }
 

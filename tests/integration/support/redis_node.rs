@@ -292,15 +292,14 @@ impl RedisNode {
     }
 }
 
-/// Whether `key` is a lock's run history (`<key> NUL history [NUL pad]`):
-/// every run that takes a lock appends to it and it outlives the run by
-/// weeks, so "nothing left behind" checks leave it out. No lock name holds a
-/// NUL, so nothing else can look like one.
+/// Whether `key` is a lock's run history (`{<lock's key>}:history`): every
+/// run that takes a lock appends to it and it outlives the run by weeks, so
+/// "nothing left behind" checks leave it out. No lock's key holds a brace,
+/// so nothing else can look like one.
 pub fn is_history_key(key: &[u8]) -> bool {
-    const KIND: &[u8] = b"\0history";
-    key.windows(KIND.len())
-        .enumerate()
-        .any(|(i, w)| w == KIND && matches!(key.get(i + KIND.len()), None | Some(0)))
+    key.starts_with(b"{")
+        && key.ends_with(b"}:history")
+        && key.iter().filter(|b| **b == b'}').count() == 1
 }
 
 impl Drop for RedisNode {
