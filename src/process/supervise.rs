@@ -172,6 +172,8 @@ fn watch(
     let mut gone_before_exit = false;
     // The guard stopped the tree at the deadline in redlock-run's place.
     let mut guard_killed = false;
+    // Processes said to have been stopped by the terminal and resumed.
+    let mut told_resumed: HashSet<libc::pid_t> = HashSet::new();
     loop {
         let now = clock::now();
         // The last moment anything of the tree may be alive, a guard before
@@ -287,6 +289,13 @@ fn watch(
             }
             Ok(Event::Guard(Report::Empty)) => break,
             Ok(Event::Guard(Report::DeadlineKill)) => guard_killed = true,
+            Ok(Event::Guard(Report::Resumed { pid, sig })) => {
+                // The guard resumed the tree already; a process that keeps
+                // reading the terminal from the background is named once.
+                if sig == libc::SIGTSTP || told_resumed.insert(pid) {
+                    log.notice(resumed(pid, sig));
+                }
+            }
             Ok(Event::Guard(Report::Gone)) => {
                 // The guard died (killed on its own): its orphans are ours now,
                 // as redlock-run is a subreaper too. None may run on: they are
@@ -407,6 +416,26 @@ fn log_stop(stop: &Option<Stop>, config: &Config, log: &Log) {
         ),
         Some(Stop::Leftovers | Stop::GuardGone) | None => {}
     }
+}
+
+/// The line for a process of the tree that the terminal stopped and the
+/// guard resumed.
+fn resumed(pid: libc::pid_t, sig: i32) -> crate::log::Entry {
+    let name = tree::Member { pid }.name();
+    let why = match sig {
+        libc::SIGTSTP => "SIGTSTP (Ctrl-Z)",
+        libc::SIGTTIN => "SIGTTIN (it read the terminal from the background)",
+        _ => "SIGTTOU (it used the terminal from the background)",
+    };
+    ev(
+        "resumed",
+        format!(
+            "a job holding a lock cannot be suspended: process {pid} ({name}), stopped by {why}, \
+             was resumed; Ctrl-C stops it"
+        ),
+    )
+    .field("pid", pid.to_string())
+    .field("signal", sig.to_string())
 }
 
 fn describe_status(status: ExitStatus) -> String {
