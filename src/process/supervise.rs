@@ -76,7 +76,8 @@ impl Tree {
                     ev(
                         "refused",
                         format!(
-                            "process {} (uid {uid}) may not be signalled by redlock-run                              (signal {sig}: not permitted); the lock is kept while it runs",
+                            "process {} (uid {uid}) may not be signalled by redlock-run \
+                     (signal {sig}: not permitted); the lock is kept while it runs",
                             r.pid
                         ),
                     )
@@ -261,31 +262,19 @@ fn watch(
                     let at = clock::now() + config.kill_after;
                     begin(tree, &mut stop, &mut kill_at, Stop::Leftovers, at, log);
                 }
-                log.info(|| {
-                    let names: Vec<String> = left
-                        .iter()
-                        .take(10)
-                        .map(|m| format!("{} ({})", m.pid, m.name()))
-                        .collect();
-                    let more = left.len().saturating_sub(names.len());
-                    format!(
-                        "{} exited ({}); {} {} process(es) it left behind: {}{}",
-                        config.program.describe(),
-                        describe_status(status),
-                        if config.leftovers == Leftovers::Kill {
-                            "stopping"
-                        } else {
-                            "keeping the lock for"
-                        },
-                        left.len(),
-                        names.join(", "),
-                        if more > 0 {
-                            format!(" and {more} more")
-                        } else {
-                            String::new()
-                        }
-                    )
-                });
+                if config.leftovers == Leftovers::Kill {
+                    log.info(|| {
+                        format!(
+                            "{} exited ({}); stopping {} process(es) it left behind: {}",
+                            config.program.describe(),
+                            describe_status(status),
+                            left.len(),
+                            list(&left)
+                        )
+                    });
+                } else {
+                    log.notice(kept_by_leftovers(config, status, &left));
+                }
             }
             Ok(Event::Guard(Report::Empty)) => break,
             Ok(Event::Guard(Report::DeadlineKill)) => guard_killed = true,
@@ -416,6 +405,55 @@ fn log_stop(stop: &Option<Stop>, config: &Config, log: &Log) {
         ),
         Some(Stop::Leftovers | Stop::GuardGone) | None => {}
     }
+}
+
+/// Up to ten members as `pid (name)`, and how many more.
+fn list(members: &[tree::Member]) -> String {
+    let names: Vec<String> = members
+        .iter()
+        .take(10)
+        .map(|m| format!("{} ({})", m.pid, m.name()))
+        .collect();
+    let more = members.len().saturating_sub(names.len());
+    if more > 0 {
+        format!("{} and {more} more", names.join(", "))
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The line for a command that exited while processes it started keep the
+/// lock (`--leftovers wait`): which, and how to stop them.
+fn kept_by_leftovers(
+    config: &Config,
+    status: ExitStatus,
+    left: &[tree::Member],
+) -> crate::log::Entry {
+    let groups: HashSet<Option<libc::pid_t>> = left.iter().map(|m| m.pgid()).collect();
+    let how = match groups.into_iter().collect::<Vec<_>>().as_slice() {
+        [Some(g)] => format!("kill -- -{g} (their process group)"),
+        _ if left.len() <= 10 => format!(
+            "kill {}",
+            left.iter()
+                .map(|m| m.pid.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        _ => "kill them".to_string(),
+    };
+    ev(
+        "leftovers",
+        format!(
+            "{} exited ({}), but {} process(es) it started still run and keep lock '{}' until \
+             they exit (--leftovers wait): {}; to stop them: {how}, or run with --leftovers kill",
+            config.program.describe(),
+            describe_status(status),
+            left.len(),
+            config.name,
+            list(left)
+        ),
+    )
+    .field("leftovers", left.len().to_string())
 }
 
 /// The line for a process of the tree that the terminal stopped and the
