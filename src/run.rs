@@ -38,6 +38,10 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     let blocked = signals::block();
     let args: Vec<OsString> = args.into_iter().collect();
     let format = log_format_in(&args);
+    if let Some(msg) = cli::misplaced_subcommand(&args) {
+        Log::new(0, format, "").error(ev("usage", msg).outcome("usage"));
+        return Exit::Usage;
+    }
     let parsed = cli::command()
         .try_get_matches_from(&args)
         .and_then(|m| Cli::from_arg_matches(&m));

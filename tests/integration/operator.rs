@@ -540,3 +540,69 @@ fn once_per_refusals_say_when_in_utc() {
         assert!(!line.contains("unix time"), "{out}");
     }
 }
+
+/// Options given before a subcommand get one line with the right order (the
+/// options carried over) and 64, for every subcommand clap knows; nothing
+/// runs, not even a program of that name on PATH. After `--` the word is a
+/// program to run, as for flock(1) and env(1).
+#[test]
+fn options_before_a_subcommand_get_the_right_order_and_64() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).expect("bin dir");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let subcommands: Vec<String> = redlock_run::cli::command()
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    assert!(
+        subcommands.contains(&"status".to_string()),
+        "{subcommands:?}"
+    );
+    for name in &subcommands {
+        // A program of that name, which says when it runs.
+        let program = bin.join(name);
+        std::fs::write(&program, format!("#!/bin/sh\ntouch ran-{name}\n")).expect("program");
+        let mut perms = std::fs::metadata(&program).expect("meta").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&program, perms).expect("chmod");
+        for (args, want) in [
+            (
+                vec!["-r", &node.url(), name, "-k", "order"],
+                format!("redlock-run {name} -r {} -k order", node.url()),
+            ),
+            (
+                vec!["-k", "order", "-r", &node.url(), name],
+                format!("redlock-run {name} -k order -r {}", node.url()),
+            ),
+        ] {
+            let out = Test::new()
+                .current_dir(dir.path())
+                .env("PATH", &path)
+                .args(&args)
+                .expect_code(64);
+            out.assert_one_error_line();
+            assert!(
+                out.stderr.contains(&format!(
+                    "'{name}' is a subcommand, and its options go after it: {want}"
+                )) && out.stderr.contains("put -- before it"),
+                "{out}"
+            );
+            assert!(!dir.has(format!("ran-{name}")), "{name} ran: {out}");
+        }
+        assert!(node.keys().is_empty(), "{:?}", node.keys());
+        // After --, a program.
+        let out = Test::new()
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .args(["-r", &node.url(), "-k", "order", "--", name])
+            .expect_code(0);
+        assert!(dir.has(format!("ran-{name}")), "{out}");
+        assert!(node.keys().is_empty(), "lock left: {:?}", node.keys());
+    }
+}
