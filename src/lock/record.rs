@@ -389,6 +389,12 @@ mod tests {
     use super::*;
     use std::ffi::OsString;
 
+    #[test]
+    fn the_password_database_names_uids() {
+        assert_eq!(passwd_name(0).as_deref(), Some("root"));
+        assert_eq!(passwd_name(4_000_000_123), None, "no such user");
+    }
+
     fn argv(words: &[&str]) -> Program {
         Program::Argv(words.iter().map(OsString::from).collect())
     }
