@@ -444,8 +444,8 @@ fn kept_by_leftovers(
     ev(
         "leftovers",
         format!(
-            "{} exited ({}), but {} process(es) it started still run and keep lock '{}' until \
-             they exit (--leftovers wait): {}; to stop them: {how}, or run with --leftovers kill",
+            "{} exited ({}); {} process(es) it left behind keep lock '{}' until they exit \
+             (--leftovers wait): {}; to stop them: {how}, or run with --leftovers kill",
             config.program.describe(),
             describe_status(status),
             left.len(),

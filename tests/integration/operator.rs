@@ -439,8 +439,8 @@ fn leftovers_that_keep_the_lock_are_named_with_how_to_stop_them() {
     assert_eq!(out.stderr_lines().len(), 1, "{out}");
     let line = out.stderr_lines()[0];
     assert!(
-        line.contains("exited (status 0), but 1 process(es) it started still run and keep lock")
-            && line.contains("'left' until they exit (--leftovers wait)"),
+        line.contains("exited (status 0); 1 process(es) it left behind keep lock 'left' until")
+            && line.contains(" they exit (--leftovers wait)"),
         "{out}"
     );
     assert!(line.contains(&format!(": {} (sleep);", bg.trim())), "{out}");
