@@ -460,20 +460,30 @@ fn kept_by_leftovers(
 /// guard resumed.
 fn resumed(pid: libc::pid_t, sig: i32) -> crate::log::Entry {
     let name = tree::Member { pid }.name();
-    let why = match sig {
-        libc::SIGTSTP => "SIGTSTP (Ctrl-Z)",
-        libc::SIGTTIN => "SIGTTIN (it read the terminal from the background)",
-        _ => "SIGTTOU (it used the terminal from the background)",
-    };
-    ev(
-        "resumed",
+    let msg = if sig == libc::SIGTSTP {
         format!(
-            "a job holding a lock cannot be suspended: process {pid} ({name}), stopped by {why}, \
-             was resumed; Ctrl-C stops it"
-        ),
-    )
-    .field("pid", pid.to_string())
-    .field("signal", sig.to_string())
+            "a job holding a lock cannot be suspended: process {pid} ({name}), stopped by \
+             SIGTSTP (Ctrl-Z), was resumed; Ctrl-C stops it"
+        )
+    } else {
+        // A process reading (or setting) the terminal from a background
+        // group stops again at once: it is resumed over and over, holding
+        // the lock, until it exits. A background job of a shell ignores
+        // SIGINT: Ctrl-C may not end it.
+        let what = if sig == libc::SIGTTIN {
+            "SIGTTIN (it read the terminal from the background)"
+        } else {
+            "SIGTTOU (it used the terminal from the background)"
+        };
+        format!(
+            "a job holding a lock cannot be suspended: process {pid} ({name}), stopped by \
+             {what}, was resumed, and will be whenever it stops so; it keeps the lock until it \
+             exits (kill {pid} stops it)"
+        )
+    };
+    ev("resumed", msg)
+        .field("pid", pid.to_string())
+        .field("signal", sig.to_string())
 }
 
 fn describe_status(status: ExitStatus) -> String {

@@ -283,3 +283,73 @@ fn a_sigstop_from_elsewhere_is_left_alone() {
     assert!(!err_text(&dir).contains(NO_SUSPEND), "{:?}", err_text(&dir));
     assert!(!node.exists(lock_key("tty-stop")), "lock left after Ctrl-C");
 }
+
+/// CPU time (user + system, in clock ticks) that `pid` has used.
+fn cpu_ticks(pid: i32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rfind(')').map_or("", |i| &stat[i + 1..]);
+    // utime and stime: fields 14 and 15, the 12th and 13th after the name.
+    rest.split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse::<u64>().ok())
+        .sum()
+}
+
+/// Once the command has exited the terminal is redlock-run's again, and a
+/// process it left behind that reads the terminal is stopped by SIGTTIN:
+/// it would keep the lock, stopped, for ever. The guard resumes it (it
+/// stops again at once: at most every 100 ms, so neither spins), and
+/// redlock-run names it once, with how to stop it.
+#[test]
+fn a_leftover_reading_the_terminal_is_resumed_and_named_once() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let line = format!(
+        "exec {BIN} -r {} -k tty-bg -- sh -c 'exec 3<&0; \
+         (sleep 0.5; read x <&3; echo \"got:$x\" > got) & echo $! > bg.pid' 2> err",
+        node.url()
+    );
+    let mut script = on_terminal(&line, &dir);
+    let bg = read_pid_file(&dir.join("bg.pid"), Duration::from_secs(10));
+    assert!(
+        wait_until(Duration::from_secs(10), || err_text(&dir)
+            .contains("stopped by SIGTTIN")),
+        "no word about the stopped leftover: {:?}",
+        err_text(&dir)
+    );
+    let guard = parent_pid(bg).expect("the leftover's parent, the guard");
+    assert_eq!(process_name(guard).as_deref(), Some("redlock-guard"));
+    let ticks = cpu_ticks(guard) + cpu_ticks(bg);
+    thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let used = cpu_ticks(guard) + cpu_ticks(bg) - ticks;
+    assert!(
+        used * 1000 / hz < 500,
+        "the guard and the leftover used {used} ticks ({hz}/s) in 1.5 s"
+    );
+    let err = err_text(&dir);
+    let named: Vec<&str> = err.lines().filter(|l| l.contains("SIGTTIN")).collect();
+    assert_eq!(named.len(), 1, "named once: {err:?}");
+    assert!(
+        named[0].contains(&format!("process {bg} (sh), stopped by SIGTTIN"))
+            && named[0].contains(&format!(
+                "keeps the lock until it exits (kill {bg} stops it)"
+            )),
+        "{err:?}"
+    );
+    assert!(
+        node.exists(lock_key("tty-bg")),
+        "the lock is kept meanwhile"
+    );
+    assert!(send_signal(bg, libc::SIGTERM), "TERM to the leftover");
+    let code = wait_with_timeout(&mut script, Duration::from_secs(10));
+    assert_eq!(
+        code,
+        Some(0),
+        "the command's own status: {:?}",
+        err_text(&dir)
+    );
+    assert!(!node.exists(lock_key("tty-bg")), "lock left");
+}
