@@ -524,6 +524,116 @@ pub fn command() -> clap::Command {
     Cli::command().after_help(format!("{EXAMPLES}\n\n{}", exit::TABLE))
 }
 
+/// Options given before a subcommand (`redlock-run -r URL status -k x`):
+/// clap would take the subcommand's name for the command to run, or find
+/// `--key` missing. The line that says so, with the options carried over to
+/// where they belong; None when the arguments do not look like that.
+/// Words after `--` are never looked at: `redlock-run -k x -- status` runs
+/// a program named `status`, as `--` ends options for flock(1) and env(1).
+pub fn misplaced_subcommand(args: &[OsString]) -> Option<String> {
+    let words: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    // The usual run names no subcommand: it costs no clap command built.
+    if !words
+        .iter()
+        .skip(1)
+        .take_while(|w| *w != "--")
+        .any(|w| <Admin as Subcommand>::has_subcommand(w))
+    {
+        return None;
+    }
+    let mut cmd = command();
+    cmd.build();
+    // The options before the first word that is not one, each with its value.
+    let mut given: Vec<(Option<clap::Id>, Vec<String>)> = Vec::new();
+    let mut i = 0;
+    let sub = loop {
+        let word = words.get(i)?;
+        if word == "--" {
+            return None;
+        }
+        let (arg, takes) = if let Some(long) = word.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, _)) => (n, true),
+                None => (long, false),
+            };
+            let arg = cmd.get_arguments().find(|a| a.get_long() == Some(name));
+            let takes = arg.is_some_and(|a| a.get_action().takes_values()) && !inline;
+            (arg, takes)
+        } else if let Some(shorts) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
+            // A cluster of short flags; the first that takes a value takes
+            // the rest of the word, or the next word.
+            let mut found = None;
+            let mut takes = false;
+            for (at, c) in shorts.char_indices() {
+                let arg = cmd.get_arguments().find(|a| a.get_short() == Some(c));
+                found = found.or(arg);
+                if arg.is_some_and(|a| a.get_action().takes_values()) {
+                    takes = at + c.len_utf8() == shorts.len();
+                    break;
+                }
+            }
+            (found, takes)
+        } else {
+            let sub = cmd.find_subcommand(word.as_str())?;
+            if i == 0 || sub.get_name() == "help" {
+                return None;
+            }
+            break sub;
+        };
+        let mut unit = vec![word.clone()];
+        if takes {
+            unit.extend(words.get(i + 1).cloned());
+            i += 1;
+        }
+        given.push((arg.map(|a| a.get_id().clone()), unit));
+        i += 1;
+    };
+    let name = sub.get_name();
+    let fits = |id: &Option<clap::Id>| {
+        id.as_ref()
+            .is_some_and(|id| sub.get_arguments().any(|a| a.get_id() == id))
+    };
+    let mut line = vec!["redlock-run".to_string(), name.to_string()];
+    let mut dropped = Vec::new();
+    for (id, unit) in &given {
+        if fits(id) {
+            line.extend(unit.iter().map(|w| shell_word(w)));
+        } else {
+            dropped.push(unit[0].split('=').next().unwrap_or_default().to_string());
+        }
+    }
+    line.extend(words[i + 1..].iter().map(|w| shell_word(w)));
+    let dropped = match dropped.as_slice() {
+        [] => String::new(),
+        [one] => format!("; {one} is not an option of {name}"),
+        [init @ .., last] => format!("; {} and {last} are not options of {name}", init.join(", ")),
+    };
+    Some(format!(
+        "'{name}' is a subcommand, and its options go after it: {}{dropped} (to run a program \
+         named '{name}', put -- before it)",
+        line.join(" ")
+    ))
+}
+
+/// `word` as a shell would need it typed, any password in a URL masked.
+fn shell_word(word: &str) -> String {
+    let word = if word.contains("://") {
+        node::redact(word)
+    } else {
+        word.to_string()
+    };
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"-_./:=,@%+".contains(&b);
+    if !word.is_empty() && word.bytes().all(plain) {
+        word
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 /// What the holder record keeps of the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum RecordCommand {
@@ -804,6 +914,62 @@ mod tests {
         Cli::from_arg_matches(&m)
             .map_err(|e| e.to_string())?
             .into_config()
+    }
+
+    fn misplaced(line: &str) -> Option<String> {
+        let args: Vec<OsString> = std::iter::once("redlock-run")
+            .chain(line.split(' '))
+            .map(OsString::from)
+            .collect();
+        misplaced_subcommand(&args)
+    }
+
+    #[test]
+    fn options_before_a_subcommand_are_shown_after_it() {
+        // Every subcommand clap knows, whichever they are.
+        let names: Vec<String> = command()
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        assert!(names.len() >= 3, "{names:?}");
+        for name in names {
+            let hint = misplaced(&format!("-r redis://h:1 {name} -k x"))
+                .unwrap_or_else(|| panic!("no hint for {name}"));
+            assert!(
+                hint.starts_with(&format!(
+                    "'{name}' is a subcommand, and its options go after it: redlock-run {name} \
+                     -r redis://h:1 -k x"
+                )),
+                "{hint}"
+            );
+            let hint = misplaced(&format!("-k x {name}")).expect("hint");
+            assert!(hint.contains(&format!("redlock-run {name} -k x")), "{hint}");
+            assert!(hint.contains("put -- before it"), "{hint}");
+            // In their place, after --, or as an option's value: no hint.
+            for fine in [
+                format!("{name} -k x"),
+                format!("-k x -- {name}"),
+                format!("-k {name} -- true"),
+                format!("-c {name} -k x"),
+                format!("-k x true {name}"),
+            ] {
+                assert_eq!(misplaced(&fine), None, "{fine}");
+            }
+        }
+        let hint = misplaced("-r redis://u:hunter2@h:1 -t 5s -qv status --json").expect("hint");
+        assert!(!hint.contains("hunter2"), "{hint}");
+        assert!(
+            hint.contains(
+                "redlock-run status -r 'redis://u:***@h:1' --json; -t and -qv are not \
+                           options of status"
+            ),
+            "{hint}"
+        );
+        let hint = misplaced("--key=a'b --prefix=p: history").expect("hint");
+        assert!(
+            hint.contains("redlock-run history '--key=a'\\''b' --prefix=p:"),
+            "{hint}"
+        );
     }
 
     #[test]

@@ -163,6 +163,18 @@ impl Log {
     }
 }
 
+/// A duration for a message, as precise as a reader wants it: `350ms`,
+/// `3.2s`, `2m 5s` (whole seconds from a minute on).
+pub fn span(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if d < Duration::from_secs(60) {
+        format!("{:.1}s", d.as_secs_f64())
+    } else {
+        humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+    }
+}
+
 /// Lines waiting for stderr. Bounded: a stderr nobody reads (a hung log
 /// shipper, a full `| logger` pipe) must never hold up the supervisor or the
 /// heartbeat, so a full queue drops the line and counts it instead.

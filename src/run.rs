@@ -20,7 +20,7 @@ use crate::lock::node::Queue;
 use crate::lock::node::Refusal;
 use crate::lock::node::{self, Node};
 use crate::lock::redlock::{self, Verdict};
-use crate::lock::{Acquired, Busy, Held, Lock, NodeOutcome, record};
+use crate::lock::{Acquired, Busy, Held, Holder, Lock, NodeOutcome, record};
 use crate::log::{self, Log, ev};
 use crate::outcome::Outcome;
 use crate::process::attempts::{self, Attempts, Ran};
@@ -38,6 +38,10 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     let blocked = signals::block();
     let args: Vec<OsString> = args.into_iter().collect();
     let format = log_format_in(&args);
+    if let Some(msg) = cli::misplaced_subcommand(&args) {
+        Log::new(0, format, "").error(ev("usage", msg).outcome("usage"));
+        return Exit::Usage;
+    }
     let parsed = cli::command()
         .try_get_matches_from(&args)
         .and_then(|m| Cli::from_arg_matches(&m));
@@ -378,7 +382,8 @@ fn take_and_run(
             ev(
                 "not-released",
                 format!(
-                    "lock '{}' is not released: processes of the command may still be                      running; it expires by its TTL",
+                    "lock '{}' is not released: processes of the command may still be \
+                     running; it expires by its TTL",
                     config.name
                 ),
             )
@@ -586,6 +591,10 @@ fn wait_loop(
     };
     // When a CI log last said that we are waiting.
     let mut told: Option<Stamp> = None;
+    // The holders seen while waiting (`user@host pid N`), first seen first.
+    let mut behind: Vec<String> = Vec::new();
+    // A try failed (busy, or not enough nodes) before the one that took it.
+    let mut waited = false;
     loop {
         let tried = clock::now();
         stats.waited_ms.store(
@@ -594,7 +603,9 @@ fn wait_loop(
         );
         let failure = match lock.acquire(queue, log) {
             Acquired::Yes(held) => {
-                if config.wait != Wait::Once {
+                if waited {
+                    log.notice(took_after_waiting(&config.name, start.elapsed(), &behind));
+                } else if config.wait != Wait::Once {
                     log.info(|| {
                         format!("waited {:.0?} for lock '{}'", start.elapsed(), config.name)
                     });
@@ -632,11 +643,23 @@ fn wait_loop(
             }
             Acquired::Unavailable(why) => Some(why),
         };
+        waited = true;
+        // Who holds it came with the refusal: no request of its own.
+        let holder = if failure.is_none() && !log.is_quiet() {
+            lock.busy_holder()
+        } else {
+            None
+        };
+        if let Some(h) = &holder
+            && !behind.contains(&h.who)
+        {
+            behind.push(h.who.clone());
+        }
         if until.is_some_and(|u| clock::now() >= u) {
             return Err(match failure {
                 None => {
                     let waited = (config.wait != Wait::Once).then(|| start.elapsed());
-                    let (text, reason) = busy_text(&config.name, busy.why, waited);
+                    let (text, reason) = busy_text(&config.name, busy.why, waited, holder.as_ref());
                     let entry = match waited {
                         None => ev("busy", text),
                         Some(w) => ev("busy", text).ms(w),
@@ -684,7 +707,10 @@ fn wait_loop(
             let by = match busy.why {
                 Refusal::Slots(n) => format!(" by runs with --limit {n}"),
                 Refusal::Plain => " by a run without --limit".to_string(),
-                _ => lock.holder().map_or(String::new(), |h| format!(" by {h}")),
+                _ => holder
+                    .map(|h| h.to_string())
+                    .or_else(|| lock.holder())
+                    .map_or(String::new(), |h| format!(" by {h}")),
             };
             let limit = match config.wait {
                 Wait::For(d) => format!("up to {}", humantime::format_duration(d)),
@@ -742,14 +768,22 @@ fn wait_loop(
 
 /// The busy line's text, after `waited` (when the run waited at all), and
 /// its reason for the JSON log.
-fn busy_text(name: &str, why: Refusal, waited: Option<Duration>) -> (String, &'static str) {
+fn busy_text(
+    name: &str,
+    why: Refusal,
+    waited: Option<Duration>,
+    holder: Option<&Holder>,
+) -> (String, &'static str) {
     let (still, after) = match waited {
         Some(w) => ("still ", format!(" after waiting {w:.0?}")),
         None => ("", String::new()),
     };
     let held = format!("lock '{name}' is {still}held elsewhere{after}");
     match why {
-        Refusal::Held => (held, "held"),
+        Refusal::Held => match holder {
+            Some(h) => (format!("{held}, by {h}"), "held"),
+            None => (held, "held"),
+        },
         Refusal::Plain => (format!("{held}, by a run without --limit"), "plain"),
         Refusal::Slots(n) => (format!("{held}, by runs with --limit {n}"), "slots"),
         Refusal::Queued(n) => (
@@ -761,6 +795,27 @@ fn busy_text(name: &str, why: Refusal, waited: Option<Duration>) -> (String, &'s
         ),
         Refusal::Limit(n) => (format!("{held}, by runs with --limit {n}"), "limit"),
     }
+}
+
+/// The line for a lock taken after waiting: how long, and behind whom.
+fn took_after_waiting(name: &str, waited: Duration, behind: &[String]) -> log::Entry {
+    let whom = match behind {
+        [] => String::new(),
+        [one] => format!(", behind {one}"),
+        [first, rest @ ..] => format!(
+            ", behind {first} and {} other run{}",
+            rest.len(),
+            if rest.len() == 1 { "" } else { "s" }
+        ),
+    };
+    ev(
+        "waited",
+        format!(
+            "took lock '{name}' after waiting {}{whom}",
+            log::span(waited)
+        ),
+    )
+    .ms(waited)
 }
 
 /// How often a waiter says it is still waiting (a CI log must not just stall).
@@ -812,17 +867,18 @@ fn check_once_per(lock: &Lock, config: &Config, log: &Log) -> Result<Option<u64>
     match lock.mark_once(start, ttl, log) {
         Verdict::Quorum => Ok(Some(start)),
         Verdict::Refused => {
+            let window = window_text(start, window);
             log.notice(if config.once_per_success {
                 // The marker of a run still finishing looks the same: one
                 // whose lock was lost takes it back when it ends.
                 format!(
-                    "lock '{}' already succeeded in this window (started at unix time {start}), \
-                     or a run of it is still finishing",
+                    "lock '{}' already succeeded in this window ({window}), or a run of it is \
+                     still finishing",
                     config.name
                 )
             } else {
                 format!(
-                    "lock '{}' already ran in this window (started at unix time {start})",
+                    "lock '{}' already ran in this window ({window})",
                     config.name
                 )
             });
@@ -836,6 +892,25 @@ fn check_once_per(lock: &Lock, config: &Config, log: &Log) -> Result<Option<u64>
             Err(Exit::Unavailable)
         }
     }
+}
+
+/// A --once-per window that starts at unix time `start` and lasts `window`
+/// seconds, in UTC: `from 2026-12-02T05:00:00Z; the next opens at
+/// 2026-12-02T06:00:00Z`.
+fn window_text(start: u64, window: u64) -> String {
+    let at = |secs: u64| {
+        // humantime writes years up to 9999 (and fails past them).
+        if secs < 253_402_300_800 {
+            humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs)).to_string()
+        } else {
+            format!("unix time {secs}")
+        }
+    };
+    format!(
+        "from {}; the next opens at {}",
+        at(start),
+        at(start.saturating_add(window))
+    )
 }
 
 /// Environment variables that may carry a password: the command never sees them.
@@ -895,7 +970,16 @@ pub fn os_message(e: &io::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::one_line;
+    use super::{one_line, window_text};
+
+    #[test]
+    fn once_per_windows_are_utc_times() {
+        assert_eq!(
+            window_text(1_796_187_600, 3600),
+            "from 2026-12-02T05:00:00Z; the next opens at 2026-12-02T06:00:00Z"
+        );
+        assert!(window_text(u64::MAX, 3600).contains("unix time"));
+    }
 
     #[test]
     fn clap_errors_fold_into_one_line() {

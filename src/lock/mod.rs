@@ -780,29 +780,24 @@ impl Lock {
             .iter()
             .filter_map(|r| r.result.as_ref().ok())
             .find(|i| i.value.is_some() && !i.holder.is_empty())?;
-        let field = |name: &str| {
-            record
-                .holder
-                .iter()
-                .find(|(k, _)| k == name)
-                .map_or("?", |(_, v)| v.as_str())
-        };
-        let since = field("acquired_ms")
-            .parse::<u64>()
-            .ok()
-            .and_then(|ms| unix_ms().checked_sub(ms))
-            .map_or(String::new(), |ms| {
-                format!(
-                    ", for {}",
-                    humantime::format_duration(Duration::from_secs(ms / 1000))
-                )
-            });
-        Some(format!(
-            "{}@{} pid {}{since}",
-            field("user"),
-            field("host"),
-            field("pid")
-        ))
+        Some(Holder::of(&record.holder).to_string())
+    }
+
+    /// Who held the lock when the last acquire round was refused, as the
+    /// holder record the refusing nodes sent with their answer says (no
+    /// request of its own); None with --limit, or when none sent one.
+    pub fn busy_holder(&self) -> Option<Holder> {
+        if self.slots.len() > 1 {
+            return None;
+        }
+        let last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
+        let granted = last
+            .as_ref()?
+            .replies
+            .iter()
+            .filter_map(|r| r.result.as_ref().ok())
+            .find(|g| g.answer == Answer::Refused && !g.holder.is_empty())?;
+        Some(Holder::of(&granted.holder))
     }
 
     /// Gives up our place in the --wait queue on every node that answers
@@ -1034,6 +1029,45 @@ impl Drop for Lock {
     fn drop(&mut self) {
         for node in self.nodes.iter() {
             node.close();
+        }
+    }
+}
+
+/// Who holds the lock, as its holder record says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    /// `user@host pid N`
+    pub who: String,
+    /// Since when it holds the lock, where the record says.
+    pub held_for: Option<Duration>,
+}
+
+impl Holder {
+    fn of(record: &[(String, String)]) -> Holder {
+        let field = |name: &str| {
+            record
+                .iter()
+                .find(|(k, _)| k == name)
+                .map_or("?", |(_, v)| v.as_str())
+        };
+        Holder {
+            who: format!("{}@{} pid {}", field("user"), field("host"), field("pid")),
+            held_for: field("acquired_ms")
+                .parse::<u64>()
+                .ok()
+                .and_then(|ms| unix_ms().checked_sub(ms))
+                .map(|ms| Duration::from_secs(ms / 1000)),
+        }
+    }
+}
+
+/// `user@host pid N, for 3m 12s`
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.who)?;
+        match self.held_for {
+            Some(d) => write!(f, ", for {}", humantime::format_duration(d)),
+            None => Ok(()),
         }
     }
 }

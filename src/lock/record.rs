@@ -340,17 +340,60 @@ pub fn hostname() -> String {
     }
 }
 
+/// `$USER`, `$LOGNAME`, else the password database's name for our uid (CI
+/// containers and cron on some systems set neither), else `uid N`.
 pub fn user_name() -> String {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
     std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        // SAFETY: getuid cannot fail.
-        .unwrap_or_else(|_| format!("uid {}", unsafe { libc::getuid() }))
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| passwd_name(uid))
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+/// The name the password database (files, LDAP, ... as nsswitch says) gives `uid`.
+fn passwd_name(uid: libc::uid_t) -> Option<String> {
+    let mut buf = vec![0u8; 1024];
+    loop {
+        // SAFETY: an all-zero passwd is a valid out-value; getpwuid_r writes
+        // only into it and into `buf` (of the length given), and sets
+        // `found` to null or to `pwd`.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        let rc = unsafe {
+            libc::getpwuid_r(
+                uid,
+                &mut pwd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 4, 0);
+            continue;
+        }
+        if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
+            return None;
+        }
+        // SAFETY: on success pw_name points at a NUL-terminated string in `buf`.
+        let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+        return Some(name.to_string_lossy().into_owned()).filter(|n| !n.is_empty());
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::ffi::OsString;
+
+    #[test]
+    fn the_password_database_names_uids() {
+        assert_eq!(passwd_name(0).as_deref(), Some("root"));
+        assert_eq!(passwd_name(4_000_000_123), None, "no such user");
+    }
 
     fn argv(words: &[&str]) -> Program {
         Program::Argv(words.iter().map(OsString::from).collect())

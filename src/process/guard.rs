@@ -67,6 +67,10 @@ pub enum Report {
     /// The guard killed the tree at `deadline - kill guard`, no newer deadline
     /// having come: the lock may be gone, whatever the command's status.
     DeadlineKill,
+    /// A process of the tree was stopped by the terminal (`sig`: SIGTSTP,
+    /// SIGTTIN or SIGTTOU) and the guard has resumed the tree (terminal mode
+    /// only).
+    Resumed { pid: libc::pid_t, sig: i32 },
 }
 
 pub struct Guard {
@@ -116,6 +120,17 @@ const EXITED_EMPTY: u8 = b'X';
 const EMPTY: u8 = b'Z';
 const DEADLINE: u8 = b'D';
 const DEADLINE_KILL: u8 = b'K';
+const RESUMED: u8 = b'C';
+
+/// Fewest milliseconds between two resumes of a tree: a process of it that
+/// reads the terminal from a background group is stopped again at once, and
+/// must not make the guard and it take turns for a whole CPU.
+const RESUME_GAP: Duration = Duration::from_millis(100);
+
+/// At most this many `Resumed` frames per command: the rest resume without
+/// a word, so that the guard never fills the report pipe (and blocks on it)
+/// while redlock-run is not reading.
+const RESUMED_FRAMES: u32 = 16;
 
 fn pipe() -> io::Result<(File, File)> {
     let mut fds = [0; 2];
@@ -259,6 +274,10 @@ impl Guard {
                         },
                         Ok((EMPTY, _)) => Report::Empty,
                         Ok((DEADLINE_KILL, _)) => Report::DeadlineKill,
+                        Ok((RESUMED, p)) => Report::Resumed {
+                            pid: int(&p),
+                            sig: p.get(4..).map_or(-1, int),
+                        },
                         Ok(_) => continue,
                         Err(_) => Report::Gone,
                     };
@@ -385,6 +404,14 @@ fn serve(
     let mut first_pass = true;
     let mut kill_at = deadline.map(|d| d.checked_sub(spec.kill_guard).unwrap_or(d));
     let mut killing = false;
+    // Terminal mode: a job holding a lock cannot be suspended. The terminal
+    // stopped the command's group (Ctrl-Z), and redlock-run, which is not in
+    // it, would hold the lock while the shell waits for it and Ctrl-C (sent
+    // to the stopped group) waited too: the tree is resumed, and redlock-run
+    // says so after.
+    let mut stop_seen: Option<(libc::pid_t, i32)> = None;
+    let mut resumed_at: Option<Stamp> = None;
+    let mut frames = 0u32;
     loop {
         if spec.contain && !killing && kill_at.is_some_and(|k| clock::now() >= k) {
             // No newer deadline came: redlock-run is stopped or wedged, or
@@ -398,6 +425,22 @@ fn serve(
         } else if killing {
             tree::signal_all(me, libc::SIGKILL);
         }
+        let resume_at = resumed_at.map(|t| t + RESUME_GAP);
+        if !killing
+            && let Some((pid, sig)) = stop_seen
+            && resume_at.is_none_or(|t| clock::now() >= t)
+        {
+            stop_seen = None;
+            resumed_at = Some(clock::now());
+            resume(me, command_pid, spec.contain);
+            // Said after the signal, never before it.
+            if frames < RESUMED_FRAMES {
+                frames += 1;
+                let mut p = pid.to_le_bytes().to_vec();
+                p.extend_from_slice(&sig.to_le_bytes());
+                let _ = write_frame(report, RESUMED, &p);
+            }
+        }
         let timeout = if killing {
             // Again until reaped: a process forked between a listing and the
             // kill is found by the next one.
@@ -410,6 +453,14 @@ fn serve(
                     .min(Duration::from_millis(100))
                     .as_millis() as i32
             })
+        };
+        // A resume held back by RESUME_GAP is due then.
+        let timeout = match resume_at.filter(|_| stop_seen.is_some() && !killing) {
+            Some(t) => {
+                let wait = t.saturating_duration_since(clock::now()).as_millis() as i32 + 1;
+                if timeout < 0 { wait } else { timeout.min(wait) }
+            }
+            None => timeout,
         };
         let mut fds = [
             libc::pollfd {
@@ -437,7 +488,14 @@ fn serve(
             unsafe {
                 libc::read(children.as_raw_fd(), info.as_mut_ptr().cast(), info.len());
             }
-            let (status, empty) = reap(command_pid);
+            let Reaped {
+                command: status,
+                empty,
+                stopped,
+            } = reap(command_pid, spec.terminal);
+            if let Some((pid, sig)) = stopped.filter(|(_, sig)| terminal_stop(*sig)) {
+                stop_seen = stop_seen.or(Some((pid, sig)));
+            }
             if exited.is_none()
                 && let Some(status) = status
             {
@@ -526,24 +584,62 @@ fn block_sigchld() -> libc::sigset_t {
     }
 }
 
-/// Reaps every child that has exited; the command's wait status if it was
-/// one of them, and whether no child at all is left.
-fn reap(command_pid: libc::pid_t) -> (Option<i32>, bool) {
-    let mut command = None;
+/// What one pass of `reap` found.
+struct Reaped {
+    /// The command's wait status, if it exited.
+    command: Option<i32>,
+    /// No child at all is left.
+    empty: bool,
+    /// A child that was stopped (with `untraced`), and by which signal.
+    stopped: Option<(libc::pid_t, i32)>,
+}
+
+/// Reaps every child that has exited: the command's wait status if it was
+/// one of them, and whether no child at all is left. With `untraced`, also
+/// notes a child that stopped (each stop is reported once).
+fn reap(command_pid: libc::pid_t, untraced: bool) -> Reaped {
+    let mut r = Reaped {
+        command: None,
+        empty: false,
+        stopped: None,
+    };
+    let flags = libc::WNOHANG | if untraced { libc::WUNTRACED } else { 0 };
     loop {
         let mut status = 0;
         // SAFETY: a valid out-pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid == command_pid {
-            command = Some(status);
+        let pid = unsafe { libc::waitpid(-1, &mut status, flags) };
+        if pid > 0 && libc::WIFSTOPPED(status) {
+            r.stopped = r.stopped.or(Some((pid, libc::WSTOPSIG(status))));
+        } else if pid == command_pid {
+            r.command = Some(status);
         } else if pid == 0 {
-            return (command, false);
+            return r;
         } else if pid < 0 {
             if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                 continue;
             }
             // ECHILD: every descendant is gone and reaped.
-            return (command, true);
+            r.empty = true;
+            return r;
+        }
+    }
+}
+
+/// A stop that comes from the terminal: Ctrl-Z (SIGTSTP), or reading
+/// (SIGTTIN) or writing to or setting it (SIGTTOU) from a background group.
+/// SIGSTOP is not one: whoever sends it (an operator, a debugger) means it.
+fn terminal_stop(sig: i32) -> bool {
+    matches!(sig, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)
+}
+
+/// SIGCONT to the whole tree (or, uncontained, to the command's group).
+fn resume(me: libc::pid_t, command_pid: libc::pid_t, contain: bool) {
+    if contain {
+        tree::signal_all(me, libc::SIGCONT);
+    } else {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe {
+            libc::kill(-command_pid, libc::SIGCONT);
         }
     }
 }

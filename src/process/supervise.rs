@@ -76,7 +76,8 @@ impl Tree {
                     ev(
                         "refused",
                         format!(
-                            "process {} (uid {uid}) may not be signalled by redlock-run                              (signal {sig}: not permitted); the lock is kept while it runs",
+                            "process {} (uid {uid}) may not be signalled by redlock-run \
+                     (signal {sig}: not permitted); the lock is kept while it runs",
                             r.pid
                         ),
                     )
@@ -172,6 +173,8 @@ fn watch(
     let mut gone_before_exit = false;
     // The guard stopped the tree at the deadline in redlock-run's place.
     let mut guard_killed = false;
+    // Processes said to have been stopped by the terminal and resumed.
+    let mut told_resumed: HashSet<libc::pid_t> = HashSet::new();
     loop {
         let now = clock::now();
         // The last moment anything of the tree may be alive, a guard before
@@ -259,34 +262,29 @@ fn watch(
                     let at = clock::now() + config.kill_after;
                     begin(tree, &mut stop, &mut kill_at, Stop::Leftovers, at, log);
                 }
-                log.info(|| {
-                    let names: Vec<String> = left
-                        .iter()
-                        .take(10)
-                        .map(|m| format!("{} ({})", m.pid, m.name()))
-                        .collect();
-                    let more = left.len().saturating_sub(names.len());
-                    format!(
-                        "{} exited ({}); {} {} process(es) it left behind: {}{}",
-                        config.program.describe(),
-                        describe_status(status),
-                        if config.leftovers == Leftovers::Kill {
-                            "stopping"
-                        } else {
-                            "keeping the lock for"
-                        },
-                        left.len(),
-                        names.join(", "),
-                        if more > 0 {
-                            format!(" and {more} more")
-                        } else {
-                            String::new()
-                        }
-                    )
-                });
+                if config.leftovers == Leftovers::Kill {
+                    log.info(|| {
+                        format!(
+                            "{} exited ({}); stopping {} process(es) it left behind: {}",
+                            config.program.describe(),
+                            describe_status(status),
+                            left.len(),
+                            list(&left)
+                        )
+                    });
+                } else {
+                    log.notice(kept_by_leftovers(config, status, &left));
+                }
             }
             Ok(Event::Guard(Report::Empty)) => break,
             Ok(Event::Guard(Report::DeadlineKill)) => guard_killed = true,
+            Ok(Event::Guard(Report::Resumed { pid, sig })) => {
+                // The guard resumed the tree already; a process that keeps
+                // reading the terminal from the background is named once.
+                if sig == libc::SIGTSTP || told_resumed.insert(pid) {
+                    log.notice(resumed(pid, sig));
+                }
+            }
             Ok(Event::Guard(Report::Gone)) => {
                 // The guard died (killed on its own): its orphans are ours now,
                 // as redlock-run is a subreaper too. None may run on: they are
@@ -407,6 +405,85 @@ fn log_stop(stop: &Option<Stop>, config: &Config, log: &Log) {
         ),
         Some(Stop::Leftovers | Stop::GuardGone) | None => {}
     }
+}
+
+/// Up to ten members as `pid (name)`, and how many more.
+fn list(members: &[tree::Member]) -> String {
+    let names: Vec<String> = members
+        .iter()
+        .take(10)
+        .map(|m| format!("{} ({})", m.pid, m.name()))
+        .collect();
+    let more = members.len().saturating_sub(names.len());
+    if more > 0 {
+        format!("{} and {more} more", names.join(", "))
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The line for a command that exited while processes it started keep the
+/// lock (`--leftovers wait`): which, and how to stop them.
+fn kept_by_leftovers(
+    config: &Config,
+    status: ExitStatus,
+    left: &[tree::Member],
+) -> crate::log::Entry {
+    let groups: HashSet<Option<libc::pid_t>> = left.iter().map(|m| m.pgid()).collect();
+    let how = match groups.into_iter().collect::<Vec<_>>().as_slice() {
+        [Some(g)] => format!("kill -- -{g} (their process group)"),
+        _ if left.len() <= 10 => format!(
+            "kill {}",
+            left.iter()
+                .map(|m| m.pid.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        _ => "kill them".to_string(),
+    };
+    ev(
+        "leftovers",
+        format!(
+            "{} exited ({}); {} process(es) it left behind keep lock '{}' until they exit \
+             (--leftovers wait): {}; to stop them: {how}, or run with --leftovers kill",
+            config.program.describe(),
+            describe_status(status),
+            left.len(),
+            config.name,
+            list(left)
+        ),
+    )
+    .field("leftovers", left.len().to_string())
+}
+
+/// The line for a process of the tree that the terminal stopped and the
+/// guard resumed.
+fn resumed(pid: libc::pid_t, sig: i32) -> crate::log::Entry {
+    let name = tree::Member { pid }.name();
+    let msg = if sig == libc::SIGTSTP {
+        format!(
+            "a job holding a lock cannot be suspended: process {pid} ({name}), stopped by \
+             SIGTSTP (Ctrl-Z), was resumed; Ctrl-C stops it"
+        )
+    } else {
+        // A process reading (or setting) the terminal from a background
+        // group stops again at once: it is resumed over and over, holding
+        // the lock, until it exits. A background job of a shell ignores
+        // SIGINT: Ctrl-C may not end it.
+        let what = if sig == libc::SIGTTIN {
+            "SIGTTIN (it read the terminal from the background)"
+        } else {
+            "SIGTTOU (it used the terminal from the background)"
+        };
+        format!(
+            "a job holding a lock cannot be suspended: process {pid} ({name}), stopped by \
+             {what}, was resumed, and will be whenever it stops so; it keeps the lock until it \
+             exits (kill {pid} stops it)"
+        )
+    };
+    ev("resumed", msg)
+        .field("pid", pid.to_string())
+        .field("signal", sig.to_string())
 }
 
 fn describe_status(status: ExitStatus) -> String {

@@ -36,6 +36,18 @@ impl Member {
             .map(|s| s.trim_end().to_string())
             .unwrap_or_else(|_| "?".into())
     }
+
+    /// Its process group, for messages (None if it is gone).
+    pub fn pgid(&self) -> Option<libc::pid_t> {
+        let text = fs::read(format!("/proc/{}/stat", self.pid)).ok()?;
+        // After the name in parentheses: state, ppid, pgrp.
+        let close = text.iter().rposition(|b| *b == b')')?;
+        let field = text[close + 1..]
+            .split(|b| *b == b' ')
+            .filter(|f| !f.is_empty())
+            .nth(2)?;
+        std::str::from_utf8(field).ok()?.parse().ok()
+    }
 }
 
 /// A live process that may not be signalled by us (EPERM): it runs as

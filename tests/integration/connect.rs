@@ -1305,3 +1305,138 @@ fn malformed_urls_exit_64_without_echoing_passwords() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// A server that is not Redis
+// ---------------------------------------------------------------------------
+
+/// A web server as most answer what is not HTTP: `400 Bad Request`, and the
+/// connection kept open a while. Serves until the test process ends.
+fn http_like_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 4096];
+                if conn.read(&mut buf).is_ok() {
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/html\r\n\
+                          Content-Length: 11\r\n\r\nBad Request",
+                    );
+                    std::thread::sleep(Duration::from_secs(2));
+                }
+            });
+        }
+    });
+    port
+}
+
+/// `python3 -m http.server` on a free port, killed on drop.
+struct PythonHttp(Child, u16);
+
+impl PythonHttp {
+    fn start(dir: &TempDir) -> PythonHttp {
+        let port = free_port("127.0.0.1");
+        let child = crate::support::cmd::command("python3")
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 (apt-get install python3)");
+        assert!(
+            wait_until(Duration::from_secs(10), || std::net::TcpStream::connect((
+                "127.0.0.1",
+                port
+            ))
+            .is_ok()),
+            "python3 -m http.server did not listen"
+        );
+        PythonHttp(child, port)
+    }
+}
+
+impl Drop for PythonHttp {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A `redis://` URL at a port where something else listens (a web server):
+/// one line naming the node and saying it does not speak the Redis
+/// protocol, exit 69 as for any node that cannot be used; in a quorum the
+/// others do without it.
+#[test]
+fn a_server_that_does_not_speak_redis_is_named_in_one_line() {
+    let dir = tempdir();
+    let web = format!("redis://127.0.0.1:{}", http_like_server());
+    let out = base(&web, "not-redis", &dir)
+        .args(["-c", "touch ran"])
+        .run();
+    assert_unavailable(
+        &out,
+        &dir,
+        &[&format!(
+            "{web}: does not speak the Redis protocol: it answered \"HTTP/1.1 400 Bad Request\""
+        )],
+    );
+
+    // python's server answers a request it cannot parse with a bare page,
+    // or closes without a word: either way, one line.
+    let python = PythonHttp::start(&dir);
+    let py = format!("redis://127.0.0.1:{}", python.1);
+    let out = base(&py, "not-redis", &dir).args(["-c", "touch ran"]).run();
+    assert_unavailable(&out, &dir, &[&format!("{py}: ")]);
+    assert!(
+        out.stderr
+            .contains("does not speak the Redis protocol: it answered \"")
+            || out
+                .stderr
+                .contains("without a reply: it does not seem to speak the Redis protocol"),
+        "{out}"
+    );
+
+    // The same server behind rediss://.
+    let tls = web.replace("redis://", "rediss://");
+    let out = base(&tls, "not-redis", &dir)
+        .args(["-c", "touch ran"])
+        .run();
+    assert_unavailable(&out, &dir, &[&format!("{tls}: does not speak TLS")]);
+
+    // status says it on the node's one line.
+    let out = Test::new()
+        .args(["status", "-r", &web, "-k", "not-redis"])
+        .run();
+    out.assert_code(69);
+    assert_eq!(out.stdout.lines().count(), 3, "{out}");
+    assert!(
+        out.stdout
+            .contains(&format!("{web}: does not speak the Redis protocol")),
+        "{out}"
+    );
+
+    // In a quorum, the two Redis nodes do without it: one warning line.
+    let cluster = Cluster::new(2);
+    let urls = format!("{},{web}", cluster.urls());
+    let out = base(&urls, "not-redis", &dir)
+        .args(["-c", "touch ran"])
+        .expect_code(0);
+    assert!(dir.has("ran"), "{out}");
+    assert_eq!(out.stderr_lines().len(), 1, "{out}");
+    assert!(
+        out.stderr
+            .contains(&format!("{web}: does not speak the Redis protocol"))
+            && out.stderr.contains("the quorum did without it"),
+        "{out}"
+    );
+}

@@ -719,7 +719,7 @@ fn wait_forever_waits_for_the_holder() {
     let waited = out
         .stderr_lines()
         .into_iter()
-        .find(|l| l.contains("waited ") && l.ends_with(" for lock 'forever'"))
+        .find(|l| l.contains("took lock 'forever' after waiting "))
         .unwrap_or_else(|| panic!("-v does not say how long it waited\n{out}"))
         .to_string();
     eprintln!("{waited}");

@@ -327,3 +327,283 @@ fn status_calls_a_copy_on_a_minority_stale_and_the_lock_free() {
         "{out}"
     );
 }
+
+/// The last stderr line that contains `what`, or a panic showing them all.
+fn line_with<'a>(out: &'a crate::support::RunOutput, what: &str) -> &'a str {
+    out.stderr_lines()
+        .into_iter()
+        .find(|l| l.contains(what))
+        .unwrap_or_else(|| panic!("no line with {what:?}\n{out}"))
+}
+
+/// A single try that finds the lock busy says who holds it and for how
+/// long, from the holder record the refusing nodes send with their answer.
+#[test]
+fn a_busy_single_try_names_the_holder_and_how_long_it_held() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let urls = cluster.urls();
+    let holder = base(&urls, "who-holds", &dir)
+        .env("USER", "ci")
+        .env("REDLOCK_TEST_HOST", "runner4")
+        .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "held", &holder);
+    std::thread::sleep(Duration::from_millis(1200));
+    let out = base(&urls, "who-holds", &dir)
+        .args(["-c", "touch ran"])
+        .expect_code(75);
+    let quiet = base(&urls, "who-holds", &dir)
+        .args(["-q", "-c", "touch ran"])
+        .expect_code(75);
+    let holder_pid = holder.pid();
+    touch(&dir, "go");
+    holder.wait().assert_code(0);
+    assert!(!dir.has("ran"));
+    assert_eq!(out.stderr_lines().len(), 1, "{out}");
+    let want = format!(
+        "redlock-run: lock 'who-holds' is held elsewhere, by ci@runner4 pid {holder_pid}, for "
+    );
+    let line = out.stderr_lines()[0];
+    let held_for = line
+        .strip_prefix(want.as_str())
+        .unwrap_or_else(|| panic!("want {want:?}...\n{out}"));
+    assert!(
+        ["1s", "2s", "3s"].contains(&held_for),
+        "held for {held_for:?}: {out}"
+    );
+    assert!(quiet.stderr.is_empty(), "-q printed: {quiet}");
+}
+
+/// A run that waited for the lock says so when it takes it: how long, and
+/// behind whom. One that did not wait says nothing; -q says nothing.
+#[test]
+fn a_lock_taken_after_waiting_says_how_long_and_behind_whom() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let urls = node.url();
+    for quiet in [false, true] {
+        let holder = base(&urls, "took", &dir)
+            .env("USER", "ci")
+            .env("REDLOCK_TEST_HOST", "runner4")
+            .args(["-c", "touch held; sleep 1"])
+            .spawn();
+        await_marker(&dir, "held", &holder);
+        let mut waiter = base(&urls, "took", &dir).args(["--wait", "30s"]);
+        if quiet {
+            waiter = waiter.arg("-q");
+        }
+        let out = waiter.args(["-c", "touch ran"]).expect_code(0);
+        let holder_pid = holder.pid();
+        holder.wait().assert_code(0);
+        if quiet {
+            assert!(out.stderr.is_empty(), "-q printed: {out}");
+            continue;
+        }
+        let line = line_with(&out, "took lock");
+        let rest = line
+            .strip_prefix("redlock-run: took lock 'took' after waiting ")
+            .unwrap_or_else(|| panic!("{out}"));
+        let (waited, behind) = rest.split_once(", ").unwrap_or_else(|| panic!("{out}"));
+        // 350ms or 3.2s.
+        let secs: f64 = match waited.strip_suffix("ms") {
+            Some(ms) => ms.parse::<f64>().ok().map(|ms| ms / 1000.0),
+            None => waited.strip_suffix('s').and_then(|s| s.parse().ok()),
+        }
+        .unwrap_or_else(|| panic!("waited {waited:?}: {out}"));
+        assert!((0.3..5.0).contains(&secs), "waited {secs}: {out}");
+        assert_eq!(
+            behind,
+            format!("behind ci@runner4 pid {holder_pid}"),
+            "{out}"
+        );
+    }
+    // Free at once: nothing to say.
+    let out = base(&urls, "took", &dir)
+        .args(["--wait", "30s", "-c", "true"])
+        .expect_code(0);
+    assert!(out.stderr.is_empty(), "{out}");
+}
+
+/// A command that exits while processes it started run on keeps the lock
+/// (--leftovers wait): one line says so, naming them and how to stop them.
+#[test]
+fn leftovers_that_keep_the_lock_are_named_with_how_to_stop_them() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let out = base(&node.url(), "left", &dir)
+        .args(["-c", "echo $$ > sh.pid; sleep 1 & echo $! > bg.pid"])
+        .expect_code(0);
+    let sh = std::fs::read_to_string(dir.join("sh.pid")).expect("sh.pid");
+    let bg = std::fs::read_to_string(dir.join("bg.pid")).expect("bg.pid");
+    assert_eq!(out.stderr_lines().len(), 1, "{out}");
+    let line = out.stderr_lines()[0];
+    assert!(
+        line.contains("exited (status 0); 1 process(es) it left behind keep lock 'left' until")
+            && line.contains(" they exit (--leftovers wait)"),
+        "{out}"
+    );
+    // `sleep` once the fork has exec'd it, `sh` before.
+    assert!(line.contains(&format!(": {} (", bg.trim())), "{out}");
+    assert!(
+        line.ends_with(&format!(
+            "to stop them: kill -- -{} (their process group), or run with --leftovers kill",
+            sh.trim()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.elapsed >= Duration::from_millis(900),
+        "the lock was not kept for the leftover: {out}"
+    );
+    let quiet = base(&node.url(), "left", &dir)
+        .args(["-q", "-c", "sleep 0.3 &"])
+        .expect_code(0);
+    assert!(quiet.stderr.is_empty(), "-q printed: {quiet}");
+}
+
+/// Without $USER and $LOGNAME (CI containers, some crons) the holder record
+/// names the user from the password database, not `uid N`.
+#[test]
+fn the_holder_record_names_the_user_without_user_or_logname() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let id = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .expect("id -un");
+    assert!(id.status.success(), "this uid has no name: {id:?}");
+    let name = String::from_utf8_lossy(&id.stdout).trim().to_string();
+    let holder = base(&node.url(), "nameless", &dir)
+        .env_remove("USER")
+        .env_remove("LOGNAME")
+        .env("REDLOCK_TEST_HOST", "ci-box")
+        .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "held", &holder);
+    let shown = status(&node.url(), "nameless", &[]);
+    let busy = base(&node.url(), "nameless", &dir)
+        .args(["-c", "true"])
+        .expect_code(75);
+    let holder_pid = holder.pid();
+    touch(&dir, "go");
+    holder.wait().assert_code(0);
+    shown.assert_code(1);
+    let by = format!("held by {name}@ci-box pid {holder_pid}");
+    assert!(shown.stdout.contains(&by), "want {by:?}\n{shown}");
+    assert!(
+        busy.stderr
+            .contains(&format!("by {name}@ci-box pid {holder_pid}")),
+        "{busy}"
+    );
+}
+
+/// A --once-per refusal says when the window opened and when the next one
+/// opens, in UTC, not in unix seconds.
+#[test]
+fn once_per_refusals_say_when_in_utc() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let iso = |secs: u64| {
+        humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+            .to_string()
+    };
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs()
+    };
+    for (flag, says) in [
+        ("--once-per", "already ran in this window"),
+        ("--once-per-success", "already succeeded in this window"),
+    ] {
+        let key = format!("iso{flag}");
+        let before = now() / 3600 * 3600;
+        base(&node.url(), &key, &dir)
+            .args([flag, "1h", "-c", "true"])
+            .expect_code(0);
+        let out = base(&node.url(), &key, &dir)
+            .args([flag, "1h", "-c", "touch ran"])
+            .expect_code(75);
+        let after = now() / 3600 * 3600;
+        assert!(!dir.has("ran"), "{out}");
+        out.assert_one_error_line();
+        let line = line_with(&out, says);
+        let fits = [before, after].iter().any(|start| {
+            line.contains(&format!(
+                "window (from {}; the next opens at {})",
+                iso(*start),
+                iso(start + 3600)
+            ))
+        });
+        assert!(fits, "{out}");
+        assert!(!line.contains("unix time"), "{out}");
+    }
+}
+
+/// Options given before a subcommand get one line with the right order (the
+/// options carried over) and 64, for every subcommand clap knows; nothing
+/// runs, not even a program of that name on PATH. After `--` the word is a
+/// program to run, as for flock(1) and env(1).
+#[test]
+fn options_before_a_subcommand_get_the_right_order_and_64() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).expect("bin dir");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let subcommands: Vec<String> = redlock_run::cli::command()
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    assert!(
+        subcommands.contains(&"status".to_string()),
+        "{subcommands:?}"
+    );
+    for name in &subcommands {
+        // A program of that name, which says when it runs.
+        let program = bin.join(name);
+        std::fs::write(&program, format!("#!/bin/sh\ntouch ran-{name}\n")).expect("program");
+        let mut perms = std::fs::metadata(&program).expect("meta").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&program, perms).expect("chmod");
+        for (args, want) in [
+            (
+                vec!["-r", &node.url(), name, "-k", "order"],
+                format!("redlock-run {name} -r {} -k order", node.url()),
+            ),
+            (
+                vec!["-k", "order", "-r", &node.url(), name],
+                format!("redlock-run {name} -k order -r {}", node.url()),
+            ),
+        ] {
+            let out = Test::new()
+                .current_dir(dir.path())
+                .env("PATH", &path)
+                .args(&args)
+                .expect_code(64);
+            out.assert_one_error_line();
+            assert!(
+                out.stderr.contains(&format!(
+                    "'{name}' is a subcommand, and its options go after it: {want}"
+                )) && out.stderr.contains("put -- before it"),
+                "{out}"
+            );
+            assert!(!dir.has(format!("ran-{name}")), "{name} ran: {out}");
+        }
+        assert!(node.keys().is_empty(), "{:?}", node.keys());
+        // After --, a program.
+        let out = Test::new()
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .args(["-r", &node.url(), "-k", "order", "--", name])
+            .expect_code(0);
+        assert!(dir.has(format!("ran-{name}")), "{out}");
+        assert!(node.keys().is_empty(), "lock left: {:?}", node.keys());
+    }
+}

@@ -161,3 +161,195 @@ fn a_retried_attempt_reads_the_terminal_too() {
         "lock left after the run"
     );
 }
+
+/// Lines in the heartbeat file the command writes every 50 ms.
+fn beats(dir: &TempDir) -> usize {
+    fs::read_to_string(dir.join("beat")).map_or(0, |s| s.lines().count())
+}
+
+/// A command that writes a heartbeat to `beat` every 50 ms, its pid to
+/// `cmd.pid`, under redlock-run on a fresh terminal, with redlock-run's
+/// stderr in `err`; and every process of the run (redlock-run, its guard,
+/// the command) once the beat has started.
+fn heartbeat_on_terminal(node: &RedisNode, key: &str, dir: &TempDir) -> (Child, Vec<i32>) {
+    let line = format!(
+        "exec {BIN} -r {} -k {key} -- sh -c 'echo $$ > cmd.pid; \
+         while :; do echo . >> beat; sleep 0.05; done' 2> err",
+        node.url()
+    );
+    let script = on_terminal(&line, dir);
+    let command = read_pid_file(&dir.join("cmd.pid"), Duration::from_secs(10));
+    assert!(
+        wait_until(Duration::from_secs(10), || beats(dir) >= 3),
+        "the command does not beat"
+    );
+    // script(1) -> sh, exec'd into redlock-run -> guard -> command.
+    let guard = parent_pid(command).expect("the command's parent");
+    let wrapper = parent_pid(guard).expect("the guard's parent");
+    assert_eq!(process_name(guard).as_deref(), Some("redlock-guard"));
+    (script, vec![wrapper, guard, command])
+}
+
+fn err_text(dir: &TempDir) -> String {
+    fs::read_to_string(dir.join("err")).unwrap_or_default()
+}
+
+const NO_SUSPEND: &str = "a job holding a lock cannot be suspended";
+
+/// Ctrl-Z stops the command's process group, which has the terminal; with
+/// nothing resuming it, redlock-run and the shell would wait for ever and
+/// Ctrl-C would only queue behind the stop. The guard resumes the tree and
+/// redlock-run says why; Ctrl-C then ends the run and frees the lock.
+#[test]
+fn ctrl_z_is_answered_by_resuming_and_ctrl_c_still_ends_the_run() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let (mut script, run) = heartbeat_on_terminal(&node, "tty-z", &dir);
+    let command = run[2];
+    let mut stdin = script.stdin.take().expect("script stdin");
+    stdin.write_all(b"\x1a").expect("type Ctrl-Z");
+    assert!(
+        wait_until(Duration::from_secs(5), || err_text(&dir)
+            .contains(NO_SUSPEND)),
+        "no word about Ctrl-Z: {:?}",
+        err_text(&dir)
+    );
+    let err = err_text(&dir);
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    assert!(
+        err.contains(&format!("process {command} (sh)"))
+            && err.contains("SIGTSTP (Ctrl-Z)")
+            && err.contains("Ctrl-C stops it"),
+        "{err:?}"
+    );
+    // It runs on: not stopped, and beating.
+    let before = beats(&dir);
+    assert!(
+        wait_until(Duration::from_secs(5), || beats(&dir) >= before + 5),
+        "the command stopped beating after Ctrl-Z (state {:?})",
+        process_state(command)
+    );
+    assert!(node.exists(lock_key("tty-z")), "the lock is held meanwhile");
+
+    stdin.write_all(b"\x03").expect("type Ctrl-C");
+    let code = wait_with_timeout(&mut script, Duration::from_secs(10));
+    assert_eq!(
+        code,
+        Some(128 + libc::SIGINT),
+        "Ctrl-C after Ctrl-Z did not end the run: {:?}",
+        err_text(&dir)
+    );
+    assert!(!node.exists(lock_key("tty-z")), "lock left after Ctrl-C");
+    for pid in run {
+        assert!(
+            wait_until(Duration::from_secs(5), || !pid_alive(pid)),
+            "process {pid} ({:?}) of the run is left",
+            process_name(pid)
+        );
+    }
+}
+
+/// A SIGSTOP is no terminal's doing: whoever sent it (an operator, a
+/// debugger, a test) means the command to stay stopped, under the lock,
+/// until they send SIGCONT. Nothing resumes it and nothing is said.
+#[test]
+fn a_sigstop_from_elsewhere_is_left_alone() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let (mut script, run) = heartbeat_on_terminal(&node, "tty-stop", &dir);
+    let command = run[2];
+    assert!(send_signal(command, libc::SIGSTOP));
+    assert!(
+        wait_until(Duration::from_secs(5), || process_state(command)
+            == Some('T')),
+        "SIGSTOP did not stop the command"
+    );
+    thread::sleep(Duration::from_millis(300));
+    let stopped = beats(&dir);
+    // Several of the guard's resume gaps and redlock-run's heartbeats.
+    thread::sleep(Duration::from_millis(1500));
+    assert_eq!(process_state(command), Some('T'), "the command was resumed");
+    assert_eq!(beats(&dir), stopped, "the command beat while stopped");
+    assert!(node.exists(lock_key("tty-stop")), "the lock is kept");
+    assert!(send_signal(command, libc::SIGCONT));
+    assert!(
+        wait_until(Duration::from_secs(5), || beats(&dir) >= stopped + 3),
+        "SIGCONT did not resume the command"
+    );
+    let mut stdin = script.stdin.take().expect("script stdin");
+    stdin.write_all(b"\x03").expect("type Ctrl-C");
+    let code = wait_with_timeout(&mut script, Duration::from_secs(10));
+    assert_eq!(code, Some(128 + libc::SIGINT), "{:?}", err_text(&dir));
+    assert!(!err_text(&dir).contains(NO_SUSPEND), "{:?}", err_text(&dir));
+    assert!(!node.exists(lock_key("tty-stop")), "lock left after Ctrl-C");
+}
+
+/// CPU time (user + system, in clock ticks) that `pid` has used.
+fn cpu_ticks(pid: i32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rfind(')').map_or("", |i| &stat[i + 1..]);
+    // utime and stime: fields 14 and 15, the 12th and 13th after the name.
+    rest.split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse::<u64>().ok())
+        .sum()
+}
+
+/// Once the command has exited the terminal is redlock-run's again, and a
+/// process it left behind that reads the terminal is stopped by SIGTTIN:
+/// it would keep the lock, stopped, for ever. The guard resumes it (it
+/// stops again at once: at most every 100 ms, so neither spins), and
+/// redlock-run names it once, with how to stop it.
+#[test]
+fn a_leftover_reading_the_terminal_is_resumed_and_named_once() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let line = format!(
+        "exec {BIN} -r {} -k tty-bg -- sh -c 'exec 3<&0; \
+         (sleep 0.5; read x <&3; echo \"got:$x\" > got) & echo $! > bg.pid' 2> err",
+        node.url()
+    );
+    let mut script = on_terminal(&line, &dir);
+    let bg = read_pid_file(&dir.join("bg.pid"), Duration::from_secs(10));
+    assert!(
+        wait_until(Duration::from_secs(10), || err_text(&dir)
+            .contains("stopped by SIGTTIN")),
+        "no word about the stopped leftover: {:?}",
+        err_text(&dir)
+    );
+    let guard = parent_pid(bg).expect("the leftover's parent, the guard");
+    assert_eq!(process_name(guard).as_deref(), Some("redlock-guard"));
+    let ticks = cpu_ticks(guard) + cpu_ticks(bg);
+    thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let used = cpu_ticks(guard) + cpu_ticks(bg) - ticks;
+    assert!(
+        used * 1000 / hz < 500,
+        "the guard and the leftover used {used} ticks ({hz}/s) in 1.5 s"
+    );
+    let err = err_text(&dir);
+    let named: Vec<&str> = err.lines().filter(|l| l.contains("SIGTTIN")).collect();
+    assert_eq!(named.len(), 1, "named once: {err:?}");
+    assert!(
+        named[0].contains(&format!("process {bg} (sh), stopped by SIGTTIN"))
+            && named[0].contains(&format!(
+                "keeps the lock until it exits (kill {bg} stops it)"
+            )),
+        "{err:?}"
+    );
+    assert!(
+        node.exists(lock_key("tty-bg")),
+        "the lock is kept meanwhile"
+    );
+    assert!(send_signal(bg, libc::SIGTERM), "TERM to the leftover");
+    let code = wait_with_timeout(&mut script, Duration::from_secs(10));
+    assert_eq!(
+        code,
+        Some(0),
+        "the command's own status: {:?}",
+        err_text(&dir)
+    );
+    assert!(!node.exists(lock_key("tty-bg")), "lock left");
+}

@@ -125,7 +125,9 @@ const TLS_HINT: &str = "(check --tls-ca, that the URL's host name is in the cert
 /// be reached) as one clause about node `name`.
 pub(super) fn wording(name: &str, timeout: Duration, e: &redis::RedisError) -> NodeError {
     let timed_out = e.is_timeout();
-    let what = if timed_out {
+    let what = if let Some(what) = not_redis(e) {
+        what
+    } else if timed_out {
         no_answer(timeout)
     } else if e.is_connection_refusal() {
         "connection refused".to_string()
@@ -165,7 +167,7 @@ pub(super) fn wording(name: &str, timeout: Duration, e: &redis::RedisError) -> N
     } else if is_tls_error(e) {
         format!("TLS handshake failed: {e} {TLS_HINT}")
     } else {
-        e.to_string()
+        one_line(&e.to_string())
     };
     NodeError {
         msg: format!("{name}: {what}"),
@@ -174,6 +176,53 @@ pub(super) fn wording(name: &str, timeout: Duration, e: &redis::RedisError) -> N
         unreplicated: false,
         superseded: false,
     }
+}
+
+/// What the node's server said, or did, that no Redis server would (see
+/// `wire`): worded already.
+#[derive(Debug)]
+pub(super) struct NotRedis(pub(super) String);
+
+impl fmt::Display for NotRedis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotRedis {}
+
+/// A server that does not speak the Redis protocol, as redlock-run's own
+/// connection found (`NotRedis`) or the crate's parser did.
+pub(super) fn not_redis(e: &redis::RedisError) -> Option<String> {
+    // The crate keeps an io::Error as an `Arc<dyn Error>`, and an io::Error
+    // hands out its inner error by get_ref only (its source is the inner
+    // error's source).
+    let io = std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<std::sync::Arc<dyn std::error::Error + Send + Sync>>())
+        .and_then(|arc| arc.downcast_ref::<std::io::Error>());
+    if let Some(n) = io
+        .and_then(|io| io.get_ref())
+        .and_then(|inner| inner.downcast_ref::<NotRedis>())
+    {
+        return Some(n.0.clone());
+    }
+    if e.kind() == redis::ErrorKind::Parse {
+        return Some("does not speak the Redis protocol (another service on that port?)".into());
+    }
+    // rustls, on a plain-text answer to its handshake.
+    e.to_string()
+        .contains("InvalidContentType")
+        .then(|| "does not speak TLS (a redis:// port, or another service on that port?)".into())
+}
+
+/// An error's text folded into one line (some errors of the crate span
+/// several).
+pub(super) fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Redis 7 answers a request of more than a few arguments (or a long

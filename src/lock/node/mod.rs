@@ -129,7 +129,7 @@ pub enum Refusal {
 
 /// An acquire's answer, with the fence counter found beside the lock when
 /// asked, and for a queued waiter its place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Granted {
     pub answer: Answer,
     pub fence: Option<u64>,
@@ -144,6 +144,9 @@ pub struct Granted {
     /// Which server answered (a digest of its `run_id`), where redlock-run's
     /// own connection learnt it before this answer (see `same_voter`).
     pub server: Option<u64>,
+    /// When refused because another token holds the lock: its holder
+    /// record (field, value), if it has one.
+    pub holder: Vec<(String, String)>,
 }
 
 impl crate::lock::quorum::Vote for Granted {

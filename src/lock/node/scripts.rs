@@ -127,7 +127,10 @@ end
 /// The answer: {1} or {1, fence counter} when taken; else {0 (2 for the
 /// conflict), false, our place's score or false, why ('held', 'plain',
 /// 'slots', 'queued', 'limit'), a number for it (waiters queued, the other
-/// N) or false, ms until the earliest place ahead of ours lapses or false}.
+/// N) or false, ms until the earliest place ahead of ours lapses or false,
+/// and when another token holds the lock its holder record (HGETALL of
+/// KEYS[2], under pcall), so that a busy run can say who holds it without
+/// a request of its own}.
 pub(super) const ACQUIRE: &str = concat!(
     queue_lua!(),
     slots_lua!(),
@@ -136,6 +139,14 @@ local token, mode, n = ARGV[1], ARGV[5], tonumber(ARGV[7])
 local place, lapse_ahead = false, false
 local function refused(why, detail)
   return {0, false, place, why, detail or false, lapse_ahead}
+end
+local function held()
+  local r = refused('held')
+  local rec = redis.pcall('HGETALL', KEYS[2])
+  if type(rec) == 'table' and #rec > 0 then
+    r[7] = rec
+  end
+  return r
 end
 local function gate()
   if mode == 'check' and redis.call('EXISTS', KEYS[5]) == 0 then
@@ -175,7 +186,7 @@ if not mine then
     local ok, ours = pcall(gate)
     if ok and not ours then
       if value then
-        return refused('held')
+        return held()
       end
       local q = redis.pcall('ZCARD', KEYS[5])
       return refused('queued', type(q) == 'number' and q or 0)
@@ -204,7 +215,7 @@ end
 if mine then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 elseif not redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then
-  return refused('held')
+  return held()
 end
 if ARGV[4] ~= '' then
   hold_slot(KEYS[4], ARGV[4], tonumber(ARGV[2]), now_ms())

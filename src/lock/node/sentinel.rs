@@ -270,8 +270,10 @@ impl Group {
             )
         } else if error::is_tls_error(e) {
             format!("TLS handshake failed: {e}")
+        } else if let Some(what) = error::not_redis(e) {
+            what
         } else {
-            e.to_string()
+            error::one_line(&e.to_string())
         }
     }
 }

@@ -177,6 +177,10 @@ impl Session {
             place: int(2),
             lapse_ahead: int(5).map(Duration::from_millis),
             server: self.server(),
+            holder: match (refusal, parts.get(6)) {
+                (Some(Refusal::Held), Some(Value::Array(fields))) => pairs(fields),
+                _ => Vec::new(),
+            },
         })
     }
 
@@ -1011,4 +1015,19 @@ pub mod behind {
 /// `HISTORY_TTL`): the last three arguments of every script that appends.
 fn history_args(cmd: &mut redis::Cmd, record: &str) {
     cmd.arg(record).arg(HISTORY_CAP).arg(millis(HISTORY_TTL));
+}
+
+/// A hash as HGETALL answers it, as (field, value) pairs; what is not text
+/// is left out (the record is information only).
+fn pairs(fields: &[Value]) -> Vec<(String, String)> {
+    fields
+        .chunks(2)
+        .filter_map(|pair| match pair {
+            [Value::BulkString(k), Value::BulkString(v)] => Some((
+                String::from_utf8_lossy(k).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            )),
+            _ => None,
+        })
+        .collect()
 }

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, RedisResult, Value};
 
+use super::error::NotRedis;
 use super::lock;
 
 /// A connected socket, either kind.
@@ -330,6 +331,9 @@ impl Wire {
     /// of a reply in the buffer: the connection stays usable.
     fn next(&mut self, until: Instant) -> RedisResult<Value> {
         loop {
+            if let Some(what) = not_resp(&self.buf) {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, NotRedis(what)).into());
+            }
             if let Some(len) = frame_len(&self.buf) {
                 let v = redis::parse_redis_value(&self.buf[..len]);
                 self.buf.drain(..len);
@@ -342,6 +346,13 @@ impl Wire {
             self.stream.set_read_timeout(left)?;
             let mut chunk = [0u8; 16 * 1024];
             match self.stream.read(&mut chunk) {
+                Ok(0) if self.read == 0 && self.buf.is_empty() => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        NotRedis(format!("closed the connection without a reply: {SILENT}")),
+                    )
+                    .into());
+                }
                 Ok(0) => {
                     return Err(
                         io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed").into(),
@@ -352,6 +363,17 @@ impl Wire {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     return Err(io::Error::new(io::ErrorKind::TimedOut, e.to_string()).into());
+                }
+                Err(e)
+                    if e.kind() == io::ErrorKind::ConnectionReset
+                        && self.read == 0
+                        && self.buf.is_empty() =>
+                {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionReset,
+                        NotRedis(format!("reset the connection without a reply: {SILENT}")),
+                    )
+                    .into());
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -404,6 +426,37 @@ pub(super) fn run_id_of(v: &Value) -> Option<String> {
         .filter(|id| !id.is_empty())
 }
 
+/// What a server that ends a fresh connection without a word may be.
+const SILENT: &str = "it does not seem to speak the Redis protocol (another service on that \
+                      port, or a TLS port that wants rediss://?)";
+
+/// What is wrong when `buf` starts with what no Redis reply starts with (a
+/// web server's `HTTP/1.1 400 Bad Request`, an SSH banner, a TLS alert):
+/// one clause, showing the start of the answer.
+fn not_resp(buf: &[u8]) -> Option<String> {
+    let first = *buf.first()?;
+    // RESP2's reply types, and RESP3's.
+    if b"+-:$*_,#!=(%~>|".contains(&first) {
+        return None;
+    }
+    if matches!(first, 0x15 | 0x16) && buf.get(1) == Some(&0x03) {
+        return Some("answered in TLS: it wants rediss://".into());
+    }
+    let line = buf
+        .split(|b| *b == b'\r' || *b == b'\n')
+        .next()
+        .unwrap_or(buf);
+    let text: String = String::from_utf8_lossy(line)
+        .chars()
+        .take(60)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    Some(format!(
+        "does not speak the Redis protocol: it answered \"{text}\" (another service on that \
+         port?)"
+    ))
+}
+
 /// The length of the first whole RESP2 reply in `buf`, if it is all there.
 pub(super) fn frame_len(buf: &[u8]) -> Option<usize> {
     let mut pos = 0;
@@ -444,6 +497,33 @@ pub(super) fn frame_len(buf: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_no_redis_reply_starts_with_is_named() {
+        assert_eq!(not_resp(b""), None);
+        for reply in [
+            &b"+OK\r\n"[..],
+            b"-ERR x\r\n",
+            b":1\r\n",
+            b"$-1\r\n",
+            b"*0\r\n",
+        ] {
+            assert_eq!(not_resp(reply), None, "{reply:?}");
+        }
+        assert_eq!(
+            not_resp(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n").as_deref(),
+            Some(
+                "does not speak the Redis protocol: it answered \"HTTP/1.1 400 Bad Request\" \
+                 (another service on that port?)"
+            )
+        );
+        let ssh = not_resp(b"SSH-2.0-OpenSSH_9.2p1\x07\r\n").expect("not redis");
+        assert!(ssh.contains("\"SSH-2.0-OpenSSH_9.2p1?\""), "{ssh}");
+        assert_eq!(
+            not_resp(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32]).as_deref(),
+            Some("answered in TLS: it wants rediss://")
+        );
+    }
 
     #[test]
     fn frames_are_whole_or_nothing() {
