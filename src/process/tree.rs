@@ -136,9 +136,21 @@ fn uid_of(pid: libc::pid_t) -> u32 {
         .unwrap_or(u32::MAX)
 }
 
+/// A small /proc file in one read where it fits: `fs::read` sizes its
+/// buffer by the file's length, which /proc reports as 0, and so reads a
+/// stat file in five calls growing from 32 bytes. The guard reads one per
+/// member, twice per pass of a kill.
+fn read_proc(path: &str) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = fs::File::open(path)?;
+    let mut buf = Vec::with_capacity(1024);
+    file.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 /// State and parent of `pid` from `/proc/PID/stat` (or a task's stat file).
 fn stat_at(path: &str) -> Option<(u8, libc::pid_t)> {
-    let text = fs::read(path).ok()?;
+    let text = read_proc(path).ok()?;
     // The name in parentheses may hold anything, ')' included: the fields
     // that follow start after the last ')'.
     let close = text.iter().rposition(|b| *b == b')')?;
@@ -192,11 +204,12 @@ fn children(pid: libc::pid_t) -> Option<Vec<libc::pid_t>> {
     let mut out = Vec::new();
     let mut any = false;
     for tid in numbers(&format!("/proc/{pid}/task")) {
-        match fs::read_to_string(format!("/proc/{pid}/task/{tid}/children")) {
+        match read_proc(&format!("/proc/{pid}/task/{tid}/children")) {
             Ok(list) => {
                 any = true;
                 out.extend(
-                    list.split_whitespace()
+                    String::from_utf8_lossy(&list)
+                        .split_whitespace()
                         .filter_map(|p| p.parse::<libc::pid_t>().ok()),
                 );
             }
