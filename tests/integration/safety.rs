@@ -44,7 +44,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::timed::{
-    Proc, drift, instant_ns, lock_timeline, margin_ms, margin_ns_ms, realtime_ns,
+    Proc, drift, instant_ns, lock_timeline, margin_ms, margin_ns_ms, realtime_ns, timely,
 };
 use crate::support::{
     Cluster, FaultProxy, Mode, TempDir, any_thread_alive, kill_if_alive, pid_alive, process_state,
@@ -684,6 +684,8 @@ fn millis(d: Duration) -> String {
 
 /// Runs one worker's loop until told to stop.
 fn worker(id: usize, urls: &str, settings: &Settings, dir: &Path, shared: &Shared) {
+    // Each worker dates its run's deaths and reaps: see `timely`.
+    timely();
     while !shared.stop.load(Ordering::SeqCst) {
         let record = one_run(id, urls, settings, dir, shared, None, None);
         shared
@@ -1159,6 +1161,8 @@ fn run_workload(settings: &Settings) -> Outcome {
     let mut faults: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut ineffective = Vec::new();
     let started = Instant::now();
+    // The fault thread (this one) dates its cuts and the specials' ends.
+    timely();
     thread::scope(|s| {
         for id in 0..settings.workers {
             let (urls, shared, dir) = (
@@ -2104,6 +2108,8 @@ fn replies_black_holed_after_set_applied() {
 /// for B, and A's group must be gone before the deadline every time.
 #[test]
 fn term_ignoring_group_is_gone_before_the_validity_deadline() {
+    // The poll below dates the group's end: see `timely`.
+    timely();
     let cluster = Cluster::new(3);
     let dir = tempdir();
     prepare(&dir);
