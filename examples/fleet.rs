@@ -128,8 +128,7 @@ fn build(config: &Config) -> Result<Lock, String> {
         config.ttl,
         config.node_timeout,
         record::holder(config),
-        config.fence,
-        config.limit,
+        config.taking(),
     )
     .map_err(|e| e.to_string())
 }

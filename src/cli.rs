@@ -408,6 +408,12 @@ pub struct Cli {
     #[arg(long)]
     pub wait_unfair: bool,
 
+    /// Take the lock as a reader: readers run together; a run without --shared (a writer)
+    /// runs alone, with no reader and no other writer (flock -s, across hosts). A waiting
+    /// writer is not overtaken by readers that come after it. Not with --limit or --fence
+    #[arg(short, long, conflicts_with_all = ["limit", "fence"])]
+    pub shared: bool,
+
     /// Keep the lock at least this long after taking it, even if the command ends sooner
     #[arg(long, value_name = "DURATION", value_parser = parse_long)]
     pub hold: Option<Duration>,
@@ -750,6 +756,8 @@ pub struct Config {
     pub busy_exit_code: u8,
     pub fence: bool,
     pub limit: Option<u32>,
+    /// --shared: a reader.
+    pub shared: bool,
     pub wait: Wait,
     /// --wait-unfair: ignore the queue.
     pub wait_unfair: bool,
@@ -772,6 +780,18 @@ pub struct Config {
     pub report: Option<std::path::PathBuf>,
     pub metrics_file: Option<std::path::PathBuf>,
     pub record_command: RecordCommand,
+}
+
+impl Config {
+    /// What the run takes (clap keeps --fence, --limit and --shared apart).
+    pub fn taking(&self) -> crate::lock::Taking {
+        use crate::lock::Taking;
+        match (self.limit, self.shared) {
+            (Some(n), _) => Taking::Slot(n),
+            (None, true) => Taking::Share,
+            (None, false) => Taking::Lock { fence: self.fence },
+        }
+    }
 }
 
 impl Cli {
@@ -878,6 +898,7 @@ impl Cli {
             busy_exit_code: self.busy_exit_code,
             fence: self.fence,
             limit: self.limit,
+            shared: self.shared,
             wait: self.wait,
             wait_unfair: self.wait_unfair,
             hold: self.hold,

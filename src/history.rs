@@ -37,6 +37,9 @@ pub struct Record {
     pub attempts: u32,
     /// With `--fence`.
     pub fencing_token: Option<u64>,
+    /// A --shared reader's run (`"lock": "shared"`; else `"exclusive"`,
+    /// as every record older versions wrote is).
+    pub shared: bool,
 }
 
 impl Record {
@@ -49,6 +52,7 @@ impl Record {
         exit: Exit,
         attempts: u32,
         fencing_token: Option<u64>,
+        shared: bool,
     ) -> Record {
         Record {
             id: token.to_string(),
@@ -61,6 +65,7 @@ impl Record {
             exit_code: exit.code(),
             attempts,
             fencing_token,
+            shared,
         }
     }
 
@@ -80,6 +85,7 @@ impl Record {
                 "fencing_token",
                 self.fencing_token.map_or("null".into(), |t| t.to_string()),
             ),
+            ("lock", json_str(self.lock_kind())),
         ])
     }
 
@@ -114,7 +120,13 @@ impl Record {
                 .and_then(|a| u32::try_from(a).ok())
                 .unwrap_or(1),
             fencing_token: number("fencing_token"),
+            shared: text_of("lock").as_deref() == Some("shared"),
         })
+    }
+
+    /// "shared" for a --shared reader's run, else "exclusive".
+    pub fn lock_kind(&self) -> &'static str {
+        if self.shared { "shared" } else { "exclusive" }
     }
 
     /// When the run ended.
@@ -355,6 +367,7 @@ mod tests {
             exit_code: 0,
             attempts: 1,
             fencing_token: None,
+            shared: false,
         }
     }
 
@@ -365,8 +378,12 @@ mod tests {
             r.to_json(),
             "{\"id\":\"5c0b1050aa\",\"host\":\"web3\",\"pid\":22306,\"user\":\"deploy\",\
              \"started_at\":\"2026-11-30T03:00:00.012Z\",\"duration_ms\":412877,\
-             \"outcome\":\"ok\",\"exit_code\":0,\"attempts\":1,\"fencing_token\":null}"
+             \"outcome\":\"ok\",\"exit_code\":0,\"attempts\":1,\"fencing_token\":null,\
+             \"lock\":\"exclusive\"}"
         );
+        assert_eq!(Record::from_json(&r.to_json()), Some(r.clone()));
+        r.shared = true;
+        assert!(r.to_json().ends_with(",\"lock\":\"shared\"}"));
         assert_eq!(Record::from_json(&r.to_json()), Some(r.clone()));
         r.host = "we\"ird\\ host\n\u{1}ключ ✓ 𝄞".into();
         r.fencing_token = Some(u64::MAX);

@@ -114,6 +114,9 @@ pub struct Run<'a> {
     /// How the nodes fared; `None` for a run that never reached them (a
     /// signal during `--jitter`, a guard that could not start).
     pub nodes: Option<Nodes>,
+    /// A --shared reader's run: its runs are counted apart, under
+    /// `lock="shared"` (writers' series keep the labels they always had).
+    pub shared: bool,
 }
 
 impl<'a> Run<'a> {
@@ -135,6 +138,7 @@ impl<'a> Run<'a> {
             started_at,
             duration,
             nodes,
+            shared: false,
         })
     }
 }
@@ -520,7 +524,11 @@ impl Doc {
         let key = || vec![("key".to_string(), run.key.to_string())];
         let with_outcome = |o: Outcome| {
             let mut labels = key();
+            if run.shared {
+                labels.push(("lock".to_string(), "shared".to_string()));
+            }
             labels.push(("outcome".to_string(), o.word().to_string()));
+            labels.sort();
             labels
         };
         for o in Outcome::ALL {
@@ -842,6 +850,7 @@ mod tests {
             started_at: at(1_795_921_200_012),
             duration: Duration::from_millis(412_877),
             nodes: None,
+            shared: false,
         }
     }
 

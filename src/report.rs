@@ -80,6 +80,10 @@ pub fn write(
             "ended_at",
             json_str(&humantime::format_rfc3339_millis(started_at + duration).to_string()),
         ),
+        (
+            "lock",
+            json_str(if config.shared { "shared" } else { "exclusive" }),
+        ),
         ("acquired", stats.acquired.load(Relaxed).to_string()),
         ("waited_ms", n(&stats.waited_ms)),
         ("nodes", nodes.len().to_string()),

@@ -158,6 +158,10 @@ fn run(config: &Config, blocked: signals::Blocked) -> Exit {
         .outcome(outcome)
         .field("exit_code", exit.code().to_string())
         .field("duration_ms", started.elapsed().as_millis().to_string())
+        .field(
+            "lock",
+            log::json_str(if config.shared { "shared" } else { "exclusive" }),
+        )
     });
     if let Some(path) = &config.report
         && let Err(e) = report::write(path, config, &stats, exit, started_at, started.elapsed())
@@ -190,7 +194,7 @@ fn record_metrics(
         .reached_nodes
         .load(Relaxed)
         .then(|| crate::metrics::Nodes::of(&stats.nodes.lock().unwrap_or_else(|p| p.into_inner())));
-    let Some(run) = crate::metrics::Run::from_exit(
+    let Some(mut run) = crate::metrics::Run::from_exit(
         &config.name,
         exit,
         already_ran,
@@ -200,6 +204,7 @@ fn record_metrics(
     ) else {
         return;
     };
+    run.shared = config.shared;
     let log = Log::new(0, log::Format::Text, "");
     match crate::metrics::record(path, &run) {
         Ok(recorded) => {
@@ -234,8 +239,7 @@ fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) ->
         config.ttl,
         config.node_timeout,
         record::holder(config),
-        config.fence,
-        config.limit,
+        config.taking(),
     ) {
         Ok(l) => Arc::new(l),
         Err(e) => {
@@ -405,6 +409,7 @@ fn take_and_run(
         exit,
         attempts,
         fence,
+        config.shared,
     );
     // --hold keeps a lock whose command ran; one that never started (or
     // could not be watched) is given back for the next firing to try.
@@ -786,6 +791,13 @@ fn busy_text(
         },
         Refusal::Plain => (format!("{held}, by a run without --limit"), "plain"),
         Refusal::Slots(n) => (format!("{held}, by runs with --limit {n}"), "slots"),
+        Refusal::Readers(n) => (
+            format!(
+                "{held}, shared by {n} --shared reader{}",
+                if n == 1 { "" } else { "s" }
+            ),
+            "readers",
+        ),
         Refusal::Queued(n) => (
             format!(
                 "lock '{name}' is {still}busy{after}: {n} waiter{} queued",

@@ -115,6 +115,7 @@ pub fn run(args: &ForgetArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
 fn left_alone(f: &Forgotten) -> String {
     match f.in_use {
         Some(InUse::Queued) => "waiters queued: left alone".into(),
+        Some(InUse::Shared) => "shared by readers: left alone".into(),
         _ => "held: left alone".into(),
     }
 }
@@ -148,7 +149,8 @@ fn unless_unavailable<T>(
 }
 
 /// The keys in the order `Session::forget` takes them: the lock, its holder
-/// record, the slot holders, the queue and its waiters (whether found or
+/// record, the slot holders, the queue and its waiters, the readers and
+/// their records (whether found or
 /// not: a run that takes the lock or queues after the SCAN must still be
 /// seen), then each slot key found with its record, then the rest found.
 /// The number of pairs beside.
@@ -159,6 +161,8 @@ fn arrange(keys: &Keys, found: Vec<Vec<u8>>) -> (Vec<Vec<u8>>, usize) {
         keys.slots(),
         keys.queue(),
         keys.waiters(),
+        keys.readers(),
+        keys.reader_records(),
     ];
     let mut pairs = 0;
     for key in &found {
@@ -252,6 +256,8 @@ mod tests {
                 "{lock:x}:slots",
                 "{lock:x}:queue",
                 "{lock:x}:waiters",
+                "{lock:x}:readers",
+                "{lock:x}:readers:records",
                 "{lock:x}:slot:1",
                 "{lock:x}:slot:1:holder",
                 "{lock:x}:slot:12",

@@ -117,6 +117,7 @@ pub fn describe(r: &Record) -> String {
 /// The runs as aligned columns, with a heading.
 fn table(runs: &[Record]) -> String {
     let fenced = runs.iter().any(|r| r.fencing_token.is_some());
+    let shared = runs.iter().any(|r| r.shared);
     let mut rows: Vec<Vec<String>> = vec![
         [
             "STARTED", "DURATION", "OUTCOME", "EXIT", "ATTEMPTS", "HOST", "PID", "TOKEN",
@@ -127,6 +128,9 @@ fn table(runs: &[Record]) -> String {
     ];
     if fenced {
         rows[0].push("FENCE".into());
+    }
+    if shared {
+        rows[0].push("LOCK".into());
     }
     for r in runs {
         let mut row = vec![
@@ -141,6 +145,9 @@ fn table(runs: &[Record]) -> String {
         ];
         if fenced {
             row.push(r.fencing_token.map_or("-".into(), |t| t.to_string()));
+        }
+        if shared {
+            row.push(r.lock_kind().into());
         }
         rows.push(row);
     }
@@ -185,6 +192,7 @@ mod tests {
             exit_code: 0,
             attempts: 1,
             fencing_token: None,
+            shared: false,
         };
         let mut b = a.clone();
         b.host = "db\n1".into();

@@ -26,6 +26,8 @@ enum Verdict {
     Free,
     /// By this token, on this many nodes (a quorum).
     Held(Vec<u8>, usize),
+    /// By --shared readers, each on a quorum (no writer holds it).
+    Shared,
     /// Fewer than a quorum answered; or a token on fewer than a quorum that
     /// the nodes that did not answer could make a quorum (the token, and on
     /// how many nodes it was seen).
@@ -75,7 +77,7 @@ fn stale_copies(
     let not_stale = match verdict {
         Verdict::Held(t, _) => Some(t.as_slice()),
         Verdict::Unknown(_) => return Vec::new(),
-        Verdict::Free => None,
+        Verdict::Free | Verdict::Shared => None,
     };
     copies(found)
         .into_iter()
@@ -92,6 +94,60 @@ fn stale_copies(
             (t.to_vec(), c, if left == i64::MAX { -1 } else { left })
         })
         .collect()
+}
+
+/// A --shared reader's share as the nodes hold it together.
+struct Reader {
+    token: Vec<u8>,
+    /// On how many nodes it is live.
+    on: usize,
+    /// The longest time it has left there (ms).
+    left_ms: i64,
+    record: Vec<(String, String)>,
+}
+
+/// Every reader's share found, by token, most nodes first: a share on a
+/// quorum holds, one on a minority is stale (as a copy of the lock is).
+fn readers(found: &[Option<Result<Inspection, String>>]) -> Vec<Reader> {
+    let mut all: BTreeMap<&[u8], Reader> = BTreeMap::new();
+    for share in found.iter().flatten().flatten().flat_map(|i| &i.readers) {
+        let r = all.entry(&share.token).or_insert_with(|| Reader {
+            token: share.token.clone(),
+            on: 0,
+            left_ms: 0,
+            record: Vec::new(),
+        });
+        r.on += 1;
+        r.left_ms = r.left_ms.max(share.left_ms);
+        if r.record.is_empty() {
+            r.record = share.record.clone();
+        }
+    }
+    let mut all: Vec<Reader> = all.into_values().collect();
+    all.sort_by_key(|r| std::cmp::Reverse(r.on));
+    all
+}
+
+/// "root@vm pid 812 (backup.sh) for 3.2s, token r5c0b105…, 26.8s left".
+fn describe_reader(r: &Reader) -> String {
+    let since = ago(&r.record, "acquired_ms")
+        .map_or(String::new(), |d| format!(" for {:.1}s", d.as_secs_f64()));
+    let who = if r.record.is_empty() {
+        "a reader without a record".to_string()
+    } else {
+        format!(
+            "{}@{} pid {} ({})",
+            record_field(&r.record, "user"),
+            record_field(&r.record, "host"),
+            record_field(&r.record, "pid"),
+            record_field(&r.record, "command")
+        )
+    };
+    format!(
+        "{who}{since}, token {}…, {} left",
+        token_prefix(&r.token),
+        ms(r.left_ms)
+    )
 }
 
 /// "stale copy on 1 of 3 nodes, token 5c0b1050…, expires in 18 s".
@@ -284,7 +340,13 @@ fn status_of(
 ) -> (Exit, String) {
     let books = crate::lock::books(&lock.keys, slot.map(|s| s.0), slot.map(|s| s.1));
     let found = inspect_all(nodes, &books);
-    let verdict = verdict(nodes.len(), &found);
+    let quorum = redlock::quorum(nodes.len());
+    let (readers, stale_shares): (Vec<Reader>, Vec<Reader>) =
+        readers(&found).into_iter().partition(|r| r.on >= quorum);
+    let verdict = match verdict(nodes.len(), &found) {
+        Verdict::Free if !readers.is_empty() => Verdict::Shared,
+        v => v,
+    };
     let (record, ttl_left) = match &verdict {
         Verdict::Held(token, _) => (
             record_of(&found, token),
@@ -300,7 +362,7 @@ fn status_of(
     };
     let exit = match verdict {
         Verdict::Free => Exit::Command(0),
-        Verdict::Held(..) => Exit::Command(1),
+        Verdict::Held(..) | Verdict::Shared => Exit::Command(1),
         Verdict::Unknown(_) => Exit::Unavailable,
     };
     let stale = stale_copies(nodes.len(), &found, &verdict);
@@ -322,6 +384,8 @@ fn status_of(
         ttl_left,
         queued,
         stale,
+        readers,
+        stale_shares,
     };
     if json {
         (exit, status.json())
@@ -346,6 +410,9 @@ struct Status<'a> {
     queued: i64,
     /// Copies on a minority of the nodes (see `stale_copies`).
     stale: Vec<(Vec<u8>, usize, i64)>,
+    /// --shared readers holding shares on a quorum, and shares on fewer.
+    readers: Vec<Reader>,
+    stale_shares: Vec<Reader>,
 }
 
 fn ms(pttl: i64) -> String {
@@ -402,6 +469,8 @@ impl Status<'_> {
             ttl_left,
             queued,
             stale,
+            readers,
+            stale_shares,
         } = self;
         let n = nodes.len();
         let is_stale = |v: &[u8]| stale.iter().any(|(t, ..)| t == v);
@@ -420,6 +489,10 @@ impl Status<'_> {
                 // error says what it wants.
                 Some(Err(e)) if e.contains("authentication") => e.clone(),
                 Some(Err(e)) => format!("{e} (unreachable)"),
+                Some(Ok(i)) if i.value.is_none() && !i.readers.is_empty() => {
+                    let n = i.readers.len();
+                    format!("shared by {n} reader{}", if n == 1 { "" } else { "s" })
+                }
                 Some(Ok(i)) => match &i.value {
                     None => "free".to_string(),
                     Some(v) => {
@@ -448,8 +521,26 @@ impl Status<'_> {
                 _ => println!("  {}: {line}", node.name()),
             }
         }
-        let stale_lines: Vec<String> = stale.iter().map(|s| describe_stale(n, s)).collect();
+        let mut stale_lines: Vec<String> = stale.iter().map(|s| describe_stale(n, s)).collect();
+        stale_lines.extend(stale_shares.iter().map(|r| {
+            format!(
+                "stale share on {} of {n} nodes, token {}…, expires in {} s",
+                r.on,
+                token_prefix(&r.token),
+                (r.left_ms.max(0) as u64).div_ceil(1000)
+            )
+        }));
         match verdict {
+            Verdict::Shared => {
+                println!(
+                    "shared by {} reader{} (--shared); a writer waits for the last of them:",
+                    readers.len(),
+                    if readers.len() == 1 { "" } else { "s" }
+                );
+                for r in readers {
+                    println!("  {}, on {}/{n} node(s)", describe_reader(r), r.on);
+                }
+            }
             Verdict::Free if stale_lines.is_empty() => println!("free"),
             Verdict::Free => println!("free ({})", stale_lines.join("; ")),
             Verdict::Unknown(None) => println!("unknown: fewer than a quorum of nodes answered"),
@@ -505,6 +596,8 @@ impl Status<'_> {
             ttl_left,
             queued,
             stale,
+            readers,
+            stale_shares,
         } = self;
         let per_node: Vec<String> = nodes
             .iter()
@@ -532,6 +625,7 @@ impl Status<'_> {
                         if !i.holder.is_empty() {
                             fields.push(("holder", record_json(&i.holder)));
                         }
+                        fields.push(("readers", i.readers.len().to_string()));
                     }
                 }
                 json_object(&fields)
@@ -548,8 +642,27 @@ impl Status<'_> {
             ("nodes", format!("[{}]", per_node.join(","))),
             ("queued", queued.to_string()),
         ];
+        let shares: Vec<String> = readers
+            .iter()
+            .map(|r| {
+                let mut f = vec![
+                    ("token_prefix", json_str(&token_prefix(&r.token))),
+                    ("held_on", r.on.to_string()),
+                    ("pttl_ms", r.left_ms.to_string()),
+                ];
+                if let Some(d) = ago(&r.record, "acquired_ms") {
+                    f.push(("held_ms", d.as_millis().to_string()));
+                }
+                if !r.record.is_empty() {
+                    f.push(("holder", record_json(&r.record)));
+                }
+                json_object(&f)
+            })
+            .collect();
+        fields.push(("readers", format!("[{}]", shares.join(","))));
         match verdict {
             Verdict::Free => fields.push(("verdict", json_str("free"))),
+            Verdict::Shared => fields.push(("verdict", json_str("shared"))),
             Verdict::Unknown(None) => fields.push(("verdict", json_str("unknown"))),
             Verdict::Unknown(Some((token, count))) => {
                 fields.push(("verdict", json_str("unknown")));
@@ -576,6 +689,8 @@ impl Status<'_> {
         }
         let stale: Vec<String> = stale
             .iter()
+            .map(|(t, on, left)| (t, on, left))
+            .chain(stale_shares.iter().map(|r| (&r.token, &r.on, &r.left_ms)))
             .map(|(t, on, left)| {
                 json_object(&[
                     ("token_prefix", json_str(&token_prefix(t))),
@@ -599,6 +714,7 @@ mod tests {
             pttl: 1000,
             holder: vec![],
             queued: 0,
+            readers: vec![],
         }))
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{holder_line, inspect_all, on_all, record_of};
 use crate::cli::{Resolved, UnlockArgs};
 use crate::exit::{self, Exit};
-use crate::lock::node::{Node, Released};
+use crate::lock::node::{Node, Released, Share};
 use crate::lock::redlock;
 
 /// Fewest characters of a token `--token` takes: what `status` shows.
@@ -55,6 +55,19 @@ pub fn run(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
             {
                 let record = record_of(&found, &token);
                 println!("was held by {}", holder_line(&record, &token));
+            }
+            // Every reader's share goes too: each reader's heartbeat then
+            // finds it gone and stops its tree, as a holder's does.
+            let mut shares: Vec<&Share> = found
+                .iter()
+                .flatten()
+                .flatten()
+                .flat_map(|i| &i.readers)
+                .collect();
+            shares.sort_by(|a, b| a.token.cmp(&b.token));
+            shares.dedup_by(|a, b| a.token == b.token);
+            for share in shares {
+                println!("was shared by {}", holder_line(&share.record, &share.token));
             }
             let b = Arc::clone(&books);
             on_all(nodes, move |n| n.force_delete(&b))

@@ -117,6 +117,19 @@ impl Keys {
         self.helper("slots")
     }
 
+    /// The `--shared` readers that hold a share now: a sorted set of their
+    /// tokens, each scored by when its share lapses (server ms). A writer is
+    /// refused while it has a live entry (see `scripts::ACQUIRE`).
+    pub fn readers(&self) -> Vec<u8> {
+        self.helper("readers")
+    }
+
+    /// Who each reader is (a hash: token → its record as a JSON object), for
+    /// `status`; a reader's field goes with its share.
+    pub fn reader_records(&self) -> Vec<u8> {
+        self.helper("readers:records")
+    }
+
     /// The `--wait` queue: queued waiters' tokens, scored by arrival (a
     /// sorted set).
     pub fn queue(&self) -> Vec<u8> {

@@ -90,6 +90,15 @@ pub struct Lock {
     node_timeout: Duration,
 }
 
+/// What a run takes: the lock itself (a writer; with --fence a fencing
+/// token too), one of N slots (--limit N), or a reader's share (--shared).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taking {
+    Lock { fence: bool },
+    Slot(u32),
+    Share,
+}
+
 /// The lock, once taken.
 pub struct Held {
     /// When the acquire round started: the heartbeat's schedule starts here.
@@ -141,13 +150,25 @@ impl Lock {
         ttl: Duration,
         node_timeout: Duration,
         record: Vec<(&'static str, String)>,
-        fence: bool,
-        limit: Option<u32>,
+        taking: Taking,
     ) -> std::io::Result<Lock> {
+        let token = new_token()?;
+        let (fence, shared) = (
+            taking == Taking::Lock { fence: true },
+            taking == Taking::Share,
+        );
+        let limit = match taking {
+            Taking::Slot(n) => Some(n),
+            _ => None,
+        };
         Ok(Lock {
             may_hold: nodes.iter().map(|_| AtomicBool::new(false)).collect(),
             nodes: nodes.into_iter().map(Arc::new).collect(),
             slots: match limit {
+                None if shared => vec![Arc::new(Books {
+                    shared: true,
+                    ..books(&keys, None, None)
+                })],
                 None => vec![Arc::new(books(&keys, None, None))],
                 Some(n) => (0..n)
                     .map(|i| Arc::new(books(&keys, Some(i), Some(n))))
@@ -160,7 +181,9 @@ impl Lock {
             record: record.into(),
             fence,
             last_round: Mutex::new(None),
-            token: new_token()?.into(),
+            // A reader's token starts with `r` (hex digits never do): the
+            // queue tells readers from writers by it (see `scripts`).
+            token: if shared { format!("r{token}") } else { token }.into(),
             ttl,
             node_timeout,
         })
@@ -628,10 +651,11 @@ impl Lock {
 
     fn retake(&self, which: &[usize], log: &Log) {
         let (books, token, ttl) = (self.books(), Arc::clone(&self.token), self.ttl);
+        let record = Arc::clone(&self.record);
         let replies = quorum::on_each(
             &self.nodes,
             which,
-            move |n| n.retake(&books, &token, ttl),
+            move |n| n.retake(&books, &token, ttl, &record),
             self.round_limit(),
         );
         for r in &replies {
@@ -1089,18 +1113,27 @@ fn busy_of(round: &Round<Granted>, n: usize) -> Busy {
         Refusal::Held => 1,
         Refusal::Plain => 2,
         Refusal::Slots(_) => 3,
-        Refusal::Queued(_) => 4,
+        Refusal::Readers(_) => 4,
+        Refusal::Queued(_) => 5,
     };
     let why = if let Some(conflict) = reasons.iter().find(|r| matches!(r, Refusal::Limit(_))) {
         *conflict
     } else {
         let count = |kind: usize| reasons.iter().filter(|r| rank(r) == kind).count();
-        let kind = (1..=4)
+        let kind = (1..=5)
             .max_by_key(|k| (count(*k), std::cmp::Reverse(*k)))
             .unwrap_or(1);
         let same = reasons.iter().filter(|r| rank(r) == kind);
         match kind {
-            4 => Refusal::Queued(
+            4 => Refusal::Readers(
+                same.filter_map(|r| match r {
+                    Refusal::Readers(n) => Some(*n),
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(0),
+            ),
+            5 => Refusal::Queued(
                 same.filter_map(|r| match r {
                     Refusal::Queued(n) => Some(*n),
                     _ => None,
@@ -1182,6 +1215,9 @@ pub fn books(keys: &Keys, slot: Option<u32>, limit: Option<u32>) -> Books {
         limit,
         queue: keys.queue(),
         waiters: keys.waiters(),
+        readers: keys.readers(),
+        reader_records: keys.reader_records(),
+        shared: false,
     }
 }
 

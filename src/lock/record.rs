@@ -28,6 +28,34 @@ pub fn holder(config: &Config) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// A reader's record (the same fields), as the one JSON object its field in
+/// the readers' records holds; empty when there are no fields.
+pub fn share(fields: &[(&str, String)]) -> String {
+    if fields.is_empty() {
+        return String::new();
+    }
+    let map: serde_json::Map<String, serde_json::Value> = fields
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), serde_json::Value::String(v.clone())))
+        .collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+/// A reader's record read back: its fields, or none where it is not such an
+/// object (information only: nothing depends on it).
+pub fn of_share(json: &[u8]) -> Vec<(String, String)> {
+    match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(json) {
+        Ok(map) => map
+            .into_iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => (k, s),
+                other => (k, other.to_string()),
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// The command as the record shows it.
 pub fn command(program: &Program, what: RecordCommand) -> String {
     let mut line = match (program, what) {

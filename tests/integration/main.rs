@@ -28,6 +28,7 @@ mod operator;
 mod outcomes;
 mod readme;
 mod safety;
+mod shared;
 mod terminal;
 mod topologies;
 mod topologies_tls;

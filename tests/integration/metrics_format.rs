@@ -249,6 +249,7 @@ fn run(key: &str, outcome: Outcome, exit_code: u8, start_ms: u64, duration_ms: u
         started_at: at(start_ms),
         duration: Duration::from_millis(duration_ms),
         nodes: None,
+        shared: false,
     }
 }
 

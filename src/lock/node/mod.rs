@@ -66,6 +66,13 @@ pub struct Books {
     /// The --wait queue and its waiters' lapse times.
     pub queue: Vec<u8>,
     pub waiters: Vec<u8>,
+    /// The --shared readers of the moment and their records (see
+    /// `Keys::readers`).
+    pub readers: Vec<u8>,
+    pub reader_records: Vec<u8>,
+    /// This run is a reader (--shared): it holds an entry among `readers`,
+    /// not the lock's key.
+    pub shared: bool,
 }
 
 impl Books {
@@ -121,6 +128,8 @@ pub enum Refusal {
     Plain,
     /// Without --limit: runs with --limit N hold slots of the lock.
     Slots(u32),
+    /// A writer (or a --limit run): this many --shared readers hold shares.
+    Readers(u32),
     /// Waiters are queued ahead (this many in the queue).
     Queued(u64),
     /// With --limit N: runs with --limit M (another number) hold slots.
@@ -164,6 +173,18 @@ pub struct Inspection {
     pub holder: Vec<(String, String)>,
     /// Waiters in the --wait queue (lapsed places included until pruned).
     pub queued: i64,
+    /// The --shared readers holding shares here.
+    pub readers: Vec<Share>,
+}
+
+/// One reader's share on one node, as `inspect` found it.
+#[derive(Clone, Debug, Default)]
+pub struct Share {
+    pub token: Vec<u8>,
+    /// Milliseconds until it lapses unless renewed.
+    pub left_ms: i64,
+    /// Its record's fields (empty when it has none).
+    pub record: Vec<(String, String)>,
 }
 
 /// One key of a lock on a node, for `status --keys`.
@@ -183,6 +204,8 @@ pub enum InUse {
     Held,
     /// A --limit slot is held.
     Slot,
+    /// A --shared reader holds a share.
+    Shared,
     /// Waiters whose places have not lapsed are queued.
     Queued,
 }

@@ -8,7 +8,11 @@
 // lapses, in the server's clock, so that a waiter that died leaves the queue
 // by itself). `front` prunes lapsed waiters from the head and returns the
 // first `n` live ones, the ones that may take the lock (n is 1, or N slots
-// with --limit N), and the earliest of their lapse times. `wake` PUBLISHes to
+// with --limit N), with every reader (a --shared run: its token starts with
+// `r`) that follows readers only, since readers at the head of the line go
+// in together, and the earliest of their lapse times. `writer_waits` says
+// whether a live writer is queued anywhere: a reader's single try must not
+// pass it. `wake` PUBLISHes to
 // each of them on its own channel (`<release channel>:<token>`), so a release
 // wakes the head of the queue, not every waiter; and, for waiters that do not
 // queue (--wait-unfair, or other versions), on the release channel itself.
@@ -21,9 +25,12 @@ local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+local function reader(id)
+  return string.byte(id, 1) == 114
+end
 local function front(q, w, n, now)
-  local live, i, lapse = {}, 0, false
-  while #live < n do
+  local live, i, lapse, readers = {}, 0, false, true
+  while true do
     local id = redis.call('ZRANGE', q, i, i)[1]
     if not id then
       break
@@ -33,6 +40,10 @@ local function front(q, w, n, now)
       redis.call('ZREM', q, id)
       redis.call('HDEL', w, id)
     else
+      if #live >= n and not (readers and reader(id)) then
+        break
+      end
+      readers = readers and reader(id)
       live[#live + 1] = id
       if not lapse or at < lapse then
         lapse = at
@@ -41,6 +52,24 @@ local function front(q, w, n, now)
     end
   end
   return live, lapse
+end
+local function writer_waits(q, w, now)
+  local i = 0
+  while true do
+    local id = redis.call('ZRANGE', q, i, i)[1]
+    if not id then
+      return false
+    end
+    local at = tonumber(redis.call('HGET', w, id) or '0')
+    if at < now then
+      redis.call('ZREM', q, id)
+      redis.call('HDEL', w, id)
+    elseif not reader(id) then
+      return true
+    else
+      i = i + 1
+    end
+  end
 end
 local function wake_front(q, w, ch, n)
   local live = front(q, w, n, now_ms())
@@ -95,59 +124,52 @@ end
     };
 }
 
-// Every script touches the lock's books only while the lock holds our token.
-// Calls that only inform (the holder record, the PUBLISH that wakes waiters)
-// go through pcall: an ACL that denies them must not cost a lock or a
-// release. Keys are passed as KEYS (one hash slot, see `keys`), never spliced
-// into the Lua text.
-
-/// Takes the lock (KEYS[1]: the lock, or with --limit a slot): SET NX PX,
-/// or, when it already holds our token (a retry after a lost reply), renews
-/// it. In the same atomic step: writes the holder record (KEYS[2]) when
-/// fields are given from ARGV[8], and reads the --fence counter when ARGV[3]
-/// is '1': the larger of KEYS[3] and the previous layout's counter KEYS[8]
-/// (`Keys::legacy_fence`, given only then), so that tokens keep rising
-/// across the upgrade.
-///
-/// One name, one lock: without --limit (ARGV[4] empty) the lock is refused
-/// while any --limit holder is live in KEYS[4] (`slots_lua`); with --limit N
-/// (ARGV[4] is our entry, `<N>:<token>`) a slot is refused while the lock
-/// itself (KEYS[7]) is held, and refused as a conflict (answer 2) while a
-/// holder with another N is live, so that runs with different --limit values
-/// never share the name. A slot taken adds our entry to KEYS[4].
-///
-/// The queue (KEYS[5], KEYS[6]) by ARGV[5]: '' ignores it; 'check' (a
-/// single try) takes the lock only while fewer than ARGV[7] waiters are
-/// queued; 'join' (a waiter's first try) queues us scored by this node's
-/// clock, unless we have a place already; a number (the waiter's ticket)
-/// queues or renews our place with that score. A place lapses in ARGV[6] ms;
-/// a waiter takes the lock only from among the first ARGV[7] places, and
-/// leaves the queue when it does.
-///
-/// The answer: {1} or {1, fence counter} when taken; else {0 (2 for the
-/// conflict), false, our place's score or false, why ('held', 'plain',
-/// 'slots', 'queued', 'limit'), a number for it (waiters queued, the other
-/// N) or false, ms until the earliest place ahead of ours lapses or false,
-/// and when another token holds the lock its holder record (HGETALL of
-/// KEYS[2], under pcall), so that a busy run can say who holds it without
-/// a request of its own}.
-pub(super) const ACQUIRE: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
-    "\
-local token, mode, n = ARGV[1], ARGV[5], tonumber(ARGV[7])
-local place, lapse_ahead = false, false
-local function refused(why, detail)
-  return {0, false, place, why, detail or false, lapse_ahead}
-end
-local function held()
-  local r = refused('held')
-  local rec = redis.pcall('HGETALL', KEYS[2])
-  if type(rec) == 'table' and #rec > 0 then
-    r[7] = rec
+// The --shared readers of the moment (`Keys::readers`): a sorted set of
+// reader tokens, each scored by when that reader's share lapses (server ms),
+// and beside it a hash of their records. An entry is live while its score is
+// in the future; `live_readers` drops a few lapsed ones (readers that died),
+// their records with them, and returns the live ones. A writer is refused
+// while there is one, a reader while the lock's key is held: on one node a
+// share and the lock are never live at once (docs/design.md, "Readers and
+// writers", has the quorum argument).
+macro_rules! readers_lua {
+    () => {
+        "\
+local function live_readers(r, rec)
+  if redis.call('EXISTS', r) == 0 then
+    return {}
   end
-  return r
+  local now = now_ms()
+  local dead = redis.call('ZRANGE', r, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)
+  for _, m in ipairs(dead) do
+    redis.call('ZREM', r, m)
+    redis.pcall('HDEL', rec, m)
+  end
+  return redis.call('ZRANGE', r, '(' .. now, '+inf', 'BYSCORE')
 end
+local function share_left(r, token, now)
+  return tonumber(redis.call('ZSCORE', r, token) or '0') - now
+end
+local function keep_for(k, ms)
+  if redis.call('PTTL', k) < ms then
+    redis.call('PEXPIRE', k, ms)
+  end
+end
+"
+    };
+}
+
+// How an acquire treats the queue (KEYS[5], KEYS[6]) by ARGV[5], shared by
+// ACQUIRE and ACQUIRE_SHARED (`token`, `mode`, `n`, `place` and
+// `lapse_ahead` are theirs): '' ignores it; 'check' (a single try) passes
+// while fewer than n waiters are queued, or, for a reader, while no writer
+// is; 'join' (a waiter's first try) queues us scored by this node's clock,
+// unless we have a place already; a number (the waiter's ticket) queues or
+// renews our place with that score. A place lapses in ARGV[6] ms; a waiter
+// passes only from the front of the queue (see `front`).
+macro_rules! gate_lua {
+    () => {
+        "\
 local function gate()
   if mode == 'check' and redis.call('EXISTS', KEYS[5]) == 0 then
     return true
@@ -165,6 +187,9 @@ local function gate()
     redis.call('PEXPIRE', KEYS[5], ARGV[6])
     redis.call('PEXPIRE', KEYS[6], ARGV[6])
   end
+  if mode == 'check' and reader(token) then
+    return not writer_waits(KEYS[5], KEYS[6], now)
+  end
   local live, lapse = front(KEYS[5], KEYS[6], n, now)
   if mode == 'check' then
     return #live < n
@@ -179,6 +204,67 @@ local function gate()
   end
   return false
 end
+local function refused(why, detail)
+  return {0, false, place, why, detail or false, lapse_ahead}
+end
+local function held()
+  local r = refused('held')
+  local rec = redis.pcall('HGETALL', KEYS[2])
+  if type(rec) == 'table' and #rec > 0 then
+    r[7] = rec
+  end
+  return r
+end
+local function dequeue()
+  if mode ~= '' and mode ~= 'check' then
+    redis.pcall('ZREM', KEYS[5], token)
+    redis.pcall('HDEL', KEYS[6], token)
+  end
+end
+"
+    };
+}
+
+// Every script touches the lock's books only while the lock holds our token.
+// Calls that only inform (the holder record, the PUBLISH that wakes waiters)
+// go through pcall: an ACL that denies them must not cost a lock or a
+// release. Keys are passed as KEYS (one hash slot, see `keys`), never spliced
+// into the Lua text.
+
+/// Takes the lock (KEYS[1]: the lock, or with --limit a slot): SET NX PX,
+/// or, when it already holds our token (a retry after a lost reply), renews
+/// it. In the same atomic step: writes the holder record (KEYS[2]) when
+/// fields are given from ARGV[8], and reads the --fence counter when ARGV[3]
+/// is '1': the larger of KEYS[3] and the previous layout's counter KEYS[10]
+/// (`Keys::legacy_fence`, given only then), so that tokens keep rising
+/// across the upgrade.
+///
+/// One name, one lock: without --limit (ARGV[4] empty) the lock is refused
+/// while any --limit holder is live in KEYS[4] (`slots_lua`); with --limit N
+/// (ARGV[4] is our entry, `<N>:<token>`) a slot is refused while the lock
+/// itself (KEYS[7]) is held, and refused as a conflict (answer 2) while a
+/// holder with another N is live, so that runs with different --limit values
+/// never share the name. A slot taken adds our entry to KEYS[4]. Either is
+/// refused while a --shared reader is live in KEYS[8] (records: KEYS[9]).
+///
+/// The queue (KEYS[5], KEYS[6]) as `gate_lua` says; a waiter leaves it when
+/// it takes the lock.
+///
+/// The answer: {1} or {1, fence counter} when taken; else {0 (2 for the
+/// conflict), false, our place's score or false, why ('held', 'plain',
+/// 'slots', 'readers', 'queued', 'limit'), a number for it (waiters queued,
+/// the other N, readers) or false, ms until the earliest place ahead of ours
+/// lapses or false, and when another token holds the lock its holder record
+/// (HGETALL of KEYS[2], under pcall), so that a busy run can say who holds it
+/// without a request of its own}.
+pub(super) const ACQUIRE: &str = concat!(
+    queue_lua!(),
+    slots_lua!(),
+    readers_lua!(),
+    "local token, mode, n = ARGV[1], ARGV[5], tonumber(ARGV[7])\n",
+    "local place, lapse_ahead = false, false\n",
+    gate_lua!(),
+    "\
 local value = redis.call('GET', KEYS[1])
 local mine = value == token
 if not mine then
@@ -211,6 +297,11 @@ if not mine then
       end
     end
   end
+  -- Likewise: an ACL that cannot read the readers could not have written one.
+  local ok, readers = pcall(live_readers, KEYS[8], KEYS[9])
+  if ok and #readers > 0 then
+    return refused('readers', #readers)
+  end
 end
 if mine then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -220,10 +311,7 @@ end
 if ARGV[4] ~= '' then
   hold_slot(KEYS[4], ARGV[4], tonumber(ARGV[2]), now_ms())
 end
-if mode ~= '' and mode ~= 'check' then
-  redis.pcall('ZREM', KEYS[5], token)
-  redis.pcall('HDEL', KEYS[6], token)
-end
+dequeue()
 if #ARGV > 7 then
   redis.pcall('DEL', KEYS[2])
   redis.pcall('HSET', KEYS[2], unpack(ARGV, 8))
@@ -231,12 +319,61 @@ if #ARGV > 7 then
 end
 if ARGV[3] == '1' then
   local fence = redis.call('GET', KEYS[3])
-  local old = redis.pcall('GET', KEYS[8])
+  local old = redis.pcall('GET', KEYS[10])
   if type(old) == 'string' and tonumber(old)
       and (not fence or tonumber(old) > (tonumber(fence) or 0)) then
     fence = old
   end
   return {1, fence}
+end
+return {1}"
+);
+
+/// Takes a share of the lock for a --shared reader: our token's entry in
+/// the readers (KEYS[7]) lapsing in ARGV[2] ms, and our record (ARGV[3], a
+/// JSON object, when not empty) in their records (KEYS[3]). Granted only
+/// while no writer holds the lock's key (KEYS[1]; refused as 'held' with its
+/// record, KEYS[2]) and no --limit slot is held (KEYS[4]). An entry of ours
+/// that is still live (a retry after a lost reply) is renewed without a
+/// check: it excluded writers all along. A lapsed one is a new share, and
+/// checked as such. The queue (KEYS[5], KEYS[6]) as `gate_lua` says, ARGV[5]
+/// to ARGV[7] as for ACQUIRE. The answer as ACQUIRE's.
+pub(super) const ACQUIRE_SHARED: &str = concat!(
+    queue_lua!(),
+    slots_lua!(),
+    readers_lua!(),
+    "local token, mode, n = ARGV[1], ARGV[5], tonumber(ARGV[7])\n",
+    "local place, lapse_ahead = false, false\n",
+    gate_lua!(),
+    "\
+local ttl = tonumber(ARGV[2])
+local now = now_ms()
+if share_left(KEYS[7], token, now) <= 0 then
+  redis.call('ZREM', KEYS[7], token)
+  redis.pcall('HDEL', KEYS[3], token)
+  if mode ~= '' then
+    local ok, ours = pcall(gate)
+    if ok and not ours then
+      if redis.call('EXISTS', KEYS[1]) == 1 then
+        return held()
+      end
+      local q = redis.pcall('ZCARD', KEYS[5])
+      return refused('queued', type(q) == 'number' and q or 0)
+    end
+  end
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return held()
+  end
+  local ok, holders = pcall(slot_holders, KEYS[4])
+  if ok and #holders > 0 then
+    return refused('slots', slot_limit(holders[1]))
+  end
+end
+hold_slot(KEYS[7], token, ttl, now)
+dequeue()
+if ARGV[3] ~= '' then
+  redis.pcall('HSET', KEYS[3], token, ARGV[3])
+  pcall(keep_for, KEYS[3], ttl)
 end
 return {1}"
 );
@@ -286,6 +423,52 @@ elseif v == false then
   return -1
 end
 return 0"
+);
+
+/// A reader's heartbeat: renews our entry among the readers (KEYS[1]) for
+/// ARGV[2] ms while it is live, and the records' hash (KEYS[2]) with it. A
+/// lapsed or missing entry is never re-created here: a writer may have taken
+/// the node since (see `retake`). 1 extended, -1 no share here.
+pub(super) const EXTEND_SHARED: &str = concat!(
+    queue_lua!(),
+    slots_lua!(),
+    readers_lua!(),
+    "\
+local ttl, now = tonumber(ARGV[2]), now_ms()
+if share_left(KEYS[1], ARGV[1], now) > 0 then
+  hold_slot(KEYS[1], ARGV[1], ttl, now)
+  pcall(keep_for, KEYS[2], ttl)
+  return 1
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.pcall('HDEL', KEYS[2], ARGV[1])
+return -1"
+);
+
+/// A reader's share back on a node that lost it (restarted empty, expired
+/// early) while a quorum still holds it for us: our entry among the readers
+/// (KEYS[3]) and our record (ARGV[3], KEYS[4]), by the same rule as a new
+/// share: not while the lock's key (KEYS[1]) or a --limit slot (KEYS[2]) is
+/// held there. 1 taken back, 0 refused.
+pub(super) const RETAKE_SHARED: &str = concat!(
+    queue_lua!(),
+    slots_lua!(),
+    readers_lua!(),
+    "\
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+local ok, holders = pcall(slot_holders, KEYS[2])
+if ok and #holders > 0 then
+  return 0
+end
+local ttl = tonumber(ARGV[2])
+hold_slot(KEYS[3], ARGV[1], ttl, now_ms())
+if ARGV[3] ~= '' then
+  redis.pcall('HSET', KEYS[4], ARGV[1], ARGV[3])
+  pcall(keep_for, KEYS[4], ttl)
+end
+return 1"
 );
 
 /// With --limit: puts our slot (KEYS[1]) back on a node that lost it, with
@@ -351,6 +534,44 @@ pub(super) const RELEASE: &str = concat!(
     release!()
 );
 
+// RELEASE_SHARED's text, also inside RELEASE_SHARED_RECORDING (after
+// queue_lua! and readers_lua!).
+macro_rules! release_shared {
+    () => {
+        "\
+local r = -1
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  r = 1
+end
+redis.pcall('HDEL', KEYS[2], ARGV[1])
+if ARGV[2] ~= '' then
+  local ok, left = pcall(live_readers, KEYS[1], KEYS[2])
+  local last = not ok or #left == 0
+  if last then
+    redis.pcall('PUBLISH', ARGV[2], '')
+  end
+  pcall(function()
+    if redis.call('EXISTS', KEYS[3]) == 1 then
+      redis.call('ZREM', KEYS[3], ARGV[1])
+      redis.call('HDEL', KEYS[4], ARGV[1])
+      if last then
+        wake_front(KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]))
+      end
+    end
+  end)
+end
+return r"
+    };
+}
+
+/// A reader's release: drops our entry among the readers (KEYS[1]) and our
+/// record (KEYS[2]). With a channel (ARGV[2], not for undoing a failed
+/// attempt) the last reader to leave wakes the waiters, as a release of the
+/// lock does (the queue's front, KEYS[3] and KEYS[4], ARGV[3] of them, and
+/// the channel's own listeners), and our place in the queue goes. 1 dropped,
+/// -1 already gone.
+pub(super) const RELEASE_SHARED: &str = concat!(queue_lua!(), readers_lua!(), release_shared!());
+
 /// Drops our place in the queue, waking nobody: we hold the lock, taken on
 /// a quorum of other nodes, and this node should not keep us at its front.
 pub(super) const FORGET: &str = "\
@@ -397,24 +618,63 @@ pub(super) const HOLD: &str = concat!(
     hold!()
 );
 
-/// `unlock --token`: deletes the lock where its token starts with ARGV[1]
-/// (the whole token, or the prefix `status` shows), and wakes waiters.
-/// A plain byte comparison: no Lua patterns.
-pub(super) const UNLOCK: &str = concat!(
-    queue_lua!(),
-    "\
-local v = redis.call('GET', KEYS[1])
-if v == false then
-  return -1
-end
-if string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then
+// HOLD_SHARED's text, also inside HOLD_SHARED_RECORDING.
+macro_rules! hold_shared {
+    () => {
+        "\
+local left, now = tonumber(ARGV[2]), now_ms()
+if share_left(KEYS[1], ARGV[1], now) <= 0 then
   return 0
 end
-redis.call('DEL', KEYS[1])
-redis.pcall('DEL', KEYS[2])
-redis.pcall('PUBLISH', ARGV[2], '')
-pcall(wake, KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]))
+hold_slot(KEYS[1], ARGV[1], left, now)
+pcall(keep_for, KEYS[2], left)
 return 1"
+    };
+}
+
+/// --hold for a reader: our live entry among the readers (KEYS[1]) lapses
+/// ARGV[2] ms from now (the records' hash, KEYS[2], lives as long). 1 done,
+/// 0 no live share here.
+pub(super) const HOLD_SHARED: &str =
+    concat!(queue_lua!(), slots_lua!(), readers_lua!(), hold_shared!());
+
+/// `unlock --token`: deletes the lock where its token starts with ARGV[1]
+/// (the whole token, or the prefix `status` shows), and wakes waiters; or,
+/// for a reader's token, that reader's share among the readers (KEYS[5],
+/// records KEYS[6]), waking waiters once no reader is left. A plain byte
+/// comparison: no Lua patterns. 1 deleted, 0 held by another token, -1 no
+/// such lock here.
+pub(super) const UNLOCK: &str = concat!(
+    queue_lua!(),
+    readers_lua!(),
+    "\
+local function ours(v)
+  return string.sub(v, 1, #ARGV[1]) == ARGV[1]
+end
+local v = redis.call('GET', KEYS[1])
+if v and ours(v) then
+  redis.call('DEL', KEYS[1])
+  redis.pcall('DEL', KEYS[2])
+  redis.pcall('PUBLISH', ARGV[2], '')
+  pcall(wake, KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]))
+  return 1
+end
+local readers = live_readers(KEYS[5], KEYS[6])
+for _, m in ipairs(readers) do
+  if ours(m) then
+    redis.call('ZREM', KEYS[5], m)
+    redis.pcall('HDEL', KEYS[6], m)
+    if #readers == 1 then
+      redis.pcall('PUBLISH', ARGV[2], '')
+      pcall(wake, KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]))
+    end
+    return 1
+  end
+end
+if v or #readers > 0 then
+  return 0
+end
+return -1"
 );
 
 /// Deletes a key only while it holds our token (undoing a --once-per marker).
@@ -436,12 +696,18 @@ if c < tonumber(ARGV[2]) then
 end
 return 1";
 
-/// `unlock --force`: deletes whatever holds the lock, and wakes waiters.
+/// `unlock --force`: deletes whatever holds the lock (its key and record,
+/// KEYS[1] and KEYS[2], and every reader's share, KEYS[5] and KEYS[6]), and
+/// wakes waiters. 1 if anything held it.
 pub(super) const FORCE: &str = concat!(
     queue_lua!(),
     "\
 local n = redis.call('DEL', KEYS[1])
 redis.pcall('DEL', KEYS[2])
+if redis.call('DEL', KEYS[5]) == 1 then
+  n = 1
+end
+redis.pcall('DEL', KEYS[6])
 if n == 1 then
   redis.pcall('PUBLISH', ARGV[1], '')
   pcall(wake, KEYS[3], KEYS[4], ARGV[1], tonumber(ARGV[2]))
@@ -449,15 +715,34 @@ end
 return n"
 );
 
-/// `status`: the lock's value, its PTTL, its holder record and how many
-/// waiters are queued, in one step. A script rather than a pipeline, which
-/// a Cluster connection cannot route.
-pub(super) const INSPECT: &str = "\
+/// `status`: the lock's value, its PTTL, its holder record, how many
+/// waiters are queued, and the live readers (KEYS[4], records KEYS[5]) as a
+/// flat list of token, ms left, record (a JSON object or false), in one step.
+/// A script rather than a pipeline, which a Cluster connection cannot route.
+pub(super) const INSPECT: &str = concat!(
+    queue_lua!(),
+    readers_lua!(),
+    "\
 local q = redis.pcall('ZCARD', KEYS[3])
 if type(q) ~= 'number' then
   q = 0
 end
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('HGETALL', KEYS[2]), q}";
+local shares = {}
+local ok, readers = pcall(live_readers, KEYS[4], KEYS[5])
+if ok then
+  local now = now_ms()
+  for _, m in ipairs(readers) do
+    local rec = redis.pcall('HGET', KEYS[5], m)
+    if type(rec) ~= 'string' then
+      rec = false
+    end
+    shares[#shares + 1] = m
+    shares[#shares + 1] = share_left(KEYS[4], m, now)
+    shares[#shares + 1] = rec
+  end
+end
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('HGETALL', KEYS[2]), q, shares}"
+);
 
 /// `status --keys`: {key, TYPE, PTTL} of each of KEYS that exists (SCAN
 /// found them a moment ago; one may have expired since).
@@ -474,22 +759,24 @@ return out";
 /// `forget`: deletes every key of a lock that SCAN found on this node, unless
 /// the lock is in use, deciding and deleting in one step. KEYS[1] the lock,
 /// [2] its holder record, [3] the slot holders, [4] the queue, [5] its
-/// waiters; then ARGV[2] pairs of a slot key and its holder record; then
+/// waiters, [6] the readers, [7] their records; then ARGV[2] pairs of a slot key and its holder record; then
 /// every other key found. ARGV[1]: 'check' only says whether the lock is in
 /// use, deleting nothing; 'delete' deletes unless it is; 'force' deletes the
 /// lock too, in use or not, and wakes the queue's live waiters on ARGV[3]
 /// (they were queued for a lock that is gone).
 ///
 /// In use: the lock is held (KEYS[1] exists), a slot is held (a slot key
-/// exists, or the slot holders have a live entry), or waiters whose places
-/// have not lapsed are queued.
+/// exists, or the slot holders have a live entry), a reader holds a share,
+/// or waiters whose places have not lapsed are queued.
 ///
 /// The answer: {1 deleted or 0 refused, why in use ('held', 'slot',
-/// 'queued') or false, the holder's token or false, its holder record (a
-/// flat array), live waiters, keys deleted}.
+/// 'shared', 'queued') or false, the holder's token or false, its holder
+/// record (a flat array; a reader's is {'json', its JSON object}), live
+/// waiters, keys deleted}.
 pub(super) const FORGET_LOCK: &str = concat!(
     queue_lua!(),
     slots_lua!(),
+    readers_lua!(),
     "\
 local force, pairs = ARGV[1] == 'force', tonumber(ARGV[2])
 local function text(k)
@@ -512,9 +799,9 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 local i = 0
 while not why and i < pairs do
-  local slot = KEYS[6 + 2 * i]
+  local slot = KEYS[8 + 2 * i]
   if redis.call('EXISTS', slot) == 1 then
-    why, token, rec = 'slot', text(slot), record(KEYS[7 + 2 * i])
+    why, token, rec = 'slot', text(slot), record(KEYS[9 + 2 * i])
   end
   i = i + 1
 end
@@ -522,6 +809,16 @@ if not why then
   local ok, live = pcall(slot_holders, KEYS[3])
   if ok and #live > 0 then
     why, token = 'slot', string.match(live[1], '^%d+:(.*)$') or false
+  end
+end
+if not why then
+  local ok, live = pcall(live_readers, KEYS[6], KEYS[7])
+  if ok and #live > 0 then
+    why, token = 'shared', live[1]
+    local r = redis.pcall('HGET', KEYS[7], live[1])
+    if type(r) == 'string' then
+      rec = {'json', r}
+    end
   end
 end
 local waiting = 0
@@ -633,5 +930,38 @@ pub(super) const HOLD_RECORDING: &str = concat!(
 end
 local held = hold()
 local recorded = record(KEYS[3], ARGV[5], ARGV[6], ARGV[7])
+return {held, recorded}"
+);
+
+/// RELEASE_SHARED (KEYS[1..4], ARGV[1..3]), then the append of ARGV[4] to
+/// the history KEYS[5] (ARGV[5], ARGV[6] as in APPEND): {RELEASE_SHARED's
+/// answer, `record`'s}.
+pub(super) const RELEASE_SHARED_RECORDING: &str = concat!(
+    queue_lua!(),
+    readers_lua!(),
+    record!(),
+    "local function release()\n",
+    release_shared!(),
+    "
+end
+local released = release()
+local recorded = record(KEYS[5], ARGV[4], ARGV[5], ARGV[6])
+return {released, recorded}"
+);
+
+/// HOLD_SHARED (KEYS[1..2], ARGV[1..2]), then the append of ARGV[3] to the
+/// history KEYS[3] (ARGV[4], ARGV[5] as in APPEND): {HOLD_SHARED's answer,
+/// `record`'s}.
+pub(super) const HOLD_SHARED_RECORDING: &str = concat!(
+    queue_lua!(),
+    slots_lua!(),
+    readers_lua!(),
+    record!(),
+    "local function hold()\n",
+    hold_shared!(),
+    "
+end
+local held = hold()
+local recorded = record(KEYS[3], ARGV[3], ARGV[4], ARGV[5])
 return {held, recorded}"
 );

@@ -13,7 +13,7 @@ use super::scripts::*;
 use super::wire::Line;
 use super::{
     Books, Extension, Forget, Forgotten, Granted, InUse, Inspection, KeyInfo, Options, Queue,
-    Refusal, Released, millis,
+    Refusal, Released, Share, millis,
 };
 use crate::lock::history::{Ended, Ending, Finish, HISTORY_CAP, HISTORY_TTL};
 use crate::lock::redlock::Answer;
@@ -74,24 +74,42 @@ impl Session {
         queue: &Queue,
     ) -> Result<Granted, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        // The previous layout's counter only where it is read: an ACL that
-        // names the lock's keys one by one need not name it.
-        cmd.arg(ACQUIRE)
-            .arg(if fence { 8 } else { 7 })
-            .arg(&books.lock)
-            .arg(&books.holder)
-            .arg(&books.fence)
-            .arg(&books.slots)
-            .arg(&books.queue)
-            .arg(&books.waiters)
-            .arg(&books.main);
-        if fence {
-            cmd.arg(&books.legacy_fence);
+        if books.shared {
+            cmd.arg(ACQUIRE_SHARED)
+                .arg(7)
+                .arg(&books.main)
+                .arg(&books.holder)
+                .arg(&books.reader_records)
+                .arg(&books.slots)
+                .arg(&books.queue)
+                .arg(&books.waiters)
+                .arg(&books.readers);
+            cmd.arg(token)
+                .arg(millis(ttl))
+                .arg(crate::lock::record::share(record))
+                .arg("");
+        } else {
+            // The previous layout's counter only where it is read: an ACL
+            // that names the lock's keys one by one need not name it.
+            cmd.arg(ACQUIRE)
+                .arg(if fence { 10 } else { 9 })
+                .arg(&books.lock)
+                .arg(&books.holder)
+                .arg(&books.fence)
+                .arg(&books.slots)
+                .arg(&books.queue)
+                .arg(&books.waiters)
+                .arg(&books.main)
+                .arg(&books.readers)
+                .arg(&books.reader_records);
+            if fence {
+                cmd.arg(&books.legacy_fence);
+            }
+            cmd.arg(token)
+                .arg(millis(ttl))
+                .arg(u8::from(fence))
+                .arg(books.member(token));
         }
-        cmd.arg(token)
-            .arg(millis(ttl))
-            .arg(u8::from(fence))
-            .arg(books.member(token));
         match queue {
             Queue::Ignore => cmd.arg("").arg(0),
             Queue::Check => cmd.arg("check").arg(0),
@@ -105,8 +123,11 @@ impl Session {
             } => cmd.arg(t).arg(millis(*lapse)),
         };
         cmd.arg(books.front());
-        for (k, v) in record {
-            cmd.arg(*k).arg(v);
+        // A reader's record went as one JSON object above.
+        if !books.shared {
+            for (k, v) in record {
+                cmd.arg(*k).arg(v);
+            }
         }
         self.take(&cmd, &books.lock, fence)
     }
@@ -162,6 +183,7 @@ impl Session {
                 Some(match why.as_slice() {
                     b"plain" => Refusal::Plain,
                     b"slots" => Refusal::Slots(small),
+                    b"readers" => Refusal::Readers(small),
                     b"queued" => Refusal::Queued(n),
                     b"limit" => Refusal::Limit(small),
                     _ => Refusal::Held,
@@ -193,9 +215,17 @@ impl Session {
         ttl: Duration,
     ) -> Result<Extension, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(EXTEND).arg(3).arg(&books.lock).arg(&books.holder);
-        cmd.arg(books.entries());
-        cmd.arg(token).arg(millis(ttl)).arg(books.member(token));
+        if books.shared {
+            cmd.arg(EXTEND_SHARED)
+                .arg(2)
+                .arg(&books.readers)
+                .arg(&books.reader_records);
+            cmd.arg(token).arg(millis(ttl));
+        } else {
+            cmd.arg(EXTEND).arg(3).arg(&books.lock).arg(&books.holder);
+            cmd.arg(books.entries());
+            cmd.arg(token).arg(millis(ttl)).arg(books.member(token));
+        }
         self.follow_primary();
         match self.write(&cmd, &books.lock, |v| *v == Value::Int(1))? {
             Value::Int(1) => Ok(Extension::Extended),
@@ -211,7 +241,30 @@ impl Session {
     /// within the validity the extension round just won.
     /// With --limit, a script: the slot goes back with our entry among the
     /// slot holders, which keeps plain runs away.
-    pub fn retake(&mut self, books: &Books, token: &str, ttl: Duration) -> Result<bool, NodeError> {
+    pub fn retake(
+        &mut self,
+        books: &Books,
+        token: &str,
+        ttl: Duration,
+        record: &[(&str, String)],
+    ) -> Result<bool, NodeError> {
+        if books.shared {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(RETAKE_SHARED)
+                .arg(4)
+                .arg(&books.main)
+                .arg(&books.slots)
+                .arg(&books.readers)
+                .arg(&books.reader_records);
+            cmd.arg(token)
+                .arg(millis(ttl))
+                .arg(crate::lock::record::share(record));
+            return match self.write(&cmd, &books.readers, |v| *v == Value::Int(1))? {
+                Value::Int(1) => Ok(true),
+                Value::Int(0) => Ok(false),
+                other => Err(self.unexpected("retake script", &format!("{other:?}"))),
+            };
+        }
         if books.limit.is_some() {
             let mut cmd = redis::cmd("EVAL");
             cmd.arg(RETAKE_SLOT)
@@ -275,8 +328,9 @@ impl Session {
     /// `unlock --token`: deletes the lock if its token starts with `prefix`.
     pub fn unlock(&mut self, books: &Books, prefix: &str) -> Result<Released, NodeError> {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(UNLOCK).arg(4).arg(&books.lock).arg(&books.holder);
+        cmd.arg(UNLOCK).arg(6).arg(&books.lock).arg(&books.holder);
         cmd.arg(&books.queue).arg(&books.waiters);
+        cmd.arg(&books.readers).arg(&books.reader_records);
         cmd.arg(prefix).arg(&books.released).arg(books.front());
         match self.eval(&cmd)? {
             Value::Int(1) => Ok(Released::Deleted),
@@ -351,11 +405,13 @@ impl Session {
     pub fn force_delete(&mut self, books: &Books) -> Result<bool, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(FORCE)
-            .arg(4)
+            .arg(6)
             .arg(&books.lock)
             .arg(&books.holder)
             .arg(&books.queue)
             .arg(&books.waiters)
+            .arg(&books.readers)
+            .arg(&books.reader_records)
             .arg(&books.released)
             .arg(books.front());
         match self.eval(&cmd)? {
@@ -369,10 +425,12 @@ impl Session {
     pub fn inspect(&mut self, books: &Books) -> Result<Inspection, NodeError> {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(INSPECT)
-            .arg(3)
+            .arg(5)
             .arg(&books.lock)
             .arg(&books.holder)
-            .arg(&books.queue);
+            .arg(&books.queue)
+            .arg(&books.readers)
+            .arg(&books.reader_records);
         let bad = |s: &Session, v: &Value| s.unexpected("inspect script", &format!("{v:?}"));
         let reply = self.eval(&cmd)?;
         let Value::Array(parts) = &reply else {
@@ -406,11 +464,30 @@ impl Session {
             Some(Value::Int(n)) => *n,
             _ => 0,
         };
+        let mut readers = Vec::new();
+        if let Some(Value::Array(flat)) = parts.get(4) {
+            for share in flat.chunks(3) {
+                match share {
+                    [Value::BulkString(token), Value::Int(left_ms), record] => {
+                        readers.push(Share {
+                            token: token.clone(),
+                            left_ms: *left_ms,
+                            record: match record {
+                                Value::BulkString(json) => crate::lock::record::of_share(json),
+                                _ => Vec::new(),
+                            },
+                        })
+                    }
+                    _ => return Err(bad(self, &reply)),
+                }
+            }
+        }
         Ok(Inspection {
             value,
             pttl: *pttl,
             holder,
             queued,
+            readers,
         })
     }
 
@@ -511,6 +588,7 @@ impl Session {
             Value::Nil => None,
             Value::BulkString(w) => Some(match w.as_slice() {
                 b"held" => InUse::Held,
+                b"shared" => InUse::Shared,
                 b"slot" => InUse::Slot,
                 b"queued" => InUse::Queued,
                 _ => return Err(bad(self)),
@@ -523,11 +601,16 @@ impl Session {
         };
         let mut holder = Vec::new();
         for pair in record.chunks(2) {
-            if let [Value::BulkString(k), Value::BulkString(v)] = pair {
-                holder.push((
+            match pair {
+                // A reader's record: one JSON object.
+                [Value::BulkString(k), Value::BulkString(v)] if k == b"json" => {
+                    holder = crate::lock::record::of_share(v);
+                }
+                [Value::BulkString(k), Value::BulkString(v)] => holder.push((
                     String::from_utf8_lossy(k).into_owned(),
                     String::from_utf8_lossy(v).into_owned(),
-                ));
+                )),
+                _ => {}
             }
         }
         Ok(Forgotten {
@@ -899,6 +982,9 @@ impl Session {
 /// RELEASE: compare-and-delete, waking waiters when `announce`.
 fn release_cmd(books: &Books, token: &str, announce: bool) -> redis::Cmd {
     let mut cmd = redis::cmd("EVAL");
+    if books.shared {
+        return shared_release_cmd(books, token, announce, None);
+    }
     cmd.arg(RELEASE)
         .arg(5)
         .arg(&books.lock)
@@ -916,8 +1002,50 @@ fn release_cmd(books: &Books, token: &str, announce: bool) -> redis::Cmd {
     cmd
 }
 
+/// A reader's release (RELEASE_SHARED), with the history append of
+/// `entry` (its key and record) where one is given.
+fn shared_release_cmd(
+    books: &Books,
+    token: &str,
+    announce: bool,
+    entry: Option<(&[u8], &str)>,
+) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    match entry {
+        Some(_) => cmd.arg(RELEASE_SHARED_RECORDING).arg(5),
+        None => cmd.arg(RELEASE_SHARED).arg(4),
+    };
+    cmd.arg(&books.readers)
+        .arg(&books.reader_records)
+        .arg(&books.queue)
+        .arg(&books.waiters);
+    if let Some((key, _)) = entry {
+        cmd.arg(key);
+    }
+    cmd.arg(token);
+    if announce {
+        cmd.arg(&books.released);
+    } else {
+        cmd.arg("");
+    }
+    cmd.arg(books.front());
+    if let Some((_, record)) = entry {
+        history_args(&mut cmd, record);
+    }
+    cmd
+}
+
 fn hold_cmd(books: &Books, token: &str, left: Duration, exit_code: u8) -> redis::Cmd {
     let mut cmd = redis::cmd("EVAL");
+    if books.shared {
+        cmd.arg(HOLD_SHARED)
+            .arg(2)
+            .arg(&books.readers)
+            .arg(&books.reader_records)
+            .arg(token)
+            .arg(millis(left));
+        return cmd;
+    }
     cmd.arg(HOLD)
         .arg(3)
         .arg(&books.lock)
@@ -946,6 +1074,24 @@ fn recording_cmd(
     record: &str,
 ) -> redis::Cmd {
     let mut cmd = redis::cmd("EVAL");
+    if books.shared {
+        match ending {
+            Ending::Release => {
+                return shared_release_cmd(books, token, true, Some((key, record)));
+            }
+            Ending::Hold { left, .. } => {
+                cmd.arg(HOLD_SHARED_RECORDING)
+                    .arg(3)
+                    .arg(&books.readers)
+                    .arg(&books.reader_records)
+                    .arg(key)
+                    .arg(token)
+                    .arg(millis(left));
+                history_args(&mut cmd, record);
+                return cmd;
+            }
+        }
+    }
     match ending {
         Ending::Release => {
             cmd.arg(RELEASE_RECORDING)
