@@ -55,6 +55,8 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --metrics-file 'Record the run in FILE, a node_exporter textfile-collector file shared by every run and key on the host: runs by outcome, how many nodes answered and failed, and the last run''s start, duration, exit status and success time'
             cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
             cand --wait-unfair 'Do not queue: race every other contender for the lock whenever it is released (woken together), and take it even when waiters are queued'
+            cand -s 'Take the lock as a reader: readers run together; a run without --shared (a writer) runs alone, with no reader and no other writer (flock -s, across hosts). A waiting writer is not overtaken by readers that come after it. Not with --limit or --fence'
+            cand --shared 'Take the lock as a reader: readers run together; a run without --shared (a writer) runs alone, with no reader and no other writer (flock -s, across hosts). A waiting writer is not overtaken by readers that come after it. Not with --limit or --fence'
             cand --fence 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder''s'
             cand -q 'Print nothing when the lock is busy (cron mails any output)'
             cand --quiet 'Print nothing when the lock is busy (cron mails any output)'

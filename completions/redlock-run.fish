@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= prefix= r/redis= node-timeout= password-file= sentinel-password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= wait-unfair hold= once-per= once-per-success= retry= retry-delay= max-runtime= timeout= leftovers= jitter= fence replicas= limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= metrics-file= h/help V/version
+    string join \n k/key= prefix= r/redis= node-timeout= password-file= sentinel-password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= wait-unfair s/shared hold= once-per= once-per-success= retry= retry-delay= max-runtime= timeout= leftovers= jitter= fence replicas= limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= metrics-file= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -60,6 +60,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l report -d 'Writ
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-file -d 'Record the run in FILE, a node_exporter textfile-collector file shared by every run and key on the host: runs by outcome, how many nodes answered and failed, and the last run\'s start, duration, exit status and success time' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l wait-unfair -d 'Do not queue: race every other contender for the lock whenever it is released (woken together), and take it even when waiters are queued'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s s -l shared -d 'Take the lock as a reader: readers run together; a run without --shared (a writer) runs alone, with no reader and no other writer (flock -s, across hosts). A waiting writer is not overtaken by readers that come after it. Not with --limit or --fence'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fence -d 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder\'s'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing when the lock is busy (cron mails any output)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Say more on stderr: -v each attempt node by node, heartbeats, decisions and waits; -vv releases and backoff too'

@@ -67,6 +67,9 @@ struct Interval {
     exit: Option<i128>,
     /// Counter value the run read (only runs that completed report it).
     read: Option<u64>,
+    /// A --shared reader's section: it may overlap other readers' sections,
+    /// never a writer's, and it reads the counter without writing it.
+    reader: bool,
 }
 
 /// What [`check`] found.
@@ -79,6 +82,9 @@ struct Report {
     cut_short: usize,
     counter: u64,
     overlaps: Vec<String>,
+    /// Readers' sections entered while another reader's was running (they
+    /// may: shown to prove that readers do run together).
+    reader_overlaps: usize,
     /// Entered while an earlier, killed critical section may still have been
     /// running: inside the harness's observation window of its death (last
     /// seen alive, first seen dead]. Neither proven nor excluded.
@@ -119,7 +125,12 @@ fn check(history: &str, counter: u64, ends: &HashMap<u64, (i128, i128)>) -> Repo
     let mut tokens: HashMap<u64, String> = HashMap::new();
     for (lineno, line) in history.lines().enumerate() {
         let f: Vec<&str> = line.split(' ').collect();
-        let parsed = match f.as_slice() {
+        // A reader's lines end in `r`.
+        let (f, reader) = match f.as_slice() {
+            [rest @ .., "r"] => (rest, true),
+            all => (all, false),
+        };
+        let parsed = match f {
             ["enter", ns, token, run] => ns
                 .parse::<i128>()
                 .ok()
@@ -151,6 +162,7 @@ fn check(history: &str, counter: u64, ends: &HashMap<u64, (i128, i128)>) -> Repo
                         enter: ns,
                         exit: None,
                         read: None,
+                        reader,
                     },
                 )
                 .is_some()
@@ -159,7 +171,7 @@ fn check(history: &str, counter: u64, ends: &HashMap<u64, (i128, i128)>) -> Repo
             }
         } else {
             match by_run.get_mut(&run) {
-                Some(i) if i.exit.is_none() && ns >= i.enter => {
+                Some(i) if i.exit.is_none() && ns >= i.enter && i.reader == reader => {
                     i.exit = Some(ns);
                     i.read = read;
                 }
@@ -189,35 +201,70 @@ fn check(history: &str, counter: u64, ends: &HashMap<u64, (i128, i128)>) -> Repo
         .map(|p| p.1)
         .collect();
     report.overlaps = certain.into_iter().map(|c| c.1).collect();
+    report.reader_overlaps = reader_overlaps(&intervals);
 
+    // Only writers increment: their reads must rise.
+    let writers = || intervals.iter().filter(|i| !i.reader);
     let mut last_read: Option<u64> = None;
     let mut repeats = 0u64;
-    for read in intervals.iter().filter_map(|i| i.read) {
+    for read in writers().filter_map(|i| i.read) {
         if last_read.is_some_and(|r| read <= r) {
             repeats += 1;
         }
         last_read = Some(read);
     }
-    let short = (report.completed as u64).saturating_sub(counter);
+    let completed_writers = writers().filter(|i| i.exit.is_some()).count() as u64;
+    let short = completed_writers.saturating_sub(counter);
     report.lost_increments = repeats.max(short);
-    if counter > report.entered as u64 {
+    let entered_writers = writers().count();
+    if counter > entered_writers as u64 {
         report.anomalies.push(format!(
-            "counter {counter} exceeds the {} critical sections entered",
-            report.entered
+            "counter {counter} exceeds the {entered_writers} writers' critical sections entered",
         ));
     }
     report
 }
 
-/// (run, description) for every section entered before an earlier one ended.
+/// Readers' completed sections that began while another completed reader's
+/// section ran.
+fn reader_overlaps(intervals: &[Interval]) -> usize {
+    let mut latest: Option<i128> = None;
+    let mut count = 0;
+    for i in intervals.iter().filter(|i| i.reader) {
+        let Some(exit) = i.exit else { continue };
+        if latest.is_some_and(|e| i.enter < e) {
+            count += 1;
+        }
+        latest = Some(latest.map_or(exit, |e| e.max(exit)));
+    }
+    count
+}
+
+/// (run, description) for every section entered before an earlier one ended
+/// that it may not run beside: a writer's beside any, a reader's beside a
+/// writer's (readers may run together).
 fn overlaps(
     intervals: &[Interval],
     end_of: impl Fn(&Interval) -> Option<i128>,
 ) -> Vec<(u64, String)> {
+    /// The later of two ends (None: +infinity), with whose it is.
+    fn later(
+        latest: Option<(Option<i128>, u64)>,
+        end: Option<i128>,
+        run: u64,
+    ) -> Option<(Option<i128>, u64)> {
+        match latest {
+            Some((Some(prev), by)) if end.is_some_and(|e| e < prev) => Some((Some(prev), by)),
+            Some((None, by)) => Some((None, by)),
+            _ => Some((end, run)),
+        }
+    }
     let mut found = Vec::new();
     let mut latest: Option<(Option<i128>, u64)> = None;
+    let mut latest_writer: Option<(Option<i128>, u64)> = None;
     for i in intervals {
-        if let Some((end, by)) = latest
+        let against = if i.reader { latest_writer } else { latest };
+        if let Some((end, by)) = against
             && end.is_none_or(|e| i.enter < e)
         {
             let until = end.map_or("+inf".into(), |e| {
@@ -232,11 +279,10 @@ fn overlaps(
             ));
         }
         let end = end_of(i);
-        latest = match latest {
-            Some((Some(prev), by)) if end.is_some_and(|e| e < prev) => Some((Some(prev), by)),
-            Some((None, by)) => Some((None, by)),
-            _ => Some((end, i.run)),
-        };
+        latest = later(latest, end, i.run);
+        if !i.reader {
+            latest_writer = later(latest_writer, end, i.run);
+        }
     }
     found
 }
@@ -297,6 +343,32 @@ fn checker_finds_overlaps_and_lost_increments() {
     );
 }
 
+#[test]
+fn checker_lets_readers_overlap_readers_and_nothing_else() {
+    // Two readers together, then a writer after both: clean, one reader
+    // overlap, and their reads do not count as increments.
+    let h = "enter 100 a 1 r\nenter 120 b 2 r\nexit 200 a 1 0 r\nexit 210 b 2 0 r\n\
+             enter 300 c 3\nexit 400 c 3 0\n";
+    let r = check(h, 1, &HashMap::new());
+    assert!(r.clean(), "{r:?}");
+    assert_eq!(r.reader_overlaps, 1, "{r:?}");
+    // A writer inside a reader's section, and a reader inside a writer's.
+    let h = "enter 100 a 1 r\nenter 150 c 3\nexit 160 c 3 0\nexit 200 a 1 0 r\n";
+    assert_eq!(check(h, 1, &HashMap::new()).overlaps.len(), 1);
+    let h = "enter 100 c 3\nenter 150 a 1 r\nexit 160 a 1 0 r\nexit 200 c 3 0\n";
+    assert_eq!(check(h, 1, &HashMap::new()).overlaps.len(), 1);
+    // A reader after a writer that began inside another reader: both caught.
+    let h = "enter 100 a 1 r\nenter 150 c 3\nenter 170 b 2 r\nexit 180 b 2 1 r\n\
+             exit 190 c 3 0\nexit 200 a 1 0 r\n";
+    assert_eq!(check(h, 1, &HashMap::new()).overlaps.len(), 2);
+    // A line whose exit is not of the kind its enter was.
+    assert!(
+        !check("enter 1 a 1 r\nexit 2 a 1 0\n", 0, &HashMap::new())
+            .anomalies
+            .is_empty()
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Running redlock-run
 // ---------------------------------------------------------------------------
@@ -341,8 +413,9 @@ const SHAPES: [Shape; 5] = [
 ];
 
 /// The [`Shape::Zl`] program, built with gcc into the workload's directory:
-/// `zl RUN NAP_MS IGNORE_TERM GRANDCHILD` writes `pid.RUN`, then a worker
-/// thread runs the critical section while the main thread exits.
+/// `zl RUN NAP_MS IGNORE_TERM GRANDCHILD [READER]` writes `pid.RUN`, then a
+/// worker thread runs the critical section (a reader's, without the counter
+/// write) while the main thread exits.
 const ZL_C: &str = r#"
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -356,6 +429,7 @@ const ZL_C: &str = r#"
 
 static const char *run;
 static long nap_ms;
+static int reader;
 
 static long long now_ns(void) {
     struct timespec t;
@@ -376,7 +450,8 @@ static void *section(void *arg) {
     char line[256];
     const char *token = getenv("REDLOCK_TOKEN");
     if (!token) token = "-";
-    snprintf(line, sizeof line, "enter %lld %s %s\n", now_ns(), token, run);
+    const char *mark = reader ? " r" : "";
+    snprintf(line, sizeof line, "enter %lld %s %s%s\n", now_ns(), token, run, mark);
     append(line);
     long n = 0;
     FILE *f = fopen("counter", "r");
@@ -386,12 +461,14 @@ static void *section(void *arg) {
     }
     struct timespec d = { nap_ms / 1000, (nap_ms % 1000) * 1000000L };
     while (nanosleep(&d, &d) != 0) {}
-    f = fopen("counter", "w");
-    if (f) {
-        fprintf(f, "%ld\n", n + 1);
-        fclose(f);
+    if (!reader) {
+        f = fopen("counter", "w");
+        if (f) {
+            fprintf(f, "%ld\n", n + 1);
+            fclose(f);
+        }
     }
-    snprintf(line, sizeof line, "exit %lld %s %s %ld\n", now_ns(), token, run, n);
+    snprintf(line, sizeof line, "exit %lld %s %s %ld%s\n", now_ns(), token, run, n, mark);
     append(line);
     exit(0);
 }
@@ -400,6 +477,7 @@ int main(int argc, char **argv) {
     if (argc < 5) return 2;
     run = argv[1];
     nap_ms = atol(argv[2]);
+    reader = argc > 5 && atoi(argv[5]);
     if (atoi(argv[3])) signal(SIGTERM, SIG_IGN);
     char path[64];
     if (atoi(argv[4])) {
@@ -442,6 +520,12 @@ fn build_zl(dir: &Path) {
 /// runs it, enter line, increment, exit line), placed per `shape`. Only the
 /// process named in `pid.<run>` writes the history and the counter.
 fn script(run: u64, kind: Kind, shape: Shape) -> String {
+    section(run, kind, shape, false)
+}
+
+/// `script`, for a --shared reader when `reader`: its section reads the
+/// counter and writes nothing but its history lines, which end in `r`.
+fn section(run: u64, kind: Kind, shape: Shape, reader: bool) -> String {
     let (pre, nap) = match kind {
         Kind::Normal => (String::new(), "0.02".to_string()),
         Kind::Slow(ms) => (String::new(), format!("{}.{:03}", ms / 1000, ms % 1000)),
@@ -451,11 +535,16 @@ fn script(run: u64, kind: Kind, shape: Shape) -> String {
             "30".to_string(),
         ),
     };
+    let (mark, write) = if reader {
+        (" r", "")
+    } else {
+        ("", " echo $((n+1)) > counter;")
+    };
     let cs = format!(
         "{pre}echo $$ > pid.{run}; \
-         E=$(date +%s%N); echo \"enter $E $REDLOCK_TOKEN {run}\" >> history; \
-         n=$(cat counter); sleep {nap}; echo $((n+1)) > counter; \
-         X=$(date +%s%N); echo \"exit $X $REDLOCK_TOKEN {run} $n\" >> history"
+         E=$(date +%s%N); echo \"enter $E $REDLOCK_TOKEN {run}{mark}\" >> history; \
+         n=$(cat counter); sleep {nap};{write} \
+         X=$(date +%s%N); echo \"exit $X $REDLOCK_TOKEN {run} $n{mark}\" >> history"
     );
     if shape == Shape::Zl {
         let (nap_ms, ignore, gc) = match kind {
@@ -464,7 +553,10 @@ fn script(run: u64, kind: Kind, shape: Shape) -> String {
             Kind::IgnoresTerm => (30_000, 1, 0),
             Kind::Grandchild => (30_000, 0, 1),
         };
-        return format!("./zl {run} {nap_ms} {ignore} {gc} >/dev/null 2>&1 &");
+        return format!(
+            "./zl {run} {nap_ms} {ignore} {gc} {} >/dev/null 2>&1 &",
+            u8::from(reader)
+        );
     }
     match shape {
         Shape::Zl => unreachable!("handled above"),
@@ -643,6 +735,9 @@ struct Settings {
     /// Environment for every redlock-run (a test-build switch, for a
     /// negative control).
     env: Vec<(String, String)>,
+    /// Workers whose runs are --shared readers (`SPECIAL_WORKER`: the
+    /// specials too).
+    readers: Vec<usize>,
 }
 
 impl Settings {
@@ -661,6 +756,7 @@ impl Settings {
             shapes: SHAPES.to_vec(),
             special_shape: None,
             env: Vec::new(),
+            readers: Vec::new(),
         }
     }
 }
@@ -744,7 +840,11 @@ fn one_run(
     if let Some(extra) = settings.per_worker_args.get(id) {
         args.extend(extra.iter().cloned());
     }
-    args.extend(["-c".into(), script(run, kind, shape)]);
+    let reader = settings.readers.contains(&id);
+    if reader {
+        args.push("--shared".into());
+    }
+    args.extend(["-c".into(), section(run, kind, shape, reader)]);
     let mut p = Proc::spawn_with(dir, &args, &settings.env);
     let pid_file = dir.join(format!("pid.{run}"));
     // The process running the critical section (the only writer of the
@@ -1610,6 +1710,88 @@ fn workload_under_faults_keeps_mutual_exclusion() {
         let o = run_workload(&settings);
         report_and_assert(&format!("short/{nodes}"), &settings, &o);
     }
+}
+
+/// Readers and writers (`--shared`): half the workers are readers, and so is
+/// every special (a SIGKILLed reader, a reader whose share a lost majority
+/// takes, one stopped past its TTL), under node stops, pauses and kills. No
+/// writer's section may overlap any other section; readers' sections do
+/// overlap each other; no increment (writers') is lost.
+#[test]
+fn workload_with_readers_and_writers_under_faults() {
+    let settings = Settings {
+        faults: vec![
+            "stop one node",
+            "sigkill redlock-run",
+            "stop majority",
+            "TERM-ignoring command, majority lost",
+            "kill -9 node, restart after > ttl",
+            "client pause majority",
+            "sigstop redlock-run past the ttl",
+        ],
+        readers: vec![1, 3, 5, 7, SPECIAL_WORKER],
+        ..short_settings(3)
+    };
+    let o = run_workload(&settings);
+    report_and_assert("readers and writers", &settings, &o);
+    let readers_ok = o
+        .records
+        .iter()
+        .filter(|r| r.code == 0 && settings.readers.contains(&r.worker))
+        .count();
+    let writers_ok = o
+        .records
+        .iter()
+        .filter(|r| r.code == 0 && !settings.readers.contains(&r.worker))
+        .count();
+    eprintln!(
+        "[readers and writers] {readers_ok} readers and {writers_ok} writers exited 0; \
+         {} readers' sections began beside another reader's",
+        o.report.reader_overlaps
+    );
+    assert!(readers_ok > 0 && writers_ok > 0, "one kind never ran");
+    assert!(
+        o.report.reader_overlaps > 0,
+        "no two readers ever ran together: --shared gave no sharing"
+    );
+}
+
+/// Negative control for the readers' workload: the readers take another
+/// lock (`--prefix`), as readers that skipped this one would. The checker
+/// must see them overlap the writers.
+#[test]
+fn negative_control_readers_on_another_lock() {
+    let readers = vec![1, 3];
+    let settings = Settings {
+        workers: 4,
+        faults: Vec::new(),
+        duration: Duration::from_secs(4),
+        max_duration: Duration::from_secs(30),
+        shapes: vec![Shape::InCommand],
+        per_worker_args: (0..4)
+            .map(|w| {
+                if readers.contains(&w) {
+                    vec!["--prefix".into(), "elsewhere:".into()]
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect(),
+        readers,
+        ..Settings::new(3)
+    };
+    let o = run_workload(&settings);
+    let r = &o.report;
+    eprintln!(
+        "negative control (readers on another lock): {} critical sections, {} overlaps",
+        r.entered,
+        r.overlaps.len()
+    );
+    assert!(r.entered >= 10, "too few runs to judge: {r:?}");
+    assert!(
+        !r.overlaps.is_empty(),
+        "the checker missed readers beside writers: {r:?}"
+    );
 }
 
 /// Soak variant: ≥ 1000 contended runs under faults in total.

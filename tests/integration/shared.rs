@@ -439,3 +439,57 @@ fn readers_and_writers_on_a_redis_cluster() {
         "the writer's lock was left"
     );
 }
+
+#[test]
+fn readers_and_writers_through_a_sentinel_group() {
+    let group = crate::support::SentinelGroup::builder().replicas(1).start();
+    let url = group.url();
+    let dir = tempdir();
+    let name = "watched";
+    let a = holding(&url, name, &dir, &["--shared"], "a");
+    base(&url, name, &dir)
+        .args(["--shared", "-c", "touch second"])
+        .expect_code(0);
+    base(&url, name, &dir)
+        .args(["-c", "touch writer-ran"])
+        .expect_code(75);
+    assert!(dir.has("second") && !dir.has("writer-ran"));
+    touch(&dir, "go");
+    a.wait().assert_code(0);
+    base(&url, name, &dir)
+        .args(["-c", "touch writer-ran"])
+        .expect_code(0);
+    assert!(dir.has("writer-ran"));
+}
+
+/// The README's least-privilege ACL line is enough for a reader, and for a
+/// writer that a reader keeps out.
+#[test]
+fn the_readmes_acl_user_can_read_and_write() {
+    let node = crate::support::RedisNode::start();
+    let dir = tempdir();
+    let readme = include_str!("../../README.md");
+    let line = readme
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ACL SETUSER "))
+        .expect("the README's ACL line");
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER");
+    for word in line.split_whitespace() {
+        cmd.arg(word.replace("PASSWORD", "locker-pw"));
+    }
+    let reply: String = node.cmd(&cmd);
+    assert_eq!(reply, "OK");
+    let url = format!("redis://locker:locker-pw@127.0.0.1:{}", node.port());
+    let reader = holding(&url, "acl", &dir, &["--shared", "--wait", "5s"], "reader");
+    let out = base(&url, "acl", &dir)
+        .args(["-c", "touch writer-ran"])
+        .run();
+    out.assert_code(75);
+    assert!(out.stderr.contains("shared by 1 --shared reader"), "{out}");
+    touch(&dir, "go");
+    reader.wait().assert_code(0);
+    base(&url, "acl", &dir)
+        .args(["-c", "touch writer-ran"])
+        .expect_code(0);
+}
