@@ -290,8 +290,11 @@ fn acl_user_without_markers(node: &RedisNode, name: &str) -> String {
             .arg(pattern(k.fence()))
             .arg(pattern(k.queue()))
             .arg(pattern(k.waiters()))
-            // A plain lock looks for --limit holders of its name here.
+            // A plain lock looks for --limit holders of its name here, and
+            // for --shared readers.
             .arg(pattern(k.slots()))
+            .arg(pattern(k.readers()))
+            .arg(pattern(k.reader_records()))
             // resetchannels first: Redis 6.2 gives a reset user every channel
             // (acl-pubsub-default allchannels) and then refuses a pattern;
             // 7.0 starts from none, where it changes nothing.

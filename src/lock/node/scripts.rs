@@ -30,9 +30,9 @@ local function reader(id)
 end
 local function front(q, w, n, now)
   local live, i, lapse, readers = {}, 0, false, true
-  while true do
+  while #live < n or readers do
     local id = redis.call('ZRANGE', q, i, i)[1]
-    if not id then
+    if not id or (#live >= n and not reader(id)) then
       break
     end
     local at = tonumber(redis.call('HGET', w, id) or '0')
@@ -40,9 +40,6 @@ local function front(q, w, n, now)
       redis.call('ZREM', q, id)
       redis.call('HDEL', w, id)
     else
-      if #live >= n and not (readers and reader(id)) then
-        break
-      end
       readers = readers and reader(id)
       live[#live + 1] = id
       if not lapse or at < lapse then
@@ -278,7 +275,11 @@ if not mine then
       return refused('queued', type(q) == 'number' and q or 0)
     end
   end
-  if ARGV[4] == '' then
+  -- Slot holders and readers are rare: one look for both sets first.
+  local others = redis.pcall('EXISTS', KEYS[4], KEYS[8])
+  if type(others) == 'number' and others == 0 and ARGV[4] == '' then
+    -- Neither: a plain lock need not look closer.
+  elseif ARGV[4] == '' then
     -- An ACL without the set's commands cannot take a slot either: a plain
     -- lock still works for it.
     local ok, holders = pcall(slot_holders, KEYS[4])
@@ -298,9 +299,11 @@ if not mine then
     end
   end
   -- Likewise: an ACL that cannot read the readers could not have written one.
-  local ok, readers = pcall(live_readers, KEYS[8], KEYS[9])
-  if ok and #readers > 0 then
-    return refused('readers', #readers)
+  if type(others) ~= 'number' or others > 0 then
+    local ok, readers = pcall(live_readers, KEYS[8], KEYS[9])
+    if ok and #readers > 0 then
+      return refused('readers', #readers)
+    end
   end
 end
 if mine then
