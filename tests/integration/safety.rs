@@ -601,14 +601,18 @@ fn group_alive(pgid: i32) -> bool {
 // The workload
 // ---------------------------------------------------------------------------
 
-/// Held by each workload and each test here that dates a kill against a
-/// deadline, so that none of them runs beside another: a workload keeps
-/// both cores busy, and a kill that waits tens of milliseconds for a CPU
-/// there would be the host's doing, not redlock-run's.
-static HEAVY: Mutex<()> = Mutex::new(());
+/// Shared by the workloads, held alone by each test here that dates a kill
+/// against a deadline, so that no such test runs beside a workload: a
+/// workload keeps both cores busy, and a kill that waited tens of
+/// milliseconds for a CPU there would be the host's doing, not redlock-run's.
+static HEAVY: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
-fn alone() -> std::sync::MutexGuard<'static, ()> {
-    HEAVY.lock().unwrap_or_else(|p| p.into_inner())
+fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    HEAVY.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn beside_others() -> std::sync::RwLockReadGuard<'static, ()> {
+    HEAVY.read().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How soon a SIGKILLed redlock-run's guard must have killed the whole tree.
@@ -1248,7 +1252,7 @@ fn special(
 }
 
 fn run_workload(settings: &Settings) -> Outcome {
-    let _alone = alone();
+    let _load = beside_others();
     let mut cluster = Cluster::new(settings.nodes);
     let dir = tempdir();
     fs::write(dir.join("counter"), "0\n").expect("counter");
