@@ -351,9 +351,13 @@ pub(super) const ACQUIRE_SHARED: &str = concat!(
     "\
 local ttl = tonumber(ARGV[2])
 local now = now_ms()
-if share_left(KEYS[7], token, now) <= 0 then
-  redis.call('ZREM', KEYS[7], token)
-  redis.pcall('HDEL', KEYS[3], token)
+local left = share_left(KEYS[7], token, now)
+if left <= 0 then
+  if left > -now then
+    -- Ours, but lapsed: a new share, checked as one.
+    redis.call('ZREM', KEYS[7], token)
+    redis.pcall('HDEL', KEYS[3], token)
+  end
   if mode ~= '' then
     local ok, ours = pcall(gate)
     if ok and not ours then
