@@ -279,21 +279,92 @@ fn x509_version(der: &[u8]) -> Option<u8> {
 }
 
 /// Looking at and clearing a lock, for when its holder is gone, and what its runs did.
-#[derive(Debug, Subcommand)]
+#[derive(Debug)]
 pub enum Admin {
-    /// Show the lock on every node (holder, token prefix, TTL left) and a verdict;
-    /// exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)
     Status(StatusArgs),
-    /// Delete the lock on every node: only where it holds --token, or whatever holds it with
-    /// --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown
     Unlock(UnlockArgs),
-    /// Show the lock's last runs, newest first, merged from every node: host, pid, start,
-    /// duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered
     History(HistoryArgs),
-    /// Remove every key of a lock no longer used, on every node: fence counter, history,
-    /// once-per markers, queue, slots, holder records (the lock itself only with --force);
-    /// exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown
     Forget(ForgetArgs),
+}
+
+/// Each subcommand's name and what `--help` says of it. Their options are
+/// built only when the subcommand is used (`Command::defer`): each flattens
+/// the dozen options of `Target`, and building all four for every run cost
+/// more than parsing a run's own options.
+const ADMIN: [(&str, &str); 4] = [
+    (
+        "status",
+        "Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 \
+         free, 1 held, 69 unknown (fewer than a quorum answered)",
+    ),
+    (
+        "unlock",
+        "Delete the lock on every node: only where it holds --token, or whatever holds it with \
+         --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown",
+    ),
+    (
+        "history",
+        "Show the lock's last runs, newest first, merged from every node: host, pid, start, \
+         duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered",
+    ),
+    (
+        "forget",
+        "Remove every key of a lock no longer used, on every node: fence counter, history, \
+         once-per markers, queue, slots, holder records (the lock itself only with --force); \
+         exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown",
+    ),
+];
+
+impl Subcommand for Admin {
+    fn augment_subcommands(cmd: clap::Command) -> clap::Command {
+        // Closures that capture nothing: `defer` takes a fn. Each sets its
+        // about again, since a flattened `Target` brings one of its own.
+        let options: [fn(clap::Command) -> clap::Command; 4] = [
+            |c| StatusArgs::augment_args(c).about(ADMIN[0].1),
+            |c| UnlockArgs::augment_args(c).about(ADMIN[1].1),
+            |c| HistoryArgs::augment_args(c).about(ADMIN[2].1),
+            |c| ForgetArgs::augment_args(c).about(ADMIN[3].1),
+        ];
+        ADMIN
+            .iter()
+            .zip(options)
+            .fold(cmd, |cmd, ((name, about), options)| {
+                cmd.subcommand(clap::Command::new(*name).about(*about).defer(options))
+            })
+    }
+
+    fn augment_subcommands_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_subcommands(cmd)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        ADMIN.iter().any(|(n, _)| *n == name)
+    }
+}
+
+impl clap::FromArgMatches for Admin {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        use clap::error::{Error, ErrorKind};
+        match m.subcommand() {
+            Some(("status", m)) => Ok(Admin::Status(StatusArgs::from_arg_matches(m)?)),
+            Some(("unlock", m)) => Ok(Admin::Unlock(UnlockArgs::from_arg_matches(m)?)),
+            Some(("history", m)) => Ok(Admin::History(HistoryArgs::from_arg_matches(m)?)),
+            Some(("forget", m)) => Ok(Admin::Forget(ForgetArgs::from_arg_matches(m)?)),
+            Some((other, _)) => Err(Error::raw(
+                ErrorKind::InvalidSubcommand,
+                format!("no subcommand '{other}'"),
+            )),
+            None => Err(Error::raw(
+                ErrorKind::MissingSubcommand,
+                "a subcommand is needed",
+            )),
+        }
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
 }
 
 #[derive(Debug, Args)]
@@ -524,9 +595,21 @@ pub struct Cli {
     pub args: Vec<OsString>,
 }
 
-/// The full clap command, with the examples and exit-status table attached.
-/// Shared by the parser, the man page and the completions.
+/// The full clap command, with the examples and exit-status table attached,
+/// every subcommand's options built: what the man page and the completions
+/// are generated from.
 pub fn command() -> clap::Command {
+    ADMIN.iter().fold(parser(), |cmd, (name, _)| {
+        cmd.mut_subcommand(*name, |mut sub| {
+            sub.build();
+            sub
+        })
+    })
+}
+
+/// `command` as a run parses with: a subcommand's options are built only
+/// when it is the one given (see `ADMIN`).
+pub fn parser() -> clap::Command {
     Cli::command().after_help(format!("{EXAMPLES}\n\n{}", exit::TABLE))
 }
 

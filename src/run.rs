@@ -42,8 +42,12 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
         Log::new(0, format, "").error(ev("usage", msg).outcome("usage"));
         return Exit::Usage;
     }
-    let parsed = cli::command()
-        .try_get_matches_from(&args)
+    // Neither the parser nor its matches are freed: the process ends soon,
+    // and freeing clap's ninety-odd options cost a tenth of its start-up.
+    let mut parser = std::mem::ManuallyDrop::new(cli::parser());
+    let parsed = parser
+        .try_get_matches_from_mut(&args)
+        .map(std::mem::ManuallyDrop::new)
         .and_then(|m| Cli::from_arg_matches(&m));
     let cli = match parsed {
         Ok(cli) => cli,

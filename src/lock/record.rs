@@ -371,14 +371,20 @@ pub fn hostname() -> String {
 /// `$USER`, `$LOGNAME`, else the password database's name for our uid (CI
 /// containers and cron on some systems set neither), else `uid N`.
 pub fn user_name() -> String {
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .ok()
-        .filter(|u| !u.is_empty())
-        .or_else(|| passwd_name(uid))
-        .unwrap_or_else(|| format!("uid {uid}"))
+    // Looked up once: the holder record and the history record both name
+    // the user, and the password database may be a network service.
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        std::env::var("USER")
+            .or_else(|_| std::env::var("LOGNAME"))
+            .ok()
+            .filter(|u| !u.is_empty())
+            .or_else(|| passwd_name(uid))
+            .unwrap_or_else(|| format!("uid {uid}"))
+    })
+    .clone()
 }
 
 /// The name the password database (files, LDAP, ... as nsswitch says) gives `uid`.
