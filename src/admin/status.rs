@@ -423,7 +423,6 @@ fn held_after_exit(record: &[(String, String)]) -> Option<String> {
 
 /// A holder's (or reader's) record, its fields in the order the node gave
 /// them: numbers where the field is one, text otherwise.
-#[derive(Clone, Debug)]
 struct Holder(Vec<(String, String)>);
 
 impl Serialize for Holder {
@@ -471,7 +470,7 @@ struct SlotsDoc<'a> {
 
 /// One lock (or slot) as `status --json` shows it. The fields after
 /// `verdict` are there only where that verdict has them.
-#[derive(Serialize)]
+#[derive(Default, Serialize)]
 struct LockDoc {
     /// The lock's name, and `slot N` for a slot.
     name: String,
@@ -499,7 +498,7 @@ struct LockDoc {
 }
 
 /// One node's answer; what it held only when it answered.
-#[derive(Serialize)]
+#[derive(Default, Serialize)]
 struct NodeDoc {
     node: String,
     reachable: bool,
@@ -743,14 +742,7 @@ impl<'a> Status<'a> {
             .map(|(node, f)| {
                 let mut doc = NodeDoc {
                     node: node.name().to_string(),
-                    reachable: false,
-                    error: None,
-                    held: None,
-                    token_prefix: None,
-                    pttl_ms: None,
-                    stale: None,
-                    holder: None,
-                    readers: None,
+                    ..Default::default()
                 };
                 match f {
                     None => doc.error = Some("no answer in time (--node-timeout)".into()),
@@ -790,12 +782,6 @@ impl<'a> Status<'a> {
                 })
                 .collect(),
             verdict: "free",
-            token_prefix: None,
-            held_on: None,
-            pttl_ms: None,
-            held_ms: None,
-            exited_ms_ago: None,
-            holder: None,
             stale: stale
                 .iter()
                 .map(|(t, on, left)| (t, on, left))
@@ -806,6 +792,7 @@ impl<'a> Status<'a> {
                     pttl_ms: *left,
                 })
                 .collect(),
+            ..Default::default()
         };
         match verdict {
             Verdict::Free => {}
