@@ -39,7 +39,7 @@ use clap::{FromArgMatches, Parser};
 use redlock_run::cli::{self, Cli, Config, Wait};
 use redlock_run::lock::node::{Node, Queue};
 use redlock_run::lock::{Acquired, Lock, record};
-use redlock_run::log::{Log, json_str};
+use redlock_run::log::Log;
 
 #[derive(Parser)]
 #[command(about = "N simulated hosts fire one cron job at once against the same nodes")]
@@ -324,7 +324,7 @@ fn main() {
         args.keys - one - hist(0),
         samples
             .iter()
-            .map(|s| json_str(s))
+            .map(|s| serde_json::Value::from(s.as_str()).to_string())
             .collect::<Vec<_>>()
             .join(", "),
     );

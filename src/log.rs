@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::time::{Duration, SystemTime};
 
+use serde::Serialize;
+use serde::ser::SerializeMap;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Text,
@@ -29,8 +32,41 @@ pub struct Entry {
     node: Option<String>,
     ms: Option<f64>,
     outcome: Option<&'static str>,
-    /// More fields for the JSON form, values already encoded.
-    extra: Vec<(&'static str, String)>,
+    /// More fields for the JSON form, in order.
+    extra: Fields,
+}
+
+/// The event's own fields, each a JSON value, as the line shows them.
+#[derive(Debug, Default)]
+struct Fields(Vec<(&'static str, serde_json::Value)>);
+
+impl Serialize for Fields {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+/// One line of `--log-format json`; absent fields are left out.
+#[derive(Serialize)]
+struct Line<'a> {
+    #[serde(with = "crate::history::time_ms")]
+    time: SystemTime,
+    level: &'a str,
+    event: &'a str,
+    key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'a str>,
+    #[serde(flatten)]
+    extra: &'a Fields,
+    msg: &'a str,
 }
 
 /// An entry for `event`, saying `msg` in text form.
@@ -49,8 +85,9 @@ impl Entry {
         self
     }
 
+    /// A duration, in milliseconds to the microsecond.
     pub fn ms(mut self, d: Duration) -> Self {
-        self.ms = Some(d.as_secs_f64() * 1000.0);
+        self.ms = Some((d.as_secs_f64() * 1e6).round() / 1000.0);
         self
     }
 
@@ -59,9 +96,10 @@ impl Entry {
         self
     }
 
-    /// One more field for the JSON form; `value` is JSON already.
-    pub fn field(mut self, name: &'static str, value: String) -> Self {
-        self.extra.push((name, value));
+    /// One more field for the JSON form: a number, text, a list, or
+    /// `None` for null (a number's text would be a JSON string).
+    pub fn field(mut self, name: &'static str, value: impl Into<serde_json::Value>) -> Self {
+        self.extra.0.push((name, value.into()));
         self
     }
 }
@@ -132,34 +170,35 @@ impl Log {
         }
     }
 
+    /// Encoded here, on the caller's thread, so that the writer thread
+    /// only copies bytes.
     fn write(&self, level: &str, e: Entry) {
-        let line = match self.format {
+        emit(self.line(level, &e, SystemTime::now()));
+    }
+
+    fn line(&self, level: &str, e: &Entry, time: SystemTime) -> String {
+        match self.format {
             Format::Text => format!("redlock-run: {}\n", e.msg),
             Format::Json => {
-                let mut fields = vec![
-                    (
-                        "time",
-                        json_str(&humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
-                    ),
-                    ("level", json_str(level)),
-                    ("event", json_str(e.event)),
-                    ("key", json_str(self.key)),
-                ];
-                if let Some(n) = &e.node {
-                    fields.push(("node", json_str(n)));
+                let line = Line {
+                    time,
+                    level,
+                    event: e.event,
+                    key: self.key,
+                    node: e.node.as_deref(),
+                    ms: e.ms,
+                    outcome: e.outcome,
+                    extra: &e.extra,
+                    msg: &e.msg,
+                };
+                match serde_json::to_string(&line) {
+                    Ok(json) => json + "\n",
+                    // Not for any entry there is: serde_json fails only on
+                    // maps with non-string keys and on failing Serialize impls.
+                    Err(_) => format!("redlock-run: {}\n", e.msg),
                 }
-                if let Some(ms) = e.ms {
-                    fields.push(("ms", format!("{ms:.3}")));
-                }
-                if let Some(o) = e.outcome {
-                    fields.push(("outcome", json_str(o)));
-                }
-                fields.extend(e.extra);
-                fields.push(("msg", json_str(&e.msg)));
-                format!("{}\n", json_object(&fields))
             }
-        };
-        emit(line);
+        }
     }
 }
 
@@ -268,47 +307,65 @@ pub fn flush(limit: Duration) {
     let _ = done_rx.recv_timeout(until.saturating_duration_since(std::time::Instant::now()));
 }
 
-/// `{"k":v,...}` from already-encoded values.
-pub fn json_object(fields: &[(&str, String)]) -> String {
-    let body: Vec<String> = fields
-        .iter()
-        .map(|(k, v)| format!("{}:{v}", json_str(k)))
-        .collect();
-    format!("{{{}}}", body.join(","))
-}
-
-/// A JSON string literal.
-pub fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
+
+    const AT: Duration = Duration::from_millis(1_796_007_600_012);
 
     #[test]
-    fn json_strings_escape_controls_and_quotes() {
-        assert_eq!(json_str("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
-        assert_eq!(json_str("');redis.call('x')--"), "\"');redis.call('x')--\"");
+    fn json_lines_have_their_fields_in_order_and_read_back() {
+        let log = Log::new(0, Format::Json, "nightly \"report\"");
+        let e = ev("acquire", "redis://h:1: granted in 1.2ms")
+            .node("redis://:***@h:1")
+            .ms(Duration::from_micros(1_234_567))
+            .outcome("granted")
+            .field("pid", 4242u32)
+            .field("reason", "held")
+            .field("failed_nodes", vec!["a", "b"])
+            .field("uid", None::<u32>);
+        let line = log.line("info", &e, UNIX_EPOCH + AT);
+        assert_eq!(
+            line,
+            "{\"time\":\"2026-11-30T03:00:00.012Z\",\"level\":\"info\",\"event\":\"acquire\",\
+             \"key\":\"nightly \\\"report\\\"\",\"node\":\"redis://:***@h:1\",\"ms\":1234.567,\
+             \"outcome\":\"granted\",\"pid\":4242,\"reason\":\"held\",\"failed_nodes\":[\"a\",\"b\"],\
+             \"uid\":null,\"msg\":\"redis://h:1: granted in 1.2ms\"}\n"
+        );
+        let back: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(
+            back,
+            serde_json::json!({
+                "time": "2026-11-30T03:00:00.012Z", "level": "info", "event": "acquire",
+                "key": "nightly \"report\"", "node": "redis://:***@h:1", "ms": 1234.567,
+                "outcome": "granted", "pid": 4242, "reason": "held", "failed_nodes": ["a", "b"],
+                "uid": null, "msg": "redis://h:1: granted in 1.2ms"
+            })
+        );
     }
 
     #[test]
-    fn json_objects_join_fields() {
-        let o = json_object(&[("a", json_str("x")), ("n", "1.5".into())]);
-        assert_eq!(o, "{\"a\":\"x\",\"n\":1.5}");
+    fn json_lines_leave_out_what_an_entry_lacks_and_stay_one_line() {
+        let log = Log::new(0, Format::Json, "k");
+        let msg = "a\"b\\c\nd\u{1}\u{2028}');redis.call('x')--";
+        let line = log.line("error", &ev("message", msg), UNIX_EPOCH + AT);
+        assert_eq!(
+            line,
+            "{\"time\":\"2026-11-30T03:00:00.012Z\",\"level\":\"error\",\"event\":\"message\",\
+             \"key\":\"k\",\"msg\":\"a\\\"b\\\\c\\nd\\u0001\u{2028}');redis.call('x')--\"}\n"
+        );
+        assert_eq!(line.lines().count(), 1);
+        let back: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(back["msg"], msg);
+        // Milliseconds to the microsecond, never a float's noise.
+        let ms = |d| log.line("info", &ev("x", "").ms(d), UNIX_EPOCH);
+        assert!(ms(Duration::from_nanos(300_000_400)).contains(",\"ms\":300.0,"));
+        assert!(ms(Duration::from_nanos(1_100_500)).contains(",\"ms\":1.101,"));
+        let text = Log::new(0, Format::Text, "k");
+        assert_eq!(
+            text.line("info", &ev("x", "hello"), UNIX_EPOCH),
+            "redlock-run: hello\n"
+        );
     }
 }

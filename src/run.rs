@@ -160,12 +160,12 @@ fn run(config: &Config, blocked: signals::Blocked) -> Exit {
         )
         .ms(started.elapsed())
         .outcome(outcome)
-        .field("exit_code", exit.code().to_string())
-        .field("duration_ms", started.elapsed().as_millis().to_string())
+        .field("exit_code", exit.code())
         .field(
-            "lock",
-            log::json_str(if config.shared { "shared" } else { "exclusive" }),
+            "duration_ms",
+            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         )
+        .field("lock", if config.shared { "shared" } else { "exclusive" })
     });
     if let Some(path) = &config.report
         && let Err(e) = report::write(path, config, &stats, exit, started_at, started.elapsed())
@@ -425,7 +425,7 @@ fn take_and_run(
         },
         _ => Ending::Release,
     };
-    lock.end(ending, Some(record.to_json()), &log);
+    lock.end(ending, record.to_json(), &log);
     exit
 }
 
@@ -673,16 +673,15 @@ fn wait_loop(
                         None => ev("busy", text),
                         Some(w) => ev("busy", text).ms(w),
                     };
-                    let entry = entry.outcome("busy").field("reason", log::json_str(reason));
+                    let entry = entry.outcome("busy").field("reason", reason);
                     log.notice(match busy.why {
-                        Refusal::Queued(n) => entry.field("queued", n.to_string()),
+                        Refusal::Queued(n) => entry.field("queued", n),
                         _ => entry,
                     });
                     Exit::Busy(config.busy_exit_code)
                 }
                 Some(why) => {
                     let failed = lock.failed_nodes();
-                    let names: Vec<String> = failed.iter().map(|n| log::json_str(n)).collect();
                     let unset = if config.defaulted {
                         format!(
                             " (no --redis and no REDLOCK_REDIS given, so the default {} was \
@@ -697,7 +696,7 @@ fn wait_loop(
                         format!("cannot take lock '{}': {why}{unset}", config.name),
                     )
                     .outcome("unavailable")
-                    .field("failed_nodes", format!("[{}]", names.join(",")));
+                    .field("failed_nodes", failed.clone());
                     if let Some(first) = failed.first() {
                         entry = entry.node(first);
                     }

@@ -76,8 +76,7 @@ pub fn last_run(lock: &Resolved, nodes: &[Arc<Node>]) -> Option<Record> {
 pub fn run(args: &HistoryArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     let found = read(lock, nodes, args.count as usize);
     if args.json {
-        let objects: Vec<String> = found.runs.iter().map(Record::to_json).collect();
-        println!("[{}]", objects.join(","));
+        super::print_json(&found.runs);
     } else if found.runs.is_empty() {
         println!("no runs of lock '{}' recorded", lock.name);
     } else {

@@ -175,3 +175,13 @@ fn record_of(found: &[Option<Result<Inspection, String>>], token: &[u8]) -> Vec<
 fn token_prefix(v: &[u8]) -> String {
     String::from_utf8_lossy(v).chars().take(8).collect()
 }
+
+/// A `--json` answer: one line on stdout.
+fn print_json(doc: &impl serde::Serialize) {
+    match serde_json::to_string(doc) {
+        Ok(json) => println!("{json}"),
+        // Not for any document here: serde_json fails only on maps with
+        // non-string keys and on failing Serialize impls.
+        Err(e) => eprintln!("redlock-run: {e}"),
+    }
+}

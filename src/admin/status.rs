@@ -18,7 +18,9 @@ use crate::history::Record;
 use crate::lock::keys::show;
 use crate::lock::node::{Books, Inspection, KeyInfo, Node};
 use crate::lock::redlock;
-use crate::log::{json_object, json_str};
+
+use serde::Serialize;
+use serde::ser::SerializeMap;
 
 /// What the nodes say together, by quorum: the lock is held only by a token
 /// that a quorum of the nodes holds, as no run can take it then.
@@ -181,18 +183,16 @@ pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     }
     let limit = args.limit.or_else(|| recorded_limit(lock, nodes));
     let last = super::history::last_run(lock, nodes);
-    let last_json = last.as_ref().map_or("null".into(), Record::to_json);
     let listed = args.keys.then(|| key_lists(lock, nodes));
-    let keys_json = listed.as_ref().map_or(String::new(), |l| {
-        format!(",\"keys\":{}", keys_json(nodes, l))
-    });
+    let keys = || listed.as_ref().map(|l| keys_doc(nodes, l));
     let Some(n) = limit else {
-        let (exit, json) = status_of(args.json, lock, None, nodes);
-        if args.json {
-            // The lock's object, with the last run as one more field.
-            let body = json.strip_suffix('}').unwrap_or(&json);
-            let sep = if body.ends_with('{') { "" } else { "," };
-            println!("{body}{sep}\"last_run\":{last_json}{keys_json}}}");
+        let (exit, doc) = status_of(args.json, lock, None, nodes);
+        if let Some(lock) = doc {
+            super::print_json(&StatusDoc {
+                lock,
+                last_run: last.as_ref(),
+                keys: keys(),
+            });
         } else {
             if let Some(r) = &last {
                 println!("{}", super::history::describe(r));
@@ -210,17 +210,19 @@ pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
         );
     }
     let mut exits = Vec::new();
-    let mut objects = Vec::new();
+    let mut slots = Vec::new();
     for i in 0..n {
-        let (exit, json) = status_of(args.json, lock, Some((i, n)), nodes);
+        let (exit, doc) = status_of(args.json, lock, Some((i, n)), nodes);
         exits.push(exit);
-        objects.push(json);
+        slots.extend(doc);
     }
     if args.json {
-        println!(
-            "{{\"limit\":{n},\"slots\":[{}],\"last_run\":{last_json}{keys_json}}}",
-            objects.join(",")
-        );
+        super::print_json(&SlotsDoc {
+            limit: n,
+            slots,
+            last_run: last.as_ref(),
+            keys: keys(),
+        });
     } else {
         if let Some(r) = &last {
             println!("{}", super::history::describe(r));
@@ -287,35 +289,54 @@ fn left(pttl: i64) -> String {
     }
 }
 
-/// `--keys --json`: `[{"node":URL,"keys":[{"key","type","pttl_ms"}...]}]`,
-/// or `"error"` in place of `"keys"` for a node that did not answer.
-fn keys_json(nodes: &[Arc<Node>], lists: &KeyLists) -> String {
-    let per_node: Vec<String> = nodes
+/// `--keys --json`: each node's keys, or why it has none to show.
+#[derive(Serialize)]
+struct NodeKeys<'a> {
+    node: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<Vec<KeyDoc<'a>>>,
+}
+
+#[derive(Serialize)]
+struct KeyDoc<'a> {
+    /// As `show` writes a key: NUL bytes as `\x00`.
+    key: String,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    /// -1 with no expiry.
+    pttl_ms: i64,
+}
+
+fn keys_doc<'a>(nodes: &'a [Arc<Node>], lists: &'a KeyLists) -> Vec<NodeKeys<'a>> {
+    nodes
         .iter()
         .zip(lists)
         .map(|(node, list)| {
-            let mut fields = vec![("node", json_str(node.name()))];
+            let mut doc = NodeKeys {
+                node: node.name(),
+                error: None,
+                keys: None,
+            };
             match list {
-                None => fields.push(("error", json_str("no answer in time (--node-timeout)"))),
-                Some(Err(e)) => fields.push(("error", json_str(e))),
+                None => doc.error = Some("no answer in time (--node-timeout)"),
+                Some(Err(e)) => doc.error = Some(e),
                 Some(Ok(keys)) => {
-                    let keys: Vec<String> = keys
-                        .iter()
-                        .map(|k| {
-                            json_object(&[
-                                ("key", json_str(&show(&k.key))),
-                                ("type", json_str(&k.kind)),
-                                ("pttl_ms", k.pttl.to_string()),
-                            ])
-                        })
-                        .collect();
-                    fields.push(("keys", format!("[{}]", keys.join(","))));
+                    doc.keys = Some(
+                        keys.iter()
+                            .map(|k| KeyDoc {
+                                key: show(&k.key),
+                                kind: &k.kind,
+                                pttl_ms: k.pttl,
+                            })
+                            .collect(),
+                    );
                 }
             }
-            json_object(&fields)
+            doc
         })
-        .collect();
-    format!("[{}]", per_node.join(","))
+        .collect()
 }
 
 /// The --limit N of the holders of the lock's slots, if any node has one
@@ -337,61 +358,20 @@ fn status_of(
     lock: &Resolved,
     slot: Option<(u32, u32)>,
     nodes: &[Arc<Node>],
-) -> (Exit, String) {
+) -> (Exit, Option<LockDoc>) {
     let books = crate::lock::books(&lock.keys, slot.map(|s| s.0), slot.map(|s| s.1));
     let found = inspect_all(nodes, &books);
-    let quorum = redlock::quorum(nodes.len());
-    let (readers, stale_shares): (Vec<Reader>, Vec<Reader>) =
-        readers(&found).into_iter().partition(|r| r.on >= quorum);
-    let verdict = match verdict(nodes.len(), &found) {
-        Verdict::Free if !readers.is_empty() => Verdict::Shared,
-        v => v,
-    };
-    let (record, ttl_left) = match &verdict {
-        Verdict::Held(token, _) => (
-            record_of(&found, token),
-            found
-                .iter()
-                .flatten()
-                .flatten()
-                .filter(|i| i.value.as_deref() == Some(token))
-                .map(|i| i.pttl)
-                .max(),
-        ),
-        _ => (Vec::new(), None),
-    };
-    let exit = match verdict {
+    let status = Status::of(lock, slot.map(|s| s.0), &books, nodes, found);
+    let exit = match status.verdict {
         Verdict::Free => Exit::Command(0),
         Verdict::Held(..) | Verdict::Shared => Exit::Command(1),
         Verdict::Unknown(_) => Exit::Unavailable,
     };
-    let stale = stale_copies(nodes.len(), &found, &verdict);
-    let queued = found
-        .iter()
-        .flatten()
-        .flatten()
-        .map(|i| i.queued)
-        .max()
-        .unwrap_or(0);
-    let status = Status {
-        lock,
-        slot: slot.map(|s| s.0),
-        books: &books,
-        nodes,
-        found,
-        verdict,
-        record,
-        ttl_left,
-        queued,
-        stale,
-        readers,
-        stale_shares,
-    };
     if json {
-        (exit, status.json())
+        (exit, Some(status.json()))
     } else {
         status.print_text();
-        (exit, String::new())
+        (exit, None)
     }
 }
 
@@ -441,22 +421,179 @@ fn held_after_exit(record: &[(String, String)]) -> Option<String> {
     ))
 }
 
-/// A record as JSON: numbers where the field is one.
-fn record_json(r: &[(String, String)]) -> String {
-    let fields: Vec<(&str, String)> = r
-        .iter()
-        .map(|(k, v)| {
+/// A holder's (or reader's) record, its fields in the order the node gave
+/// them: numbers where the field is one, text otherwise.
+struct Holder(Vec<(String, String)>);
+
+impl Serialize for Holder {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
             let numeric = matches!(
                 k.as_str(),
                 "pid" | "ttl_ms" | "acquired_ms" | "exited_ms" | "exit_code"
-            ) && v.parse::<u64>().is_ok();
-            (k.as_str(), if numeric { v.clone() } else { json_str(v) })
-        })
-        .collect();
-    json_object(&fields)
+            );
+            match v.parse::<u64>() {
+                Ok(n) if numeric => map.serialize_entry(k, &n)?,
+                _ => map.serialize_entry(k, v)?,
+            }
+        }
+        map.end()
+    }
 }
 
-impl Status<'_> {
+fn holder(record: &[(String, String)]) -> Option<Holder> {
+    (!record.is_empty()).then(|| Holder(record.to_vec()))
+}
+
+/// `status --json` without slots: the lock's object, with the last run
+/// and, with --keys, its keys.
+#[derive(Serialize)]
+struct StatusDoc<'a> {
+    #[serde(flatten)]
+    lock: LockDoc,
+    /// As `history --json` shows it, or null.
+    last_run: Option<&'a Record>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<Vec<NodeKeys<'a>>>,
+}
+
+/// `status --json` of a semaphore: an object per slot.
+#[derive(Serialize)]
+struct SlotsDoc<'a> {
+    limit: u32,
+    slots: Vec<LockDoc>,
+    last_run: Option<&'a Record>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<Vec<NodeKeys<'a>>>,
+}
+
+/// One lock (or slot) as `status --json` shows it. The fields after
+/// `verdict` are there only where that verdict has them.
+#[derive(Default, Serialize)]
+struct LockDoc {
+    /// The lock's name, and `slot N` for a slot.
+    name: String,
+    key: String,
+    quorum: usize,
+    nodes: Vec<NodeDoc>,
+    queued: i64,
+    readers: Vec<ReaderDoc>,
+    /// free, held, shared, unknown.
+    verdict: &'static str,
+    /// The token the verdict is about (held, unknown), on how many nodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_prefix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_on: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pttl_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_ms: Option<u128>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exited_ms_ago: Option<u128>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holder: Option<Holder>,
+    stale: Vec<StaleDoc>,
+}
+
+/// One node's answer; what it held only when it answered.
+#[derive(Default, Serialize)]
+struct NodeDoc {
+    node: String,
+    reachable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_prefix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pttl_ms: Option<i64>,
+    /// Whether what it holds is a stale copy (on a minority of the nodes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stale: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holder: Option<Holder>,
+    /// How many --shared readers hold a share there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    readers: Option<usize>,
+}
+
+/// A --shared reader holding a share on a quorum.
+#[derive(Serialize)]
+struct ReaderDoc {
+    token_prefix: String,
+    held_on: usize,
+    pttl_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_ms: Option<u128>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holder: Option<Holder>,
+}
+
+/// A copy of the lock, or a reader's share, on fewer than a quorum.
+#[derive(Serialize)]
+struct StaleDoc {
+    token_prefix: String,
+    /// On how many nodes.
+    on: usize,
+    pttl_ms: i64,
+}
+
+impl<'a> Status<'a> {
+    /// What the nodes' answers say together.
+    fn of(
+        lock: &'a Resolved,
+        slot: Option<u32>,
+        books: &'a Books,
+        nodes: &'a [Arc<Node>],
+        found: Vec<Option<Result<Inspection, String>>>,
+    ) -> Self {
+        let quorum = redlock::quorum(nodes.len());
+        let (readers, stale_shares): (Vec<Reader>, Vec<Reader>) =
+            readers(&found).into_iter().partition(|r| r.on >= quorum);
+        let verdict = match verdict(nodes.len(), &found) {
+            Verdict::Free if !readers.is_empty() => Verdict::Shared,
+            v => v,
+        };
+        let (record, ttl_left) = match &verdict {
+            Verdict::Held(token, _) => (
+                record_of(&found, token),
+                found
+                    .iter()
+                    .flatten()
+                    .flatten()
+                    .filter(|i| i.value.as_deref() == Some(token))
+                    .map(|i| i.pttl)
+                    .max(),
+            ),
+            _ => (Vec::new(), None),
+        };
+        let stale = stale_copies(nodes.len(), &found, &verdict);
+        let queued = found
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|i| i.queued)
+            .max()
+            .unwrap_or(0);
+        Status {
+            lock,
+            slot,
+            books,
+            nodes,
+            found,
+            verdict,
+            record,
+            ttl_left,
+            queued,
+            stale,
+            readers,
+            stale_shares,
+        }
+    }
+
     fn print_text(&self) {
         let Status {
             lock,
@@ -584,7 +721,7 @@ impl Status<'_> {
         }
     }
 
-    fn json(&self) -> String {
+    fn json(&self) -> LockDoc {
         let Status {
             lock,
             slot,
@@ -599,108 +736,84 @@ impl Status<'_> {
             readers,
             stale_shares,
         } = self;
-        let per_node: Vec<String> = nodes
+        let nodes_doc = nodes
             .iter()
             .zip(found)
             .map(|(node, f)| {
-                let mut fields = vec![("node", json_str(node.name()))];
+                let mut doc = NodeDoc {
+                    node: node.name().to_string(),
+                    ..Default::default()
+                };
                 match f {
-                    None => {
-                        fields.push(("reachable", "false".into()));
-                        fields.push(("error", json_str("no answer in time (--node-timeout)")));
-                    }
-                    Some(Err(e)) => {
-                        fields.push(("reachable", "false".into()));
-                        fields.push(("error", json_str(e)));
-                    }
+                    None => doc.error = Some("no answer in time (--node-timeout)".into()),
+                    Some(Err(e)) => doc.error = Some(e.clone()),
                     Some(Ok(i)) => {
-                        fields.push(("reachable", "true".into()));
-                        fields.push(("held", i.value.is_some().to_string()));
+                        doc.reachable = true;
+                        doc.held = Some(i.value.is_some());
                         if let Some(v) = &i.value {
-                            fields.push(("token_prefix", json_str(&token_prefix(v))));
-                            fields.push(("pttl_ms", i.pttl.to_string()));
-                            let minority = stale.iter().any(|(t, ..)| t == v);
-                            fields.push(("stale", minority.to_string()));
+                            doc.token_prefix = Some(token_prefix(v));
+                            doc.pttl_ms = Some(i.pttl);
+                            doc.stale = Some(stale.iter().any(|(t, ..)| t == v));
                         }
-                        if !i.holder.is_empty() {
-                            fields.push(("holder", record_json(&i.holder)));
-                        }
-                        fields.push(("readers", i.readers.len().to_string()));
+                        doc.holder = holder(&i.holder);
+                        doc.readers = Some(i.readers.len());
                     }
                 }
-                json_object(&fields)
+                doc
             })
             .collect();
-        let name = match slot {
-            Some(i) => format!("{} slot {i}", lock.name),
-            None => lock.name.clone(),
+        let mut doc = LockDoc {
+            name: match slot {
+                Some(i) => format!("{} slot {i}", lock.name),
+                None => lock.name.clone(),
+            },
+            key: show(&books.lock),
+            quorum: redlock::quorum(nodes.len()),
+            nodes: nodes_doc,
+            queued: *queued,
+            readers: readers
+                .iter()
+                .map(|r| ReaderDoc {
+                    token_prefix: token_prefix(&r.token),
+                    held_on: r.on,
+                    pttl_ms: r.left_ms,
+                    held_ms: ago(&r.record, "acquired_ms").map(|d| d.as_millis()),
+                    holder: holder(&r.record),
+                })
+                .collect(),
+            verdict: "free",
+            stale: stale
+                .iter()
+                .map(|(t, on, left)| (t, on, left))
+                .chain(stale_shares.iter().map(|r| (&r.token, &r.on, &r.left_ms)))
+                .map(|(t, on, left)| StaleDoc {
+                    token_prefix: token_prefix(t),
+                    on: *on,
+                    pttl_ms: *left,
+                })
+                .collect(),
+            ..Default::default()
         };
-        let mut fields = vec![
-            ("name", json_str(&name)),
-            ("key", json_str(&show(&books.lock))),
-            ("quorum", redlock::quorum(nodes.len()).to_string()),
-            ("nodes", format!("[{}]", per_node.join(","))),
-            ("queued", queued.to_string()),
-        ];
-        let shares: Vec<String> = readers
-            .iter()
-            .map(|r| {
-                let mut f = vec![
-                    ("token_prefix", json_str(&token_prefix(&r.token))),
-                    ("held_on", r.on.to_string()),
-                    ("pttl_ms", r.left_ms.to_string()),
-                ];
-                if let Some(d) = ago(&r.record, "acquired_ms") {
-                    f.push(("held_ms", d.as_millis().to_string()));
-                }
-                if !r.record.is_empty() {
-                    f.push(("holder", record_json(&r.record)));
-                }
-                json_object(&f)
-            })
-            .collect();
-        fields.push(("readers", format!("[{}]", shares.join(","))));
         match verdict {
-            Verdict::Free => fields.push(("verdict", json_str("free"))),
-            Verdict::Shared => fields.push(("verdict", json_str("shared"))),
-            Verdict::Unknown(None) => fields.push(("verdict", json_str("unknown"))),
+            Verdict::Free => {}
+            Verdict::Shared => doc.verdict = "shared",
+            Verdict::Unknown(None) => doc.verdict = "unknown",
             Verdict::Unknown(Some((token, count))) => {
-                fields.push(("verdict", json_str("unknown")));
-                fields.push(("token_prefix", json_str(&token_prefix(token))));
-                fields.push(("held_on", count.to_string()));
+                doc.verdict = "unknown";
+                doc.token_prefix = Some(token_prefix(token));
+                doc.held_on = Some(*count);
             }
             Verdict::Held(token, count) => {
-                fields.push(("verdict", json_str("held")));
-                fields.push(("token_prefix", json_str(&token_prefix(token))));
-                fields.push(("held_on", count.to_string()));
-                if let Some(t) = ttl_left {
-                    fields.push(("pttl_ms", t.to_string()));
-                }
-                if let Some(d) = ago(record, "acquired_ms") {
-                    fields.push(("held_ms", d.as_millis().to_string()));
-                }
-                if let Some(d) = ago(record, "exited_ms") {
-                    fields.push(("exited_ms_ago", d.as_millis().to_string()));
-                }
-                if !record.is_empty() {
-                    fields.push(("holder", record_json(record)));
-                }
+                doc.verdict = "held";
+                doc.token_prefix = Some(token_prefix(token));
+                doc.held_on = Some(*count);
+                doc.pttl_ms = *ttl_left;
+                doc.held_ms = ago(record, "acquired_ms").map(|d| d.as_millis());
+                doc.exited_ms_ago = ago(record, "exited_ms").map(|d| d.as_millis());
+                doc.holder = holder(record);
             }
         }
-        let stale: Vec<String> = stale
-            .iter()
-            .map(|(t, on, left)| (t, on, left))
-            .chain(stale_shares.iter().map(|r| (&r.token, &r.on, &r.left_ms)))
-            .map(|(t, on, left)| {
-                json_object(&[
-                    ("token_prefix", json_str(&token_prefix(t))),
-                    ("on", on.to_string()),
-                    ("pttl_ms", left.to_string()),
-                ])
-            })
-            .collect();
-        fields.push(("stale", format!("[{}]", stale.join(","))));
-        json_object(&fields)
+        doc
     }
 }
 
@@ -766,6 +879,210 @@ mod tests {
         assert_eq!(left(35 * 86_400_000 - 1), "34d 23h");
     }
 
+    fn fields(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn nodes() -> Vec<Arc<Node>> {
+        [
+            "redis://lock1:6379",
+            "redis://:pw@lock2:6379",
+            "redis://lock3:6379",
+        ]
+        .iter()
+        .map(|u| Arc::new(Node::new(u, &Default::default()).expect("a node")))
+        .collect()
+    }
+
+    fn resolved() -> Resolved {
+        Resolved {
+            name: "deploy".into(),
+            keys: crate::lock::keys::Keys::new(b"lock:", b"deploy").expect("keys"),
+            urls: Vec::new(),
+            defaulted: false,
+            options: Default::default(),
+        }
+    }
+
+    fn json(doc: &impl Serialize) -> String {
+        let text = serde_json::to_string(doc).expect("JSON");
+        serde_json::from_str::<serde_json::Value>(&text).expect("reads back");
+        text
+    }
+
+    #[test]
+    fn a_held_lock_with_its_last_run_and_keys_as_json() {
+        let holder = fields(&[
+            ("host", "web1"),
+            ("pid", "4711"),
+            ("user", "ci"),
+            ("command", "report.sh"),
+            ("ttl_ms", "30000"),
+            ("version", "0.1.0"),
+        ]);
+        let found = vec![
+            Some(Ok(Inspection {
+                value: Some(b"5c0b1050aabbccdd".to_vec()),
+                pttl: 29_700,
+                holder: holder.clone(),
+                queued: 2,
+                readers: vec![],
+            })),
+            Some(Ok(Inspection {
+                value: Some(b"5c0b1050aabbccdd".to_vec()),
+                pttl: 29_650,
+                ..Default::default()
+            })),
+            Some(Err("redis://lock3:6379: connection refused".into())),
+        ];
+        let (lock, nodes) = (resolved(), nodes());
+        let books = crate::lock::books(&lock.keys, None, None);
+        let status = Status::of(&lock, None, &books, &nodes, found);
+        let last = crate::history::Record::from_json(
+            "{\"id\":\"9d41c2e0\",\"started_at\":\"2026-11-30T03:00:00.012Z\"}",
+        )
+        .expect("a record");
+        let keys: KeyLists = vec![
+            Some(Ok(vec![
+                KeyInfo {
+                    key: books.lock.clone(),
+                    kind: "string".into(),
+                    pttl: 29_700,
+                },
+                KeyInfo {
+                    key: b"{lock:deploy}\0:fence".to_vec(),
+                    kind: "string".into(),
+                    pttl: -1,
+                },
+            ])),
+            None,
+            Some(Err("redis://lock3:6379: connection refused".into())),
+        ];
+        let doc = StatusDoc {
+            lock: status.json(),
+            last_run: Some(&last),
+            keys: Some(keys_doc(&nodes, &keys)),
+        };
+        let holder = "{\"host\":\"web1\",\"pid\":4711,\"user\":\"ci\",\"command\":\"report.sh\",\
+                      \"ttl_ms\":30000,\"version\":\"0.1.0\"}";
+        assert_eq!(
+            json(&doc),
+            format!(
+                "{{\"name\":\"deploy\",\"key\":\"lock:deploy\",\"quorum\":2,\"nodes\":[\
+                 {{\"node\":\"redis://lock1:6379\",\"reachable\":true,\"held\":true,\
+                 \"token_prefix\":\"5c0b1050\",\"pttl_ms\":29700,\"stale\":false,\"holder\":{holder},\
+                 \"readers\":0}},\
+                 {{\"node\":\"redis://:***@lock2:6379\",\"reachable\":true,\"held\":true,\
+                 \"token_prefix\":\"5c0b1050\",\"pttl_ms\":29650,\"stale\":false,\"readers\":0}},\
+                 {{\"node\":\"redis://lock3:6379\",\"reachable\":false,\
+                 \"error\":\"redis://lock3:6379: connection refused\"}}],\
+                 \"queued\":2,\"readers\":[],\"verdict\":\"held\",\"token_prefix\":\"5c0b1050\",\
+                 \"held_on\":2,\"pttl_ms\":29700,\"holder\":{holder},\"stale\":[],\
+                 \"last_run\":{},\
+                 \"keys\":[{{\"node\":\"redis://lock1:6379\",\"keys\":[\
+                 {{\"key\":\"lock:deploy\",\"type\":\"string\",\"pttl_ms\":29700}},\
+                 {{\"key\":\"{{lock:deploy}}\\\\x00:fence\",\"type\":\"string\",\"pttl_ms\":-1}}]}},\
+                 {{\"node\":\"redis://:***@lock2:6379\",\"error\":\"no answer in time (--node-timeout)\"}},\
+                 {{\"node\":\"redis://lock3:6379\",\"error\":\"redis://lock3:6379: connection refused\"}}]}}",
+                last.to_json().expect("JSON")
+            )
+        );
+        // Without --keys, no `keys`; without a history, `last_run` is null.
+        let status = Status::of(&lock, None, &books, &nodes, vec![free(), free(), free()]);
+        let doc = StatusDoc {
+            lock: status.json(),
+            last_run: None,
+            keys: None,
+        };
+        assert!(
+            json(&doc).ends_with(",\"verdict\":\"free\",\"stale\":[],\"last_run\":null}"),
+            "{}",
+            json(&doc)
+        );
+    }
+
+    #[test]
+    fn a_semaphores_slots_readers_and_stale_copies_as_json() {
+        let (lock, nodes) = (resolved(), nodes());
+        let reader = |token: &str, left_ms| crate::lock::node::Share {
+            token: token.as_bytes().to_vec(),
+            left_ms,
+            record: fields(&[("host", "web2"), ("pid", "812"), ("command", "backup.sh")]),
+        };
+        let shares = |readers| {
+            Some(Ok(Inspection {
+                readers,
+                ..Default::default()
+            }))
+        };
+        let slots: Vec<LockDoc> = [
+            // A copy on one node of three: free, and a stale copy.
+            vec![held("a1b2c3d4e5"), free(), free()],
+            // Readers on a quorum, and a share on one node only.
+            vec![
+                shares(vec![
+                    reader("r5c0b105aa", 26_800),
+                    reader("r9e8d7c6bb", 900),
+                ]),
+                shares(vec![reader("r5c0b105aa", 26_700)]),
+                None,
+            ],
+            // A copy the silent node could make a quorum of.
+            vec![held("a1b2c3d4e5"), free(), None],
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, found)| {
+            let slot = u32::try_from(i).expect("few slots");
+            let books = crate::lock::books(&lock.keys, Some(slot), Some(3));
+            Status::of(&lock, Some(slot), &books, &nodes, found).json()
+        })
+        .collect();
+        let doc = SlotsDoc {
+            limit: 3,
+            slots,
+            last_run: None,
+            keys: None,
+        };
+        let node = |n: &str, rest: &str| {
+            format!("{{\"node\":\"redis://{n}:6379\",\"reachable\":true,\"held\":{rest}}}")
+        };
+        let silent = "{\"node\":\"redis://lock3:6379\",\"reachable\":false,\
+                      \"error\":\"no answer in time (--node-timeout)\"}";
+        let copy = "true,\"token_prefix\":\"a1b2c3d4\",\"pttl_ms\":1000";
+        let reader = "{\"token_prefix\":\"r5c0b105\",\"held_on\":2,\"pttl_ms\":26800,\
+                      \"holder\":{\"host\":\"web2\",\"pid\":812,\"command\":\"backup.sh\"}}";
+        assert_eq!(
+            json(&doc),
+            format!(
+                "{{\"limit\":3,\"slots\":[\
+                 {{\"name\":\"deploy slot 0\",\"key\":\"{}\",\"quorum\":2,\"nodes\":[{},{},{}],\
+                 \"queued\":0,\"readers\":[],\"verdict\":\"free\",\
+                 \"stale\":[{{\"token_prefix\":\"a1b2c3d4\",\"on\":1,\"pttl_ms\":1000}}]}},\
+                 {{\"name\":\"deploy slot 1\",\"key\":\"{}\",\"quorum\":2,\"nodes\":[{},{},{silent}],\
+                 \"queued\":0,\"readers\":[{reader}],\"verdict\":\"shared\",\
+                 \"stale\":[{{\"token_prefix\":\"r9e8d7c6\",\"on\":1,\"pttl_ms\":900}}]}},\
+                 {{\"name\":\"deploy slot 2\",\"key\":\"{}\",\"quorum\":2,\"nodes\":[{},{},{silent}],\
+                 \"queued\":0,\"readers\":[],\"verdict\":\"unknown\",\"token_prefix\":\"a1b2c3d4\",\
+                 \"held_on\":1,\"stale\":[]}}],\
+                 \"last_run\":null}}",
+                show(&crate::lock::books(&lock.keys, Some(0), Some(3)).lock),
+                node("lock1", &format!("{copy},\"stale\":true,\"readers\":0")),
+                node(":***@lock2", "false,\"readers\":0"),
+                node("lock3", "false,\"readers\":0"),
+                show(&crate::lock::books(&lock.keys, Some(1), Some(3)).lock),
+                node("lock1", "false,\"readers\":2"),
+                node(":***@lock2", "false,\"readers\":1"),
+                show(&crate::lock::books(&lock.keys, Some(2), Some(3)).lock),
+                node("lock1", &format!("{copy},\"stale\":false,\"readers\":0")),
+                node(":***@lock2", "false,\"readers\":0"),
+            )
+        );
+    }
+
     #[test]
     fn records_give_numbers_as_numbers() {
         let r = vec![
@@ -774,7 +1091,7 @@ mod tests {
             ("ttl_ms".to_string(), "30000".to_string()),
         ];
         assert_eq!(
-            record_json(&r),
+            serde_json::to_string(&Holder(r)).expect("JSON"),
             "{\"pid\":42,\"host\":\"web1\",\"ttl_ms\":30000}"
         );
     }

@@ -109,8 +109,8 @@ pub fn run(a: &mut Attempts, deadline: Stamp) -> Ran {
                 "started",
                 format!("{of}running {} as pid {pid}", config.program.describe()),
             )
-            .field("pid", pid.to_string())
-            .field("attempt", attempts.to_string())
+            .field("pid", pid)
+            .field("attempt", attempts)
             .outcome("started")
         });
         if let Err(e) = a.guard.watch(a.tx.clone(), Event::Guard) {
@@ -149,8 +149,8 @@ pub fn run(a: &mut Attempts, deadline: Stamp) -> Ran {
                 ),
             )
             .ms(pause)
-            .field("attempt", attempts.to_string())
-            .field("exit_code", end.exit.code().to_string())
+            .field("attempt", attempts)
+            .field("exit_code", end.exit.code())
             .outcome("retry")
         });
         match wait_out(pause, &mut deadline, a.config, a.rx) {

@@ -81,8 +81,8 @@ impl Tree {
                             r.pid
                         ),
                     )
-                    .field("pid", r.pid.to_string())
-                    .field("uid", uid)
+                    .field("pid", r.pid)
+                    .field("uid", (r.uid != u32::MAX).then_some(r.uid))
                     .outcome("refused"),
                 );
             }
@@ -453,7 +453,7 @@ fn kept_by_leftovers(
             list(left)
         ),
     )
-    .field("leftovers", left.len().to_string())
+    .field("leftovers", left.len())
 }
 
 /// The line for a process of the tree that the terminal stopped and the
@@ -481,9 +481,7 @@ fn resumed(pid: libc::pid_t, sig: i32) -> crate::log::Entry {
              exits (kill {pid} stops it)"
         )
     };
-    ev("resumed", msg)
-        .field("pid", pid.to_string())
-        .field("signal", sig.to_string())
+    ev("resumed", msg).field("pid", pid).field("signal", sig)
 }
 
 fn describe_status(status: ExitStatus) -> String {

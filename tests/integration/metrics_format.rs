@@ -11,7 +11,6 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redlock_run::log::{json_object, json_str};
 use redlock_run::metrics::{self, Nodes, Run};
 use redlock_run::outcome::Outcome;
 
@@ -170,37 +169,24 @@ impl Want {
     }
 
     fn json(&self) -> String {
-        let types: Vec<(&str, String)> = self
-            .types
-            .iter()
-            .map(|(n, t)| (n.as_str(), json_str(t)))
-            .collect();
-        let samples: Vec<String> = self
+        use serde_json::{Map, Value, json};
+        let object = |pairs: &[(String, String)]| -> Map<String, Value> {
+            pairs
+                .iter()
+                .map(|(n, v)| (n.clone(), Value::from(v.as_str())))
+                .collect()
+        };
+        let samples: Vec<Value> = self
             .samples
             .iter()
-            .map(|(name, labels, value)| {
-                let labels: Vec<(&str, String)> = labels
-                    .iter()
-                    .map(|(n, v)| (n.as_str(), json_str(v)))
-                    .collect();
-                format!(
-                    "[{},{},{}]",
-                    json_str(name),
-                    json_object(&labels),
-                    json_str(value)
-                )
-            })
+            .map(|(name, labels, value)| json!([name, object(labels), value]))
             .collect();
-        let sums: Vec<(&str, String)> = self
+        let sums: Map<String, Value> = self
             .sums
             .iter()
-            .map(|(k, n)| (k.as_str(), n.to_string()))
+            .map(|(k, n)| (k.clone(), Value::from(*n)))
             .collect();
-        json_object(&[
-            ("types", json_object(&types)),
-            ("samples", format!("[{}]", samples.join(","))),
-            ("sums", json_object(&sums)),
-        ])
+        json!({"types": object(&self.types), "samples": samples, "sums": sums}).to_string()
     }
 }
 
