@@ -1,19 +1,23 @@
-//! `--metrics-file PATH`: node_exporter textfile-collector metrics for a lock
-//! key, so that Prometheus can alert when a job's last success grows stale:
+//! `--metrics-file PATH`: node_exporter textfile-collector metrics for lock
+//! keys, so that Prometheus can alert when a job's last success grows stale:
 //!
 //! ```text
 //! time() - redlock_run_last_success_timestamp_seconds{key="nightly-report"} > 26 * 3600
 //! ```
 //!
-//! The file is shared: by every run of a key (the counters accumulate), by
-//! several keys, and by anything else an operator put there. [`record`] reads
-//! it, replaces or increments only the series of its own key, keeps the rest,
-//! and writes it back, under a flock(2) on `<PATH>.lock` so that concurrent
-//! runs on the host lose no increment (shown in part: the command's
-//! `last_duration_seconds`, `last_exit_code` and `last_start_timestamp_seconds`
-//! gauges, and most outcome counters, are left out here):
+//! The file is redlock-run's own, shared by every run of every key on the
+//! host, and nothing reads its series back. Its first line is a comment
+//! holding the state (every key's counters and gauges) as one JSON object;
+//! the series below it are rendered from that state. [`record`] reads the
+//! state line, applies the run, renders the whole file and renames it into
+//! place, under a flock(2) on `<PATH>.lock` so that concurrent runs on the
+//! host lose no increment (shown in part: the state is cut short, and the
+//! command's `last_duration_seconds`, `last_exit_code` and
+//! `last_start_timestamp_seconds` gauges, and most outcome counters, are
+//! left out here):
 //!
 //! ```text
+//! # redlock-run state: {"keys":{"nightly-report":{"runs":{"already-ran":0,"busy":17,...
 //! # HELP redlock_run_degraded_runs_total Runs in which at least one node failed or did not answer.
 //! # TYPE redlock_run_degraded_runs_total counter
 //! redlock_run_degraded_runs_total{key="nightly-report"} 2
@@ -35,27 +39,38 @@
 //! ...
 //! ```
 //!
+//! The text format ignores a comment that is not HELP or TYPE, so
+//! node_exporter, like any Prometheus parser, reads the file as if the state
+//! line were not there. Owning the file is what node_exporter's own textfile
+//! scripts do, and it needs no parser of the text format: keeping other
+//! programs' lines alive in a shared file needed one as strict as
+//! node_exporter's, which refuses a whole file for one bad line. Lines that
+//! something else put in the file are therefore not kept (other series
+//! belong in files of their own in the collector's directory), and a run
+//! that finds the file other than the last run left it says so
+//! ([`Recorded`]). A file without a state line (an older version's), or
+//! with one that cannot be read, starts over from 0, which `rate()` and
+//! `increase()` take for a counter reset: a state line that was cut short
+//! or edited cannot be trusted for any of its counts.
+//!
 //! The outcomes are [`Outcome`]'s words, as `--report`, the history and the
 //! JSON log write them. A key's outcome counters (every outcome but `usage`,
 //! which is not a run) and its degraded-runs counter all appear (at 0) with
 //! its first run: a series that is born at 1 hides that first increment from
 //! `increase()`. A key that never succeeded has no `last_success` series at
 //! all, rather than a made-up 0; an alert should pair the staleness rule with
-//! `absent()`.
+//! `absent()`. A --shared reader's runs are counted apart, under
+//! `lock="shared"`; a writer's series have no `lock` label, as before readers
+//! existed.
 //!
 //! The node gauges are how the last run that reached the nodes found them,
 //! busy and unavailable runs included: on most hosts of a cron fleet every
 //! run is busy, and those runs see the nodes all the same. `-q` silences the
 //! warning a run prints for a node that failed; this is where it still shows.
-//!
-//! Lines that are not valid text exposition format (garbage, a line cut short)
-//! are dropped, and [`Recorded`] says which: node_exporter rejects a whole
-//! file for one bad line, so keeping them would keep every metric in the file
-//! invisible for good, whereas dropping them repairs the file with the first
-//! write and loses nothing any scraper could have read.
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsString};
+use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
@@ -63,6 +78,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
 
 use crate::exit::Exit;
 use crate::lock::NodeOutcome;
@@ -82,7 +99,7 @@ const MAX_FILE: u64 = 16 << 20;
 /// or said nothing while the run lasted, is failed (the nodes the run's
 /// "the quorum did without it" warning names; see `NodeOutcome::failure`),
 /// every other one answered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Nodes {
     pub answered: u32,
     pub failed: u32,
@@ -143,24 +160,44 @@ impl<'a> Run<'a> {
     }
 }
 
-/// What [`record`] found in the file besides what it wrote.
-#[must_use = "dropped lines should be reported: see Recorded::warning"]
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Recorded {
-    /// Line numbers (from 1) of the lines that were not valid text exposition
-    /// format and were left out of the new file.
-    pub dropped_lines: Vec<usize>,
+/// What [`record`] found in the file before it rewrote it.
+#[must_use = "a file that was not as redlock-run left it should be reported: see Recorded::warning"]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// The file was as the last run left it, or empty, or not there yet.
+    AsLeft,
+    /// The state line read, but the lines around it were not what it
+    /// renders to: edited, or written by another version of redlock-run. The
+    /// counts go on from the state line; everything else was rewritten.
+    Rewritten,
+    /// A file with no state line: an older version's, or another program's.
+    /// The counts started over from 0.
+    NoState,
+    /// A state line that cannot be read (edited by hand, cut short), and
+    /// where and why.
+    /// The counts started over from 0.
+    BadState(String),
 }
 
 impl Recorded {
-    /// A line for the log when lines were dropped from `path`.
+    /// A line for the log when the file was not as the last run left it.
     pub fn warning(&self, path: &Path) -> Option<String> {
-        let first = self.dropped_lines.first()?;
-        Some(format!(
-            "{}: dropped {} line(s) that were not Prometheus text format (first: line {first})",
-            path.display(),
-            self.dropped_lines.len(),
-        ))
+        let path = path.display();
+        match self {
+            Recorded::AsLeft => None,
+            Recorded::Rewritten => Some(format!(
+                "{path}: not as redlock-run left it (edited, or written by another version); \
+                 rewritten from its state line, and lines redlock-run did not write are dropped"
+            )),
+            Recorded::NoState => Some(format!(
+                "{path}: no redlock-run state line (an older version's file, or another \
+                 program's); its counts start over from 0 and its other lines are dropped"
+            )),
+            Recorded::BadState(why) => Some(format!(
+                "{path}: its redlock-run state line cannot be read ({why}); its counts start \
+                 over from 0"
+            )),
+        }
     }
 }
 
@@ -168,8 +205,8 @@ impl Recorded {
 /// counter for the run's outcome (and its degraded-runs counter when a node
 /// failed), replaces the node gauges when the run reached the nodes, and,
 /// for a run that started its command, the key's other `last_*` gauges
-/// (`last_success` only when it exited 0). Every other series and line in
-/// the file is kept.
+/// (`last_success` only when it exited 0). Every other key's series are
+/// kept; lines that redlock-run did not write are not.
 ///
 /// Meant to be called once at the very end of a run, after the lock is
 /// released and beside `--report`, so that a slow or stuck file system never
@@ -205,9 +242,10 @@ pub fn record(path: &Path, run: &Run<'_>) -> io::Result<Recorded> {
 /// Whether [`record`] will be able to write `path`, asked before the lock is
 /// taken, so that a path it would refuse is a usage error up front rather
 /// than a warning after the job: what `files::check_writable` asks of any
-/// file redlock-run writes, and what merging needs besides: the file is
-/// read (never through a symlink), and its lock file beside it is a regular
-/// file or nothing yet. The error says what is wrong, without the path.
+/// file redlock-run writes, and what carrying its counts on needs besides:
+/// the file is read (never through a symlink), and its lock file beside it
+/// is a regular file or nothing yet. The error says what is wrong, without
+/// the path.
 pub fn check(path: &Path) -> io::Result<()> {
     let refused = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
     crate::files::check_writable(path)?;
@@ -246,12 +284,13 @@ pub fn check(path: &Path) -> io::Result<()> {
 
 fn record_waiting(path: &Path, run: &Run<'_>, wait: Duration) -> io::Result<Recorded> {
     let _lock = lock(&lock_path(path)?, wait)?;
-    let mut doc = Doc::parse(&read_existing(path)?);
-    doc.apply(run);
-    crate::files::write_atomically(path, doc.render().as_bytes()).map_err(|e| named(path, e))?;
-    Ok(Recorded {
-        dropped_lines: doc.dropped,
-    })
+    let (mut state, found) = State::read(&read_existing(path)?);
+    state.apply(run);
+    let text = state
+        .render()
+        .map_err(|e| named(path, io::Error::other(e)))?;
+    crate::files::write_atomically(path, text.as_bytes()).map_err(|e| named(path, e))?;
+    Ok(found)
 }
 
 fn named(path: &Path, e: io::Error) -> io::Error {
@@ -355,8 +394,8 @@ fn refuse_symlink(path: &Path, e: io::Error) -> io::Error {
 /// The file's current contents; nothing if there is none yet.
 ///
 /// Not read through a symlink: the written file replaces the link (rename),
-/// so following it would merge someone else's file into ours, readable by
-/// all, and silently cut the link. Refused instead, for a person to look at.
+/// so following it would take someone else's file for ours and silently cut
+/// the link. Refused instead, for a person to look at.
 fn read_existing(path: &Path) -> io::Result<Vec<u8>> {
     let file = match OpenOptions::new()
         .read(true)
@@ -391,254 +430,248 @@ fn read_existing(path: &Path) -> io::Result<Vec<u8>> {
     Ok(contents)
 }
 
-/// One metric family redlock-run owns: every HELP, TYPE and sample line of
-/// this name in the file is ours to rewrite.
-struct Family {
-    name: &'static str,
-    kind: &'static str,
-    help: &'static str,
-    /// Rendered with exactly three decimals (milliseconds).
-    seconds: bool,
+/// The start of the file's first line. An incompatible change of the state
+/// would take another prefix, so that a version that cannot read it starts
+/// over rather than misreads it; fields added are ignored by versions that
+/// do not know them (and dropped by their next write).
+const STATE_LINE: &str = "# redlock-run state: ";
+
+/// Everything the file says, as its state line holds it.
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+struct State {
+    keys: BTreeMap<String, Key>,
 }
 
-// Index into FAMILIES; the array is sorted by name, which is the output order.
-const DEGRADED: usize = 0;
-const DURATION: usize = 1;
-const EXIT_CODE: usize = 2;
-const ANSWERED: usize = 3;
-const FAILED: usize = 4;
-const START: usize = 5;
-const SUCCESS: usize = 6;
-const RUNS: usize = 7;
-
-const FAMILIES: [Family; 8] = [
-    Family {
-        name: "redlock_run_degraded_runs_total",
-        kind: "counter",
-        help: "Runs in which at least one node failed or did not answer.",
-        seconds: false,
-    },
-    Family {
-        name: "redlock_run_last_duration_seconds",
-        kind: "gauge",
-        help: "Duration of the last run that started its command.",
-        seconds: true,
-    },
-    Family {
-        name: "redlock_run_last_exit_code",
-        kind: "gauge",
-        help: "Exit status of the last run that started its command.",
-        seconds: false,
-    },
-    Family {
-        name: "redlock_run_last_nodes_answered",
-        kind: "gauge",
-        help: "Nodes that answered throughout the last run that reached the nodes.",
-        seconds: false,
-    },
-    Family {
-        name: "redlock_run_last_nodes_failed",
-        kind: "gauge",
-        help: "Nodes that failed or did not answer in the last run that reached the nodes.",
-        seconds: false,
-    },
-    Family {
-        name: "redlock_run_last_start_timestamp_seconds",
-        kind: "gauge",
-        help: "Unix time at which the last run that started its command began.",
-        seconds: true,
-    },
-    Family {
-        name: "redlock_run_last_success_timestamp_seconds",
-        kind: "gauge",
-        help: "Unix time at which the last run whose command exited 0 ended.",
-        seconds: true,
-    },
-    Family {
-        name: "redlock_run_runs_total",
-        kind: "counter",
-        help: "Runs by outcome: ok, failed, signal, not-run, busy, already-ran, unavailable, \
-               lost, timeout.",
-        seconds: false,
-    },
-];
-
-/// Label pairs, sorted by name: one series, whatever order a file wrote its
-/// labels in.
-type Labels = Vec<(String, String)>;
-
-/// The file as merged: the lines we do not own, verbatim and in order, our
-/// families' series, and where our block goes among the other lines.
-#[derive(Debug, Default, PartialEq)]
-struct Doc {
-    foreign: Vec<String>,
-    /// Index into `foreign` before which our block is written: where the
-    /// first line of ours was, so a file someone appends to stays in place.
-    block_at: Option<usize>,
-    series: [BTreeMap<Labels, f64>; FAMILIES.len()],
-    dropped: Vec<usize>,
+/// One lock key's counters and gauges.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+struct Key {
+    /// Writers' runs by outcome word.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    runs: BTreeMap<String, u64>,
+    /// --shared readers' runs by outcome word.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    shared_runs: BTreeMap<String, u64>,
+    degraded_runs: u64,
+    /// How the last run that reached the nodes found them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes: Option<Nodes>,
+    /// The last run that started its command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<Command>,
+    /// Unix milliseconds at which the last run whose command exited 0 ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_success_ms: Option<i64>,
 }
 
-impl Doc {
-    fn parse(contents: &[u8]) -> Doc {
-        let mut doc = Doc::default();
-        let mut lines: Vec<&[u8]> = contents.split(|&b| b == b'\n').collect();
-        if lines.last().is_some_and(|l| l.is_empty()) {
-            lines.pop();
+/// Times in Unix milliseconds, so that the state holds exactly the values
+/// the series show.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+struct Command {
+    exit_code: u8,
+    start_ms: i64,
+    duration_ms: i64,
+}
+
+impl State {
+    /// The state in `contents`, a whole file, and how the file was found.
+    fn read(contents: &[u8]) -> (State, Recorded) {
+        if contents.is_empty() {
+            return (State::default(), Recorded::AsLeft);
         }
-        for (i, raw) in lines.into_iter().enumerate() {
-            let parsed = std::str::from_utf8(raw)
-                .ok()
-                .and_then(|line| Some((line, parse_line(line)?)));
-            let Some((line, parsed)) = parsed else {
-                doc.dropped.push(i + 1);
-                continue;
-            };
-            let family = match &parsed {
-                Line::Meta(name) | Line::Sample { name, .. } => {
-                    FAMILIES.iter().position(|f| f.name == *name)
-                }
-                Line::Other => None,
-            };
-            let Some(family) = family else {
-                doc.foreign.push(line.to_string());
-                continue;
-            };
-            doc.block_at.get_or_insert(doc.foreign.len());
-            if let Line::Sample {
-                mut labels, value, ..
-            } = parsed
-            {
-                labels.sort();
-                // A duplicate series is invalid anyway; the last one wins.
-                doc.series[family].insert(labels, value);
+        let line = contents
+            .split(|&b| b == b'\n')
+            .enumerate()
+            .find_map(|(i, line)| Some((i + 1, line.strip_prefix(STATE_LINE.as_bytes())?)));
+        let Some((number, json)) = line else {
+            return (State::default(), Recorded::NoState);
+        };
+        match serde_json::from_slice::<State>(json) {
+            // Rendering again is how a run tells its own file from one that
+            // was edited: nothing below the state line is read.
+            Ok(state) => {
+                let as_left = state.render().is_ok_and(|t| t.as_bytes() == contents);
+                let found = if as_left {
+                    Recorded::AsLeft
+                } else {
+                    Recorded::Rewritten
+                };
+                (state, found)
+            }
+            Err(e) => {
+                // Where in the file, rather than serde_json's place in the JSON.
+                let why = e.to_string();
+                let at = format!(" at line {} column {}", e.line(), e.column());
+                let why = why.strip_suffix(&at).unwrap_or(&why);
+                let column = STATE_LINE.len() + e.column();
+                let found = Recorded::BadState(format!("line {number}, column {column}: {why}"));
+                (State::default(), found)
             }
         }
-        doc
     }
 
     /// The semantics of one run, in one place: the counters always, the
     /// node gauges for a run that reached the nodes, the others only for a
     /// run that started its command.
     fn apply(&mut self, run: &Run<'_>) {
-        let key = || vec![("key".to_string(), run.key.to_string())];
-        let with_outcome = |o: Outcome| {
-            let mut labels = key();
-            if run.shared {
-                labels.push(("lock".to_string(), "shared".to_string()));
-            }
-            labels.push(("outcome".to_string(), o.word().to_string()));
-            labels.sort();
-            labels
+        let key = self.keys.entry(run.key.to_string()).or_default();
+        let runs = if run.shared {
+            &mut key.shared_runs
+        } else {
+            &mut key.runs
         };
         for o in Outcome::ALL {
             if o != Outcome::Usage {
-                self.series[RUNS].entry(with_outcome(o)).or_insert(0.0);
+                runs.entry(o.word().to_string()).or_insert(0);
             }
         }
-        bump(
-            self.series[RUNS]
-                .entry(with_outcome(run.outcome))
-                .or_insert(0.0),
-        );
-        let degraded = self.series[DEGRADED].entry(key()).or_insert(0.0);
+        let count = runs.entry(run.outcome.word().to_string()).or_insert(0);
+        *count = count.saturating_add(1);
         if let Some(nodes) = run.nodes {
             if nodes.failed > 0 {
-                bump(degraded);
+                key.degraded_runs = key.degraded_runs.saturating_add(1);
             }
-            self.series[ANSWERED].insert(key(), f64::from(nodes.answered));
-            self.series[FAILED].insert(key(), f64::from(nodes.failed));
+            key.nodes = Some(nodes);
         }
         if !run.outcome.started_command() {
             return;
         }
-        let start = unix_seconds(run.started_at);
-        let duration = millis(run.duration);
-        self.series[EXIT_CODE].insert(key(), f64::from(run.exit_code));
-        self.series[START].insert(key(), start);
-        self.series[DURATION].insert(key(), duration);
+        let start_ms = unix_ms(run.started_at);
+        let duration_ms = i64::try_from(run.duration.as_millis()).unwrap_or(i64::MAX);
+        key.command = Some(Command {
+            exit_code: run.exit_code,
+            start_ms,
+            duration_ms,
+        });
         if run.exit_code == 0 {
             // The end: "fresh as of" is when the job finished its work.
             let end = run
                 .started_at
                 .checked_add(run.duration)
-                .map_or(start + duration, unix_seconds);
-            self.series[SUCCESS].insert(key(), end);
+                .map_or(start_ms.saturating_add(duration_ms), unix_ms);
+            key.last_success_ms = Some(end);
         }
     }
 
-    fn render(&self) -> String {
-        let mut block = String::new();
-        for (family, series) in FAMILIES.iter().zip(&self.series) {
-            if series.is_empty() {
-                continue;
-            }
-            block.push_str(&format!("# HELP {} {}\n", family.name, family.help));
-            block.push_str(&format!("# TYPE {} {}\n", family.name, family.kind));
-            for (labels, value) in series {
-                block.push_str(family.name);
-                if !labels.is_empty() {
-                    let pairs: Vec<String> = labels
-                        .iter()
-                        .map(|(n, v)| format!("{n}=\"{}\"", escape(v)))
-                        .collect();
-                    block.push_str(&format!("{{{}}}", pairs.join(",")));
+    /// The whole file: the state line, then every family that has a series,
+    /// in name order, each key's series in key order.
+    fn render(&self) -> serde_json::Result<String> {
+        let mut out = format!("{STATE_LINE}{}\n", serde_json::to_string(self)?);
+        for family in &FAMILIES {
+            let mut samples = String::new();
+            for (name, key) in &self.keys {
+                let name = escape(name);
+                for (labels, value) in (family.series)(key) {
+                    // Writing to a String cannot fail.
+                    let _ = writeln!(samples, "{}{{key=\"{name}\"{labels}}} {value}", family.name);
                 }
-                block.push(' ');
-                block.push_str(&format_value(*value, family.seconds));
-                block.push('\n');
+            }
+            if !samples.is_empty() {
+                let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
+                let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);
+                out.push_str(&samples);
             }
         }
-        let at = self.block_at.unwrap_or(self.foreign.len());
-        let mut out = String::new();
-        for (i, line) in self.foreign.iter().enumerate() {
-            if i == at {
-                out.push_str(&block);
-            }
-            out.push_str(line);
-            out.push('\n');
-        }
-        if at >= self.foreign.len() {
-            out.push_str(&block);
-        }
-        out
+        Ok(out)
     }
 }
 
-/// Adds one to a counter. A value no counter can have (someone else's NaN,
-/// a negative) is a reset, not a reason to write NaN forever.
-fn bump(count: &mut f64) {
-    *count = if count.is_finite() && *count >= 0.0 {
-        *count + 1.0
-    } else {
-        1.0
-    };
+/// One metric family redlock-run writes.
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    /// A key's series of this family: the labels after `key` (as written,
+    /// each with its leading comma), and the value.
+    series: fn(&Key) -> Vec<(String, String)>,
 }
 
-/// Unix seconds, to the millisecond.
-fn unix_seconds(t: SystemTime) -> f64 {
+/// One series without labels of its own, if there is a value.
+fn one(value: Option<String>) -> Vec<(String, String)> {
+    value.map(|v| (String::new(), v)).into_iter().collect()
+}
+
+/// In name order, which is the order of the file.
+const FAMILIES: [Family; 8] = [
+    Family {
+        name: "redlock_run_degraded_runs_total",
+        kind: "counter",
+        help: "Runs in which at least one node failed or did not answer.",
+        series: |k| one(Some(k.degraded_runs.to_string())),
+    },
+    Family {
+        name: "redlock_run_last_duration_seconds",
+        kind: "gauge",
+        help: "Duration of the last run that started its command.",
+        series: |k| one(k.command.map(|c| seconds(c.duration_ms))),
+    },
+    Family {
+        name: "redlock_run_last_exit_code",
+        kind: "gauge",
+        help: "Exit status of the last run that started its command.",
+        series: |k| one(k.command.map(|c| c.exit_code.to_string())),
+    },
+    Family {
+        name: "redlock_run_last_nodes_answered",
+        kind: "gauge",
+        help: "Nodes that answered throughout the last run that reached the nodes.",
+        series: |k| one(k.nodes.map(|n| n.answered.to_string())),
+    },
+    Family {
+        name: "redlock_run_last_nodes_failed",
+        kind: "gauge",
+        help: "Nodes that failed or did not answer in the last run that reached the nodes.",
+        series: |k| one(k.nodes.map(|n| n.failed.to_string())),
+    },
+    Family {
+        name: "redlock_run_last_start_timestamp_seconds",
+        kind: "gauge",
+        help: "Unix time at which the last run that started its command began.",
+        series: |k| one(k.command.map(|c| seconds(c.start_ms))),
+    },
+    Family {
+        name: "redlock_run_last_success_timestamp_seconds",
+        kind: "gauge",
+        help: "Unix time at which the last run whose command exited 0 ended.",
+        series: |k| one(k.last_success_ms.map(seconds)),
+    },
+    Family {
+        name: "redlock_run_runs_total",
+        kind: "counter",
+        help: "Runs by outcome: ok, failed, signal, not-run, busy, already-ran, unavailable, \
+               lost, timeout.",
+        // Labels in name order: `lock` sorts before `outcome`, so readers'
+        // series come first.
+        series: |k| {
+            let shared = k.shared_runs.iter().map(|(outcome, n)| {
+                let labels = format!(",lock=\"shared\",outcome=\"{}\"", escape(outcome));
+                (labels, n.to_string())
+            });
+            let writers = k
+                .runs
+                .iter()
+                .map(|(outcome, n)| (format!(",outcome=\"{}\"", escape(outcome)), n.to_string()));
+            shared.chain(writers).collect()
+        },
+    },
+];
+
+/// Unix milliseconds.
+fn unix_ms(t: SystemTime) -> i64 {
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => millis(d),
-        Err(e) => -millis(e.duration()),
+        Ok(d) => ms(d),
+        Err(e) => -ms(e.duration()),
     }
 }
 
-fn millis(d: Duration) -> f64 {
-    d.as_millis() as f64 / 1000.0
-}
-
-fn format_value(v: f64, seconds: bool) -> String {
-    if v.is_nan() {
-        "NaN".to_string()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf" } else { "-Inf" }.to_string()
-    } else if seconds {
-        format!("{v:.3}")
-    } else if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
+/// Milliseconds as seconds with exactly three decimals: always a float,
+/// always to the millisecond.
+fn seconds(ms: i64) -> String {
+    let sign = if ms < 0 { "-" } else { "" };
+    let ms = ms.unsigned_abs();
+    format!("{sign}{}.{:03}", ms / 1000, ms % 1000)
 }
 
 /// A label value as the text format writes it: `\`, `"` and line feed are
@@ -654,184 +687,6 @@ fn escape(v: &str) -> String {
         }
     }
     out
-}
-
-/// One line of the file, as far as merging needs to know it.
-#[derive(Debug, PartialEq)]
-enum Line<'a> {
-    /// A blank line or a plain comment.
-    Other,
-    /// A HELP or TYPE line for this metric name.
-    Meta(&'a str),
-    Sample {
-        name: &'a str,
-        labels: Labels,
-        value: f64,
-    },
-}
-
-const BLANK: [char; 2] = [' ', '\t'];
-
-/// A line of the Prometheus text format, or `None` for one that
-/// node_exporter's parser (Go's expfmt) would reject, whose rules this
-/// follows: blanks and tabs between tokens, a trailing comma in labels,
-/// `\\` `\"` `\n` as the only escapes, an optional integer timestamp and
-/// nothing after it. Only what one line shows is checked: a second TYPE for a
-/// family, say, is left to the scraper.
-fn parse_line(line: &str) -> Option<Line<'_>> {
-    let s = line.trim_start_matches(BLANK);
-    if s.is_empty() {
-        return Some(Line::Other);
-    }
-    match s.strip_prefix('#') {
-        Some(comment) => parse_comment(comment),
-        None => parse_sample(s),
-    }
-}
-
-fn parse_comment(comment: &str) -> Option<Line<'_>> {
-    let (keyword, rest) = token(comment.trim_start_matches(BLANK));
-    if keyword != "HELP" && keyword != "TYPE" {
-        return Some(Line::Other);
-    }
-    let rest = rest.trim_start_matches(BLANK);
-    let (name, rest) = split_name(rest, true);
-    if name.is_empty() {
-        return rest.is_empty().then_some(Line::Other);
-    }
-    if !rest.is_empty() && !rest.starts_with(BLANK) {
-        return None;
-    }
-    let text = rest.trim_start_matches(BLANK);
-    let valid = if text.is_empty() {
-        true
-    } else if keyword == "TYPE" {
-        matches!(
-            text.to_ascii_uppercase().as_str(),
-            "COUNTER" | "GAUGE" | "SUMMARY" | "UNTYPED" | "HISTOGRAM" | "GAUGE_HISTOGRAM"
-        )
-    } else {
-        unescape(text).is_some()
-    };
-    valid.then_some(Line::Meta(name))
-}
-
-fn parse_sample(s: &str) -> Option<Line<'_>> {
-    let (name, rest) = split_name(s, true);
-    if name.is_empty() {
-        return None;
-    }
-    let rest = rest.trim_start_matches(BLANK);
-    let (labels, rest) = match rest.strip_prefix('{') {
-        Some(inner) => parse_labels(inner)?,
-        None => (Vec::new(), rest),
-    };
-    let (value, rest) = token(rest.trim_start_matches(BLANK));
-    let value = parse_float(value)?;
-    if !rest.is_empty() {
-        let (timestamp, rest) = token(rest.trim_start_matches(BLANK));
-        timestamp.parse::<i64>().ok()?;
-        if !rest.is_empty() {
-            return None;
-        }
-    }
-    Some(Line::Sample {
-        name,
-        labels,
-        value,
-    })
-}
-
-/// The labels after `{`, and what follows the closing `}`.
-fn parse_labels(mut s: &str) -> Option<(Labels, &str)> {
-    let mut labels: Labels = Vec::new();
-    loop {
-        s = s.trim_start_matches(BLANK);
-        if let Some(rest) = s.strip_prefix('}') {
-            return Some((labels, rest));
-        }
-        let (name, rest) = split_name(s, false);
-        if name.is_empty() || name == "__name__" || labels.iter().any(|(n, _)| n == name) {
-            return None;
-        }
-        let rest = rest.trim_start_matches(BLANK).strip_prefix('=')?;
-        let rest = rest.trim_start_matches(BLANK).strip_prefix('"')?;
-        let end = closing_quote(rest)?;
-        labels.push((name.to_string(), unescape(&rest[..end])?));
-        let rest = rest[end + 1..].trim_start_matches(BLANK);
-        if let Some(rest) = rest.strip_prefix(',') {
-            s = rest;
-        } else if rest.starts_with('}') {
-            s = rest;
-        } else {
-            return None;
-        }
-    }
-}
-
-/// The byte offset of the first `"` in `s` that no backslash escapes.
-fn closing_quote(s: &str) -> Option<usize> {
-    let mut escaped = false;
-    for (i, b) in s.bytes().enumerate() {
-        match b {
-            _ if escaped => escaped = false,
-            b'\\' => escaped = true,
-            b'"' => return Some(i),
-            _ => {}
-        }
-    }
-    None
-}
-
-/// `s` with its escapes resolved; `None` for an escape the format does not
-/// have (or a lone backslash at the end).
-fn unescape(s: &str) -> Option<String> {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next()? {
-            '\\' => out.push('\\'),
-            'n' => out.push('\n'),
-            '"' => out.push('"'),
-            _ => return None,
-        }
-    }
-    Some(out)
-}
-
-/// Splits off a metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`), or a label name
-/// (the same without `:`), which may be empty.
-fn split_name(s: &str, metric: bool) -> (&str, &str) {
-    let ok = |i: usize, b: u8| {
-        b.is_ascii_alphabetic()
-            || b == b'_'
-            || (metric && b == b':')
-            || (i > 0 && b.is_ascii_digit())
-    };
-    let end = s
-        .bytes()
-        .enumerate()
-        .find(|&(i, b)| !ok(i, b))
-        .map_or(s.len(), |(i, _)| i);
-    s.split_at(end)
-}
-
-/// Splits at the first blank or tab.
-fn token(s: &str) -> (&str, &str) {
-    s.split_at(s.find(BLANK).unwrap_or(s.len()))
-}
-
-/// A sample value: a float as Go's ParseFloat reads one (what Rust's parser
-/// takes, `NaN`, `+Inf` and `-Inf` included).
-fn parse_float(s: &str) -> Option<f64> {
-    if s.is_empty() {
-        return None;
-    }
-    s.parse().ok()
 }
 
 #[cfg(test)]
@@ -854,24 +709,41 @@ mod tests {
         }
     }
 
-    fn doc_with(runs: &[Run<'_>]) -> Doc {
-        let mut doc = Doc::default();
+    fn state_with(runs: &[Run<'_>]) -> State {
+        let mut state = State::default();
         for r in runs {
-            doc.apply(r);
+            state.apply(r);
         }
-        doc
+        state
     }
 
-    fn value(doc: &Doc, family: usize, labels: &[(&str, &str)]) -> Option<f64> {
-        let labels: Labels = labels
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect();
-        doc.series[family].get(&labels).copied()
+    fn key<'s>(state: &'s State, name: &str) -> &'s Key {
+        state
+            .keys
+            .get(name)
+            .unwrap_or_else(|| panic!("no key {name:?} in {state:?}"))
     }
 
-    fn runs(doc: &Doc, key: &str, outcome: &str) -> Option<f64> {
-        value(doc, RUNS, &[("key", key), ("outcome", outcome)])
+    fn runs(state: &State, name: &str, outcome: &str) -> Option<u64> {
+        key(state, name).runs.get(outcome).copied()
+    }
+
+    /// The state of a file that must be as the last run left it.
+    fn read(path: &Path) -> State {
+        let (state, found) = State::read(&std::fs::read(path).expect("read"));
+        assert_eq!(found, Recorded::AsLeft, "{}", path.display());
+        state
+    }
+
+    fn render(state: &State) -> String {
+        state.render().expect("render")
+    }
+
+    /// The file without its state line.
+    fn series(text: &str) -> &str {
+        let (first, rest) = text.split_once('\n').expect("a state line");
+        assert!(first.starts_with(STATE_LINE), "{first}");
+        rest
     }
 
     #[test]
@@ -881,7 +753,7 @@ mod tests {
             answered: 3,
             failed: 0,
         });
-        let text = doc_with(&[report]).render();
+        let text = render(&state_with(&[report]));
         let expected = "\
 # HELP redlock_run_degraded_runs_total Runs in which at least one node failed or did not answer.
 # TYPE redlock_run_degraded_runs_total counter
@@ -916,7 +788,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"signal\"} 0
 redlock_run_runs_total{key=\"report\",outcome=\"timeout\"} 0
 redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
 ";
-        assert_eq!(text, expected);
+        assert_eq!(series(&text), expected);
         let names: Vec<&str> = FAMILIES.iter().map(|f| f.name).collect();
         let mut sorted = names.clone();
         sorted.sort_unstable();
@@ -928,70 +800,292 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         let mut whole = run("w", Outcome::Ok, 0);
         whole.started_at = at(1_000);
         whole.duration = Duration::from_secs(2);
-        let text = doc_with(&[whole]).render();
+        let text = render(&state_with(&[whole]));
         assert!(text.contains("redlock_run_last_start_timestamp_seconds{key=\"w\"} 1.000\n"));
         assert!(text.contains("redlock_run_last_duration_seconds{key=\"w\"} 2.000\n"));
         assert!(text.contains("redlock_run_last_success_timestamp_seconds{key=\"w\"} 3.000\n"));
+        for (ms, shown) in [
+            (0, "0.000"),
+            (5, "0.005"),
+            (-1_500, "-1.500"),
+            (-7, "-0.007"),
+        ] {
+            assert_eq!(seconds(ms), shown);
+        }
+        // Before 1970 (a clock set wrong): negative, still to the ms.
+        assert_eq!(unix_ms(UNIX_EPOCH - Duration::from_millis(2_345)), -2_345);
+        // No run, no family: an empty state is its line alone.
+        assert_eq!(series(&render(&State::default())), "");
     }
 
     #[test]
-    fn label_values_are_escaped_and_read_back() {
-        let key = "we\"ird\\key\nnext line ключ ✓\t\r";
-        let doc = doc_with(&[run(key, Outcome::Failed, 3)]);
-        let text = doc.render();
+    fn the_state_line_is_one_json_object_with_these_fields() {
+        let mut r = run("report", Outcome::Ok, 0);
+        r.nodes = Some(Nodes {
+            answered: 2,
+            failed: 1,
+        });
+        let mut reader = run("report", Outcome::Busy, 75);
+        reader.shared = true;
+        let text = render(&state_with(&[r, reader]));
+        let first = text.lines().next().expect("a line");
+        // What a version that reads this file relies on: these names.
+        let zeros = |but: &str| {
+            let words = [
+                "already-ran",
+                "busy",
+                "failed",
+                "lost",
+                "not-run",
+                "ok",
+                "signal",
+                "timeout",
+                "unavailable",
+            ];
+            let counts: Vec<String> = words
+                .iter()
+                .map(|w| format!("\"{w}\":{}", u8::from(*w == but)))
+                .collect();
+            format!("{{{}}}", counts.join(","))
+        };
+        assert_eq!(
+            first,
+            format!(
+                "# redlock-run state: {{\"keys\":{{\"report\":{{\"runs\":{},\"shared_runs\":{},\
+                 \"degraded_runs\":1,\"nodes\":{{\"answered\":2,\"failed\":1}},\"command\":\
+                 {{\"exit_code\":0,\"start_ms\":1795921200012,\"duration_ms\":412877}},\
+                 \"last_success_ms\":1795921612889}}}}}}",
+                zeros("ok"),
+                zeros("busy")
+            )
+        );
+    }
+
+    #[test]
+    fn label_values_are_escaped_and_the_state_line_stays_one_line() {
+        let key = "we\"ird\\key\nnext line ключ ✓\t\r\u{2028}";
+        let state = state_with(&[run(key, Outcome::Failed, 3)]);
+        let text = render(&state);
         assert!(
             text.contains(
-                "redlock_run_last_exit_code{key=\"we\\\"ird\\\\key\\nnext line ключ ✓\t\r\"} 3\n"
+                "redlock_run_last_exit_code{key=\"we\\\"ird\\\\key\\nnext line ключ ✓\t\r\u{2028}\"} 3\n"
             ),
             "{text}"
         );
-        assert_eq!(value(&doc, EXIT_CODE, &[("key", key)]), Some(3.0));
-        let back = Doc::parse(text.as_bytes());
-        assert_eq!(value(&back, EXIT_CODE, &[("key", key)]), Some(3.0));
+        // The line feed is escaped in the JSON too: the state is one line.
+        let first = text.lines().next().expect("a line");
+        assert!(
+            first.contains(r#""we\"ird\\key\nnext line ключ ✓\t\r"#),
+            "{first}"
+        );
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with('#')).count(),
+            1 + 2 * 5
+        );
+        let (back, found) = State::read(text.as_bytes());
+        assert_eq!(found, Recorded::AsLeft);
+        assert_eq!(back, state);
         assert_eq!(escape("a\\\"\n"), "a\\\\\\\"\\n");
-        assert_eq!(unescape("a\\\\\\\"\\n").as_deref(), Some("a\\\"\n"));
     }
 
     #[test]
-    fn parsing_what_was_rendered_gives_the_same_document() {
-        let doc = doc_with(&[
+    fn readers_runs_are_counted_under_lock_shared_before_the_writers() {
+        let mut reader = run("k", Outcome::Ok, 0);
+        reader.shared = true;
+        let state = state_with(&[reader.clone(), run("k", Outcome::Busy, 75), reader]);
+        let k = key(&state, "k");
+        assert_eq!(k.shared_runs.get("ok"), Some(&2));
+        assert_eq!(k.shared_runs.get("busy"), Some(&0));
+        assert_eq!(k.runs.get("busy"), Some(&1));
+        assert_eq!(k.runs.get("ok"), Some(&0));
+        let text = render(&state);
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("redlock_run_runs_total"))
+            .collect();
+        assert_eq!(lines.len(), 18, "{text}");
+        assert_eq!(
+            lines[0],
+            "redlock_run_runs_total{key=\"k\",lock=\"shared\",outcome=\"already-ran\"} 0"
+        );
+        assert!(
+            lines.contains(&"redlock_run_runs_total{key=\"k\",lock=\"shared\",outcome=\"ok\"} 2")
+        );
+        assert_eq!(
+            lines[9],
+            "redlock_run_runs_total{key=\"k\",outcome=\"already-ran\"} 0"
+        );
+        assert!(lines.contains(&"redlock_run_runs_total{key=\"k\",outcome=\"busy\"} 1"));
+        // Writers alone: no lock label anywhere, no readers' series.
+        let writers = render(&state_with(&[run("w", Outcome::Ok, 0)]));
+        assert!(!series(&writers).contains("lock="), "{writers}");
+        // Every other family is the key's, readers' runs or not.
+        assert!(text.contains("redlock_run_last_exit_code{key=\"k\"} 0\n"));
+    }
+
+    #[test]
+    fn the_state_survives_its_round_trip_through_the_file() {
+        let mut nodes = run("a", Outcome::Failed, 1);
+        nodes.nodes = Some(Nodes {
+            answered: 1,
+            failed: 2,
+        });
+        let mut reader = run("c", Outcome::Ok, 0);
+        reader.shared = true;
+        let mut early = run("", Outcome::Timeout, 124);
+        early.started_at = UNIX_EPOCH - Duration::from_millis(1);
+        let state = state_with(&[
             run("a", Outcome::Ok, 0),
-            run("b\"\\\n", Outcome::Lost, 76),
-            run("a", Outcome::Failed, 1),
+            run("b\"\\\n{x=\"y\"}", Outcome::Lost, 76),
+            nodes,
             run("c", Outcome::Busy, 75),
-            run("", Outcome::Timeout, 124),
+            reader,
+            early,
         ]);
-        let text = doc.render();
-        let back = Doc::parse(text.as_bytes());
-        assert!(back.dropped.is_empty());
-        assert_eq!(back.series, doc.series);
-        assert_eq!(back.render(), text, "rendering is a fixed point");
+        let text = render(&state);
+        let (back, found) = State::read(text.as_bytes());
+        assert_eq!(found, Recorded::AsLeft);
+        assert_eq!(back, state);
+        assert_eq!(render(&back), text, "rendering is a fixed point");
+        // A run on top of what was read is the run on top of the original.
+        let mut again = back;
+        again.apply(&run("a", Outcome::Ok, 0));
+        let mut direct = state;
+        direct.apply(&run("a", Outcome::Ok, 0));
+        assert_eq!(again, direct);
+        assert_eq!(runs(&direct, "a", "ok"), Some(2));
     }
 
     #[test]
-    fn two_keys_are_merged_independently() {
-        let mut doc = doc_with(&[run("a", Outcome::Ok, 0)]);
-        let before_a = Doc::parse(doc.render().as_bytes());
+    fn a_file_of_an_older_version_starts_over_with_one_warning() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cron.prom");
+        // What versions before the state line wrote: their series among
+        // another job's lines.
+        let old = "# HELP backup_ok Whether the backup worked.\n\
+                   # TYPE backup_ok gauge\n\
+                   backup_ok{host=\"db1\"} 1\n\
+                   # HELP redlock_run_runs_total Runs by outcome: ok, failed.\n\
+                   # TYPE redlock_run_runs_total counter\n\
+                   redlock_run_runs_total{key=\"k\",outcome=\"ok\"} 41\n\
+                   redlock_run_runs_total{key=\"k\",outcome=\"ran\"} 7\n";
+        std::fs::write(&path, old).expect("write");
+        let recorded = record(&path, &run("k", Outcome::Ok, 0)).expect("record");
+        assert_eq!(recorded, Recorded::NoState);
+        let warning = recorded.warning(&path).expect("a warning");
+        assert!(
+            warning.starts_with(&format!("{}: ", path.display())),
+            "{warning}"
+        );
+        assert!(warning.contains("start over from 0"), "{warning}");
+        assert!(warning.contains("other lines are dropped"), "{warning}");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text, render(&state_with(&[run("k", Outcome::Ok, 0)])));
+        assert!(
+            !text.contains("backup_ok") && !text.contains("\"ran\""),
+            "{text}"
+        );
+        // The next run finds the file as it was left: no warning, counting on.
+        let again = record(&path, &run("k", Outcome::Ok, 0)).expect("record");
+        assert_eq!(again, Recorded::AsLeft);
+        assert_eq!(again.warning(&path), None);
+        assert_eq!(runs(&read(&path), "k", "ok"), Some(2));
+    }
+
+    #[test]
+    fn a_state_line_that_does_not_read_starts_over_with_one_warning() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cron.prom");
+        let good = render(&state_with(&[run("k", Outcome::Ok, 0)]));
+        for (garbage, why) in [
+            // Cut short.
+            (
+                good[..good.find("\"degraded").expect("field")].to_string(),
+                "EOF",
+            ),
+            // A count edited to a negative number.
+            (good.replacen("\"ok\":1", "\"ok\":-1", 1), "invalid value"),
+            // Not JSON at all, and a line that is no metric below it.
+            (
+                format!("{STATE_LINE}counts: 12\nthis is not a metric line {{\n"),
+                "column 22: expected value",
+            ),
+        ] {
+            std::fs::write(&path, &garbage).expect("write");
+            let recorded = record(&path, &run("k", Outcome::Busy, 75)).expect("record");
+            let Recorded::BadState(ref e) = recorded else {
+                panic!("{recorded:?} for {garbage:?}");
+            };
+            assert!(e.starts_with("line 1, column ") && e.contains(why), "{e}");
+            let warning = recorded.warning(&path).expect("a warning");
+            assert!(warning.contains("cron.prom"), "{warning}");
+            assert!(warning.contains("cannot be read"), "{warning}");
+            assert!(warning.contains("start over from 0"), "{warning}");
+            // Started over: the busy run alone, and the file as ours again.
+            let state = read(&path);
+            assert_eq!(state, state_with(&[run("k", Outcome::Busy, 75)]));
+            let again = record(&path, &run("k", Outcome::Busy, 75)).expect("record");
+            assert_eq!(again.warning(&path), None, "one warning, not one a run");
+        }
+    }
+
+    #[test]
+    fn a_file_edited_below_its_state_line_is_rewritten_and_counts_go_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cron.prom");
+        let _ = record(&path, &run("k", Outcome::Ok, 0)).expect("record");
+        let text = std::fs::read_to_string(&path).expect("read");
+        for edited in [
+            // A line appended by another job.
+            format!("{text}backup_ok 1\n"),
+            // A series deleted by hand.
+            text.replace("redlock_run_last_exit_code{key=\"k\"} 0\n", ""),
+            // A comment put above the state line.
+            format!("# managed by cron\n{text}"),
+        ] {
+            std::fs::write(&path, &edited).expect("write");
+            let before = runs(&State::read(edited.as_bytes()).0, "k", "ok").expect("ok");
+            let recorded = record(&path, &run("k", Outcome::Ok, 0)).expect("record");
+            assert_eq!(recorded, Recorded::Rewritten, "{edited}");
+            let warning = recorded.warning(&path).expect("a warning");
+            assert!(warning.contains("not as redlock-run left it"), "{warning}");
+            let state = read(&path);
+            assert_eq!(runs(&state, "k", "ok"), Some(before + 1), "counts go on");
+            let now = std::fs::read_to_string(&path).expect("read");
+            assert!(
+                !now.contains("backup_ok") && !now.contains("managed"),
+                "{now}"
+            );
+            assert!(now.contains("redlock_run_last_exit_code{key=\"k\"} 0\n"));
+        }
+        // An empty file (made with touch, say) is a new one, without a word.
+        std::fs::write(&path, "").expect("write");
+        assert_eq!(
+            record(&path, &run("k", Outcome::Ok, 0)).expect("record"),
+            Recorded::AsLeft
+        );
+        assert_eq!(runs(&read(&path), "k", "ok"), Some(1));
+    }
+
+    #[test]
+    fn two_keys_are_counted_independently() {
+        let mut state = state_with(&[run("a", Outcome::Ok, 0)]);
+        let a_before = state.keys["a"].clone();
         let mut b = run("b", Outcome::Failed, 2);
         b.started_at = at(2_000_000_000_000);
         b.duration = Duration::from_millis(5);
-        doc = Doc::parse(doc.render().as_bytes());
-        doc.apply(&b);
-        for family in 0..FAMILIES.len() {
-            for (labels, v) in &before_a.series[family] {
-                assert_eq!(doc.series[family].get(labels), Some(v), "a's series kept");
-            }
-        }
-        assert_eq!(value(&doc, START, &[("key", "b")]), Some(2_000_000_000.0));
-        assert_eq!(value(&doc, DURATION, &[("key", "b")]), Some(0.005));
-        assert_eq!(value(&doc, EXIT_CODE, &[("key", "b")]), Some(2.0));
-        assert_eq!(
-            value(&doc, SUCCESS, &[("key", "b")]),
-            None,
-            "b never succeeded"
+        state.apply(&b);
+        assert_eq!(state.keys["a"], a_before, "a's series kept");
+        let text = render(&state);
+        assert!(
+            text.contains("redlock_run_last_start_timestamp_seconds{key=\"b\"} 2000000000.000\n")
         );
-        assert_eq!(runs(&doc, "b", "failed"), Some(1.0));
-        assert_eq!(runs(&doc, "a", "ok"), Some(1.0));
+        assert!(text.contains("redlock_run_last_duration_seconds{key=\"b\"} 0.005\n"));
+        assert!(text.contains("redlock_run_last_exit_code{key=\"b\"} 2\n"));
+        assert_eq!(key(&state, "b").last_success_ms, None, "b never succeeded");
+        assert!(!text.contains("redlock_run_last_success_timestamp_seconds{key=\"b\"}"));
+        assert_eq!(runs(&state, "b", "failed"), Some(1));
+        assert_eq!(runs(&state, "a", "ok"), Some(1));
     }
 
     #[test]
@@ -1000,13 +1094,13 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         let path = dir.path().join("cron.prom");
         for outcome in [Outcome::Ok, Outcome::Busy, Outcome::Ok, Outcome::Busy] {
             let recorded = record(&path, &run("k", outcome, 0)).expect("record");
-            assert!(recorded.dropped_lines.is_empty());
+            assert_eq!(recorded, Recorded::AsLeft);
         }
         let _ = record(&path, &run("k", Outcome::Busy, 75)).expect("record");
-        let doc = Doc::parse(&std::fs::read(&path).expect("read"));
-        assert_eq!(runs(&doc, "k", "ok"), Some(2.0));
-        assert_eq!(runs(&doc, "k", "busy"), Some(3.0));
-        assert_eq!(runs(&doc, "k", "lost"), Some(0.0));
+        let state = read(&path);
+        assert_eq!(runs(&state, "k", "ok"), Some(2));
+        assert_eq!(runs(&state, "k", "busy"), Some(3));
+        assert_eq!(runs(&state, "k", "lost"), Some(0));
         use std::os::unix::fs::PermissionsExt;
         let lock = std::fs::metadata(dir.path().join("cron.prom.lock")).expect("lock file");
         assert!(lock.is_file());
@@ -1017,65 +1111,67 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         );
     }
 
-    /// The gauges only a run that started its command moves.
-    const COMMAND_GAUGES: [usize; 4] = [DURATION, EXIT_CODE, START, SUCCESS];
-
-    fn command_gauges(doc: &Doc) -> Vec<BTreeMap<Labels, f64>> {
-        COMMAND_GAUGES.map(|f| doc.series[f].clone()).to_vec()
-    }
-
     #[test]
     fn busy_unavailable_and_already_ran_move_no_command_gauge() {
         let first = run("k", Outcome::Ok, 0);
         for outcome in [Outcome::Busy, Outcome::Unavailable, Outcome::AlreadyRan] {
-            let mut doc = doc_with(std::slice::from_ref(&first));
-            let gauges_before = command_gauges(&doc);
+            let mut state = state_with(std::slice::from_ref(&first));
+            let before = key(&state, "k");
+            let gauges_before = (before.command, before.last_success_ms);
             let mut later = run("k", outcome, 9);
             later.started_at = at(1_900_000_000_000);
-            doc.apply(&later);
-            assert_eq!(command_gauges(&doc), gauges_before, "{outcome:?}");
-            assert_eq!(runs(&doc, "k", outcome.word()), Some(1.0));
+            state.apply(&later);
+            let after = key(&state, "k");
+            assert_eq!(
+                (after.command, after.last_success_ms),
+                gauges_before,
+                "{outcome:?}"
+            );
+            assert_eq!(runs(&state, "k", outcome.word()), Some(1));
             // Alone, such a run makes no gauge at all.
-            let alone = doc_with(&[later]);
-            assert!(command_gauges(&alone).iter().all(BTreeMap::is_empty));
-            assert!(alone.series[ANSWERED].is_empty() && alone.series[FAILED].is_empty());
-            assert_eq!(runs(&alone, "k", outcome.word()), Some(1.0));
+            let alone = state_with(&[later]);
+            let k = key(&alone, "k");
+            assert_eq!((k.command, k.last_success_ms, k.nodes), (None, None, None));
+            assert_eq!(runs(&alone, "k", outcome.word()), Some(1));
+            let text = render(&alone);
+            assert!(!text.contains("_last_"), "{text}");
         }
     }
 
     #[test]
     fn every_run_that_reached_the_nodes_moves_the_node_gauges() {
-        let k = [("key", "k")];
         let nodes = |answered, failed| Some(Nodes { answered, failed });
-        let mut doc = Doc::default();
+        let mut state = State::default();
         let mut steps = vec![
             // (outcome, nodes, answered, failed, degraded runs so far)
-            (Outcome::Ok, nodes(3, 0), 3.0, 0.0, 0.0),
-            (Outcome::Busy, nodes(2, 1), 2.0, 1.0, 1.0),
-            (Outcome::Failed, nodes(3, 0), 3.0, 0.0, 1.0),
-            (Outcome::Unavailable, nodes(1, 2), 1.0, 2.0, 2.0),
-            (Outcome::AlreadyRan, nodes(3, 0), 3.0, 0.0, 2.0),
-            (Outcome::Lost, nodes(2, 1), 2.0, 1.0, 3.0),
+            (Outcome::Ok, nodes(3, 0), 3, 0, 0),
+            (Outcome::Busy, nodes(2, 1), 2, 1, 1),
+            (Outcome::Failed, nodes(3, 0), 3, 0, 1),
+            (Outcome::Unavailable, nodes(1, 2), 1, 2, 2),
+            (Outcome::AlreadyRan, nodes(3, 0), 3, 0, 2),
+            (Outcome::Lost, nodes(2, 1), 2, 1, 3),
         ];
         // A run that never reached the nodes leaves the gauges as they were.
-        steps.push((Outcome::Signal, None, 2.0, 1.0, 3.0));
+        steps.push((Outcome::Signal, None, 2, 1, 3));
         for (outcome, n, answered, failed, degraded) in steps {
             let mut r = run("k", outcome, 0);
             r.nodes = n;
-            doc.apply(&r);
-            assert_eq!(value(&doc, ANSWERED, &k), Some(answered), "{outcome:?}");
-            assert_eq!(value(&doc, FAILED, &k), Some(failed), "{outcome:?}");
-            assert_eq!(value(&doc, DEGRADED, &k), Some(degraded), "{outcome:?}");
+            state.apply(&r);
+            let k = key(&state, "k");
+            assert_eq!(k.nodes, Some(Nodes { answered, failed }), "{outcome:?}");
+            assert_eq!(k.degraded_runs, degraded, "{outcome:?}");
         }
         // The counter is there, at 0, from a key's first run, whatever it was.
-        let fresh = doc_with(&[run("new", Outcome::Busy, 75)]);
-        assert_eq!(value(&fresh, DEGRADED, &[("key", "new")]), Some(0.0));
-        let text = doc.render();
-        assert!(
-            text.contains("redlock_run_last_nodes_failed{key=\"k\"} 1\n"),
-            "{text}"
-        );
-        assert_eq!(Doc::parse(text.as_bytes()).series, doc.series);
+        let fresh = state_with(&[run("new", Outcome::Busy, 75)]);
+        assert!(render(&fresh).contains("redlock_run_degraded_runs_total{key=\"new\"} 0\n"));
+        let text = render(&state);
+        for line in [
+            "redlock_run_last_nodes_answered{key=\"k\"} 2\n",
+            "redlock_run_last_nodes_failed{key=\"k\"} 1\n",
+            "redlock_run_degraded_runs_total{key=\"k\"} 3\n",
+        ] {
+            assert!(text.contains(line), "{line}{text}");
+        }
     }
 
     #[test]
@@ -1113,8 +1209,9 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
     #[test]
     fn only_a_run_that_exited_0_moves_the_last_success() {
         let ok = run("k", Outcome::Ok, 0);
-        let mut doc = doc_with(&[ok]);
-        let success = value(&doc, SUCCESS, &[("key", "k")]);
+        let mut state = state_with(&[ok]);
+        let success = key(&state, "k").last_success_ms;
+        assert_eq!(success, Some(1_795_921_612_889));
         for (outcome, code) in [
             (Outcome::Failed, 1),
             (Outcome::Lost, 76),
@@ -1122,13 +1219,12 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         ] {
             let mut failed = run("k", outcome, code);
             failed.started_at = at(1_900_000_000_000);
-            doc.apply(&failed);
-            assert_eq!(value(&doc, SUCCESS, &[("key", "k")]), success);
-            assert_eq!(
-                value(&doc, EXIT_CODE, &[("key", "k")]),
-                Some(f64::from(code))
-            );
-            assert_eq!(value(&doc, START, &[("key", "k")]), Some(1_900_000_000.0));
+            state.apply(&failed);
+            let k = key(&state, "k");
+            assert_eq!(k.last_success_ms, success);
+            let command = k.command.expect("a command ran");
+            assert_eq!(command.exit_code, code);
+            assert_eq!(command.start_ms, 1_900_000_000_000);
         }
     }
 
@@ -1138,11 +1234,11 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         assert!(from(Exit::Usage).is_none());
         let r = from(Exit::Signal(9)).expect("run");
         assert_eq!((r.outcome, r.exit_code), (Outcome::Signal, 137));
-        let doc = doc_with(&[r]);
-        assert_eq!(runs(&doc, "k", "signal"), Some(1.0));
-        assert_eq!(value(&doc, EXIT_CODE, &[("key", "k")]), Some(137.0));
+        let state = state_with(&[r]);
+        assert_eq!(runs(&state, "k", "signal"), Some(1));
+        assert_eq!(key(&state, "k").command.map(|c| c.exit_code), Some(137));
         // Every outcome but usage has its counter from the first run on.
-        let counted: Vec<&str> = doc.series[RUNS].keys().map(|l| l[1].1.as_str()).collect();
+        let counted: Vec<&str> = key(&state, "k").runs.keys().map(String::as_str).collect();
         assert_eq!(
             counted,
             [
@@ -1159,176 +1255,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         );
         // -E 0: a busy run exits 0 but is no success.
         let busy = from(Exit::Busy(0)).expect("run");
-        assert!(doc_with(&[busy]).series[SUCCESS].is_empty());
-    }
-
-    #[test]
-    fn lines_of_others_are_kept_verbatim_and_in_order() {
-        let old = doc_with(&[run("a", Outcome::Ok, 0)]).render();
-        let input = format!(
-            "# a comment of the operator's\n\
-             # HELP backup_ok Whether the backup worked.\n\
-             # TYPE backup_ok gauge\n\
-             backup_ok{{host=\"db1\"}}   1 1700000000000\n\
-             \n\
-             {old}\
-             redlock_run_something_else 5\n\
-             \t# indented comment\n\
-             other_untyped{{a=\"x\",}} +Inf\n"
-        );
-        let mut doc = Doc::parse(input.as_bytes());
-        assert!(doc.dropped.is_empty(), "{:?}", doc.dropped);
-        doc.apply(&run("b", Outcome::Busy, 75));
-        let out = doc.render();
-        let foreign: Vec<&str> = out
-            .lines()
-            .filter(|l| !FAMILIES.iter().any(|f| l.contains(f.name)))
-            .collect();
-        assert_eq!(
-            foreign,
-            [
-                "# a comment of the operator's",
-                "# HELP backup_ok Whether the backup worked.",
-                "# TYPE backup_ok gauge",
-                "backup_ok{host=\"db1\"}   1 1700000000000",
-                "",
-                "redlock_run_something_else 5",
-                "\t# indented comment",
-                "other_untyped{a=\"x\",} +Inf",
-            ]
-        );
-        // Ours stays where it was: after the blank line, before the rest.
-        let ours = out.find("# HELP redlock_run_last").expect("our block");
-        assert!(out.find("\n\n").expect("blank") < ours);
-        assert!(ours < out.find("redlock_run_something_else").expect("foreign"));
-        // A file that had none of ours gets it at the end.
-        let fresh = Doc::parse(b"x 1\n");
-        assert_eq!(fresh.block_at, None);
-        let mut fresh = fresh;
-        fresh.apply(&run("a", Outcome::Busy, 75));
-        assert!(
-            fresh
-                .render()
-                .starts_with("x 1\n# HELP redlock_run_degraded_runs_total")
-        );
-    }
-
-    #[test]
-    fn foreign_series_of_our_families_are_kept_and_their_labels_sorted() {
-        // "ran": the word older versions counted started runs under; kept,
-        // frozen, beside the words that count them now.
-        let input = "redlock_run_runs_total{outcome=\"ok\",key=\"a\"} 4\n\
-                     redlock_run_runs_total{outcome=\"ran\",key=\"a\"} 7\n\
-                     redlock_run_last_exit_code{key=\"a\",host=\"h\"} 2\n\
-                     redlock_run_runs_total{key=\"n\",outcome=\"ok\"} NaN\n";
-        let mut doc = Doc::parse(input.as_bytes());
-        doc.apply(&run("a", Outcome::Ok, 0));
-        doc.apply(&run("n", Outcome::Ok, 0));
-        assert_eq!(runs(&doc, "a", "ok"), Some(5.0));
-        assert_eq!(runs(&doc, "a", "ran"), Some(7.0));
-        assert_eq!(runs(&doc, "n", "ok"), Some(1.0), "NaN restarts at 1");
-        assert_eq!(
-            value(&doc, EXIT_CODE, &[("host", "h"), ("key", "a")]),
-            Some(2.0)
-        );
-        assert!(
-            doc.render()
-                .contains("redlock_run_last_exit_code{host=\"h\",key=\"a\"} 2\n")
-        );
-    }
-
-    #[test]
-    fn unparsable_lines_are_dropped_reported_and_ours_still_written() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("cron.prom");
-        let good = doc_with(&[run("k", Outcome::Ok, 0), run("k", Outcome::Ok, 0)]).render();
-        // Garbage, a line cut short mid-label, invalid UTF-8, and a last line
-        // cut short without its newline.
-        let mut input = b"backup_ok 1\n\x00\x01garbage{{{\n".to_vec();
-        input.extend_from_slice(good.as_bytes());
-        input.extend_from_slice(b"redlock_run_runs_total{key=\"k\",outc\n");
-        input.extend_from_slice(b"bytes \xff\xfe 3\n");
-        input.extend_from_slice(b"backup_size_bytes{host=\"db");
-        std::fs::write(&path, &input).expect("write");
-        let lines = input.split(|&b| b == b'\n').count();
-        let recorded = record(&path, &run("k", Outcome::Ok, 0)).expect("record");
-        assert_eq!(recorded.dropped_lines, [2, lines - 2, lines - 1, lines]);
-        let warning = recorded.warning(&path).expect("warning");
-        assert!(warning.contains(&path.display().to_string()), "{warning}");
-        assert!(warning.contains("dropped 4 line(s)"), "{warning}");
-        let out = std::fs::read(&path).expect("read");
-        let doc = Doc::parse(&out);
-        assert!(doc.dropped.is_empty(), "the file is valid again");
-        assert_eq!(runs(&doc, "k", "ok"), Some(3.0), "no count lost");
-        assert_eq!(doc.foreign, ["backup_ok 1"]);
-        // The next run finds nothing more to drop.
-        let again = record(&path, &run("k", Outcome::Busy, 75)).expect("record");
-        assert_eq!(again, Recorded::default());
-        assert_eq!(again.warning(&path), None);
-    }
-
-    #[test]
-    fn line_grammar_follows_the_text_format() {
-        let sample = |l: &str| match parse_line(l) {
-            Some(Line::Sample { labels, value, .. }) => Some((labels, value)),
-            _ => None,
-        };
-        for ok in [
-            "m 1",
-            "m{} 1",
-            "m{a=\"b\",} 1",
-            "  m\t{ a = \"b\" , c=\"d\" } -2.5e3",
-            "m{a=\"b\"}1",
-            "m 1 -1700000000000",
-            "m NaN",
-            "m -Inf",
-            "m .5",
-            "name:with:colons_1 0",
-        ] {
-            assert!(sample(ok).is_some(), "{ok:?} is valid");
-        }
-        for bad in [
-            "m",
-            "m ",
-            "m 1 ",
-            "m 1 2 3",
-            "m 1 1.5",
-            "m one",
-            "m 0x10",
-            "m 1_000",
-            "1m 1",
-            "m{a=b} 1",
-            "m{a=\"b\" c=\"d\"} 1",
-            "m{a=\"b\",a=\"c\"} 1",
-            "m{__name__=\"x\"} 1",
-            "m{a=\"\\t\"} 1",
-            "m{a=\"b} 1",
-            "m{a=\"b\"",
-            "m{1a=\"b\"} 1",
-            "{\"utf8.name\"} 1",
-        ] {
-            assert_eq!(parse_line(bad), None, "{bad:?} is invalid");
-        }
-        assert_eq!(parse_line("# HELP m text \\\\ \\n"), Some(Line::Meta("m")));
-        assert_eq!(parse_line("# HELP m bad \\t"), None);
-        assert_eq!(parse_line("# TYPE m counter"), Some(Line::Meta("m")));
-        assert_eq!(parse_line("# TYPE m Gauge"), Some(Line::Meta("m")));
-        assert_eq!(parse_line("# TYPE m bogus"), None);
-        assert_eq!(parse_line("# TYPE m gauge "), None);
-        assert_eq!(parse_line("# TYPE m"), Some(Line::Meta("m")));
-        assert_eq!(parse_line("# TYPE"), Some(Line::Other));
-        assert_eq!(parse_line("# HELP 1m x"), None);
-        assert_eq!(parse_line("# anything at all \\q"), Some(Line::Other));
-        assert_eq!(parse_line("\t "), Some(Line::Other));
-        let (labels, value) = sample("m{b=\"\\\"\\\\\\n\",a=\"é\"} 7").expect("valid");
-        assert_eq!(
-            labels,
-            [
-                ("b".to_string(), "\"\\\n".to_string()),
-                ("a".to_string(), "é".to_string())
-            ]
-        );
-        assert_eq!(value, 7.0);
+        assert_eq!(key(&state_with(&[busy]), "k").last_success_ms, None);
     }
 
     #[test]
@@ -1462,18 +1389,17 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
                 });
             }
         });
-        let doc = Doc::parse(&std::fs::read(&path).expect("read"));
-        assert!(doc.dropped.is_empty());
+        let state = read(&path);
         let busy_each = EACH.div_ceil(3);
         for key in ["even", "odd"] {
-            let writers = (THREADS / 2) as f64;
-            assert_eq!(runs(&doc, key, "busy"), Some(writers * busy_each as f64));
+            let writers = (THREADS / 2) as u64;
+            assert_eq!(runs(&state, key, "busy"), Some(writers * busy_each as u64));
             assert_eq!(
-                runs(&doc, key, "ok"),
-                Some(writers * (EACH - busy_each) as f64)
+                runs(&state, key, "ok"),
+                Some(writers * (EACH - busy_each) as u64)
             );
         }
-        let total: f64 = doc.series[RUNS].values().sum();
-        assert_eq!(total, (THREADS * EACH) as f64);
+        let total: u64 = state.keys.values().flat_map(|k| k.runs.values()).sum();
+        assert_eq!(total, (THREADS * EACH) as u64);
     }
 }

@@ -1,9 +1,9 @@
 //! The metrics file (`redlock_run::metrics`, for `--metrics-file`) read by a
-//! real Prometheus text-format parser, Python's `prometheus_client`, rather
-//! than by the module's own reader: names, types, label values (escapes and
-//! all), values and counter sums, for a file shared with another writer's
-//! family, for one repaired from garbage, and for one that several processes
-//! wrote at once.
+//! real Prometheus text-format parser, Python's `prometheus_client`: names,
+//! types, label values (escapes and all), values and counter sums, with the
+//! state line on top that such parsers must skip, for a file written over
+//! an older version's, for one started over from garbage, and for one that
+//! several processes wrote at once.
 //!
 //! `prometheus_client` must be installed (`.ci/run` installs it); without it
 //! these tests fail and say so.
@@ -11,8 +11,9 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redlock_run::metrics::{self, Nodes, Run};
+use redlock_run::metrics::{self, Nodes, Recorded, Run};
 use redlock_run::outcome::Outcome;
+use serde_json::{Value, json};
 
 use crate::support::{tempdir, wait_until};
 
@@ -153,41 +154,49 @@ impl Want {
             &[("key", key)],
             &degraded.to_string(),
         );
+        self.outcomes(&[("key", key)], counts);
+    }
+
+    /// All nine outcome counters of one key's --shared readers.
+    fn shared_counters(&mut self, key: &str, counts: &[(&str, u64)]) {
+        self.outcomes(&[("key", key), ("lock", "shared")], counts);
+    }
+
+    fn outcomes(&mut self, labels: &[(&str, &str)], counts: &[(&str, u64)]) {
         for outcome in OUTCOMES {
             let n = counts
                 .iter()
                 .find(|(o, _)| *o == outcome)
                 .map_or(0, |(_, n)| *n);
-            self.sample(
-                "redlock_run_runs_total",
-                &[("key", key), ("outcome", outcome)],
-                &n.to_string(),
-            );
+            let mut labels = labels.to_vec();
+            labels.push(("outcome", outcome));
+            self.sample("redlock_run_runs_total", &labels, &n.to_string());
         }
-        self.sums
-            .push((key.into(), counts.iter().map(|(_, n)| n).sum()));
+        let key = labels[0].1;
+        let sum: u64 = counts.iter().map(|(_, n)| n).sum();
+        match self.sums.iter_mut().find(|(k, _)| k == key) {
+            Some((_, n)) => *n += sum,
+            None => self.sums.push((key.into(), sum)),
+        }
     }
 
     fn json(&self) -> String {
-        use serde_json::{Map, Value, json};
-        let object = |pairs: &[(String, String)]| -> Map<String, Value> {
-            pairs
-                .iter()
-                .map(|(n, v)| (n.clone(), Value::from(v.as_str())))
-                .collect()
-        };
+        let types = object(self.types.iter().map(|(n, t)| (n, json!(t))));
         let samples: Vec<Value> = self
             .samples
             .iter()
-            .map(|(name, labels, value)| json!([name, object(labels), value]))
+            .map(|(name, labels, value)| {
+                let labels = object(labels.iter().map(|(n, v)| (n, json!(v))));
+                json!([name, labels, value])
+            })
             .collect();
-        let sums: Map<String, Value> = self
-            .sums
-            .iter()
-            .map(|(k, n)| (k.clone(), Value::from(*n)))
-            .collect();
-        json!({"types": object(&self.types), "samples": samples, "sums": sums}).to_string()
+        let sums = object(self.sums.iter().map(|(k, n)| (k, json!(n))));
+        json!({"types": types, "samples": samples, "sums": sums}).to_string()
     }
+}
+
+fn object<'a>(pairs: impl Iterator<Item = (&'a String, Value)>) -> Value {
+    Value::Object(pairs.map(|(k, v)| (k.clone(), v)).collect())
 }
 
 /// Runs prometheus_client on `text`: Ok with its output when the file parses
@@ -248,9 +257,10 @@ fn run_on(nodes: (u32, u32), r: Run<'_>) -> Run<'_> {
     }
 }
 
+/// Records `run` in a file that must be as the last run left it.
 fn record(path: &std::path::Path, run: &Run<'_>) {
     let recorded = metrics::record(path, run).unwrap_or_else(|e| panic!("record: {e}"));
-    assert_eq!(recorded.dropped_lines, Vec::<usize>::new());
+    assert_eq!(recorded, Recorded::AsLeft);
 }
 
 #[test]
@@ -258,16 +268,8 @@ fn prometheus_client_reads_names_types_escaped_labels_and_sums() {
     require_prometheus_client();
     let dir = tempdir();
     let path = dir.join("cron.prom");
-    // Another job's family, already in the file: it must come through as is.
-    std::fs::write(
-        &path,
-        "# HELP backup_last_ok_timestamp_seconds Written by the backup job.\n\
-         # TYPE backup_last_ok_timestamp_seconds gauge\n\
-         backup_last_ok_timestamp_seconds{host=\"db1\"} 1700000000.5\n",
-    )
-    .expect("seed the file");
     let report = "nightly-report";
-    let weird = "we\"ird\\key\nnext ключ ✓ {a=\"b\"} \t\r";
+    let weird = "we\"ird\\key\nnext ключ ✓ {a=\"b\"} \t\r\n# TYPE x counter";
     record(
         &path,
         &run_on(
@@ -280,6 +282,12 @@ fn prometheus_client_reads_names_types_escaped_labels_and_sums() {
         &path,
         &run_on((2, 1), run(report, Outcome::Busy, 75, 1_795_921_201_000, 3)),
     );
+    // A --shared reader's run, counted apart.
+    let reader = Run {
+        shared: true,
+        ..run(report, Outcome::Busy, 75, 1_795_921_202_000, 4)
+    };
+    record(&path, &run_on((3, 0), reader));
     record(
         &path,
         &run_on(
@@ -309,16 +317,10 @@ fn prometheus_client_reads_names_types_escaped_labels_and_sums() {
     );
 
     let mut want = Want::ours();
-    want.types
-        .push(("backup_last_ok_timestamp_seconds".into(), "gauge".into()));
-    want.sample(
-        "backup_last_ok_timestamp_seconds",
-        &[("host", "db1")],
-        "1700000000.5",
-    );
     // The failed run moved every gauge but the last success.
     want.gauges(report, "3", "1795924800.25", "1.5", Some("1795921612.889"));
     want.counters(report, &[("ok", 1), ("busy", 1), ("failed", 1)], 1);
+    want.shared_counters(report, &[("busy", 1)]);
     // The last run found every node again; the busy one is still counted.
     want.nodes(report, "3", "0");
     // Unavailable and already-ran runs moved no gauge; none succeeded; none
@@ -337,46 +339,75 @@ fn prometheus_client_reads_names_types_escaped_labels_and_sums() {
     );
     let text = std::fs::read_to_string(&path).expect("read");
     assert_parses(&text, &want);
-    // The other job's lines are byte for byte what it wrote, where it wrote them.
-    assert!(
-        text.starts_with(
-            "# HELP backup_last_ok_timestamp_seconds Written by the backup job.\n\
-             # TYPE backup_last_ok_timestamp_seconds gauge\n\
-             backup_last_ok_timestamp_seconds{host=\"db1\"} 1700000000.5\n# HELP redlock_run_"
-        ),
-        "{text}"
-    );
+    assert!(text.starts_with("# redlock-run state: {"), "{text}");
 }
 
+/// What a version before the state line left in a shared file: its own
+/// series, one of them under a word no longer counted, and another job's.
+const OLDER_VERSION: &str = "\
+# HELP backup_last_ok_timestamp_seconds Written by the backup job.
+# TYPE backup_last_ok_timestamp_seconds gauge
+backup_last_ok_timestamp_seconds{host=\"db1\"} 1700000000.5
+# HELP redlock_run_last_exit_code Exit status of the last run that started its command.
+# TYPE redlock_run_last_exit_code gauge
+redlock_run_last_exit_code{key=\"k\"} 1
+redlock_run_last_exit_code{key=\"gone\"} 2
+# HELP redlock_run_runs_total Runs by outcome: ok, failed, signal, not-run, busy, already-ran, unavailable, lost, timeout.
+# TYPE redlock_run_runs_total counter
+redlock_run_runs_total{key=\"k\",outcome=\"ok\"} 41
+redlock_run_runs_total{key=\"k\",outcome=\"ran\"} 7
+redlock_run_runs_total{key=\"gone\",outcome=\"busy\"} 3
+";
+
 #[test]
-fn prometheus_client_reads_a_file_repaired_from_garbage() {
+fn prometheus_client_reads_a_file_written_over_an_older_versions() {
     require_prometheus_client();
     let dir = tempdir();
     let path = dir.join("cron.prom");
-    let garbage = "other_job_ok 1\n\
+    std::fs::write(&path, OLDER_VERSION).expect("seed the file");
+    let recorded = metrics::record(&path, &run("k", Outcome::Ok, 0, 1_000, 2_000))
+        .unwrap_or_else(|e| panic!("record: {e}"));
+    assert_eq!(recorded, Recorded::NoState);
+    let warning = recorded.warning(&path).expect("the start over is reported");
+    assert!(warning.contains("cron.prom"), "{warning}");
+    // This run alone: the counts started over, the other lines are gone.
+    let mut want = Want::ours();
+    want.gauges("k", "0", "1", "2", Some("3"));
+    want.counters("k", &[("ok", 1)], 0);
+    assert_parses(&std::fs::read_to_string(&path).expect("read"), &want);
+    // And from there on it counts.
+    record(&path, &run("k", Outcome::Ok, 0, 1_000, 2_000));
+    let mut want = Want::ours();
+    want.gauges("k", "0", "1", "2", Some("3"));
+    want.counters("k", &[("ok", 2)], 0);
+    assert_parses(&std::fs::read_to_string(&path).expect("read"), &want);
+}
+
+#[test]
+fn prometheus_client_reads_a_file_started_over_from_garbage() {
+    require_prometheus_client();
+    let dir = tempdir();
+    let path = dir.join("cron.prom");
+    let garbage = "# redlock-run state: {\"keys\":{\"k\":{\"runs\":{\"ok\":12,\n\
                    this is not a metric line {\n\
                    redlock_run_runs_total{key=\"k\",outc\n";
     std::fs::write(&path, garbage).expect("seed the file");
-    let mut want = Want::default();
-    want.types.push(("other_job_ok".into(), "unknown".into()));
-    want.sample("other_job_ok", &[], "1");
     assert!(
-        prometheus_client(garbage, &want).is_err(),
-        "prometheus_client should reject the garbage this test repairs"
+        prometheus_client(garbage, &Want::default()).is_err(),
+        "prometheus_client should reject the garbage this test starts over from"
     );
     let recorded = metrics::record(&path, &run("k", Outcome::Ok, 0, 1_000, 2_000))
         .unwrap_or_else(|e| panic!("record: {e}"));
-    assert_eq!(recorded.dropped_lines, [2, 3]);
-    let warning = recorded
-        .warning(&path)
-        .expect("the dropped lines are reported");
+    let Recorded::BadState(ref why) = recorded else {
+        panic!("{recorded:?}");
+    };
+    assert!(why.starts_with("line 1, column "), "{why}");
+    let warning = recorded.warning(&path).expect("the start over is reported");
     assert!(warning.contains("cron.prom"), "{warning}");
-    let mut ours = Want::ours();
-    ours.types.extend(want.types);
-    ours.samples.extend(want.samples);
-    ours.gauges("k", "0", "1", "2", Some("3"));
-    ours.counters("k", &[("ok", 1)], 0);
-    assert_parses(&std::fs::read_to_string(&path).expect("read"), &ours);
+    let mut want = Want::ours();
+    want.gauges("k", "0", "1", "2", Some("3"));
+    want.counters("k", &[("ok", 1)], 0);
+    assert_parses(&std::fs::read_to_string(&path).expect("read"), &want);
 }
 
 const CHILD_ENV: &str = "REDLOCK_METRICS_CHILD";
