@@ -97,7 +97,12 @@ end
 macro_rules! slots_lua {
     () => {
         "\
-local function slot_holders(s)
+local function keep_for(k, ms)
+  if redis.call('PTTL', k) < ms then
+    redis.call('PEXPIRE', k, ms)
+  end
+end
+local function live(s, rec)
   if redis.call('EXISTS', s) == 0 then
     return {}
   end
@@ -105,17 +110,21 @@ local function slot_holders(s)
   local dead = redis.call('ZRANGE', s, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)
   for _, m in ipairs(dead) do
     redis.call('ZREM', s, m)
+    if rec then
+      redis.pcall('HDEL', rec, m)
+    end
   end
   return redis.call('ZRANGE', s, '(' .. now, '+inf', 'BYSCORE')
+end
+local function slot_holders(s)
+  return live(s, false)
 end
 local function slot_limit(m)
   return tonumber(string.match(m, '^(%d+):') or '0')
 end
 local function hold_slot(s, member, ms, now)
   redis.call('ZADD', s, now + ms, member)
-  if redis.call('PTTL', s) < ms then
-    redis.call('PEXPIRE', s, ms)
-  end
+  keep_for(s, ms)
 end
 "
     };
@@ -125,7 +134,8 @@ end
 // reader tokens, each scored by when that reader's share lapses (server ms),
 // and beside it a hash of their records. An entry is live while its score is
 // in the future; `live_readers` drops a few lapsed ones (readers that died),
-// their records with them, and returns the live ones. A writer is refused
+// their records with them, and returns the live ones (as `slots_lua`'s
+// `live` does for slot holders: it comes after, and needs, `slots_lua`). A writer is refused
 // while there is one, a reader while the lock's key is held: on one node a
 // share and the lock are never live at once (docs/design.md, "Readers and
 // writers", has the quorum argument).
@@ -133,24 +143,10 @@ macro_rules! readers_lua {
     () => {
         "\
 local function live_readers(r, rec)
-  if redis.call('EXISTS', r) == 0 then
-    return {}
-  end
-  local now = now_ms()
-  local dead = redis.call('ZRANGE', r, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)
-  for _, m in ipairs(dead) do
-    redis.call('ZREM', r, m)
-    redis.pcall('HDEL', rec, m)
-  end
-  return redis.call('ZRANGE', r, '(' .. now, '+inf', 'BYSCORE')
+  return live(r, rec)
 end
 local function share_left(r, token, now)
   return tonumber(redis.call('ZSCORE', r, token) or '0') - now
-end
-local function keep_for(k, ms)
-  if redis.call('PTTL', k) < ms then
-    redis.call('PEXPIRE', k, ms)
-  end
 end
 "
     };
@@ -577,7 +573,12 @@ return r"
 /// lock does (the queue's front, KEYS[3] and KEYS[4], ARGV[3] of them, and
 /// the channel's own listeners), and our place in the queue goes. 1 dropped,
 /// -1 already gone.
-pub(super) const RELEASE_SHARED: &str = concat!(queue_lua!(), readers_lua!(), release_shared!());
+pub(super) const RELEASE_SHARED: &str = concat!(
+    queue_lua!(),
+    slots_lua!(),
+    readers_lua!(),
+    release_shared!()
+);
 
 /// Drops our place in the queue, waking nobody: we hold the lock, taken on
 /// a quorum of other nodes, and this node should not keep us at its front.
@@ -653,6 +654,7 @@ pub(super) const HOLD_SHARED: &str =
 /// such lock here.
 pub(super) const UNLOCK: &str = concat!(
     queue_lua!(),
+    slots_lua!(),
     readers_lua!(),
     "\
 local function ours(v)
@@ -728,6 +730,7 @@ return n"
 /// A script rather than a pipeline, which a Cluster connection cannot route.
 pub(super) const INSPECT: &str = concat!(
     queue_lua!(),
+    slots_lua!(),
     readers_lua!(),
     "\
 local q = redis.pcall('ZCARD', KEYS[3])
@@ -945,6 +948,7 @@ return {held, recorded}"
 /// answer, `record`'s}.
 pub(super) const RELEASE_SHARED_RECORDING: &str = concat!(
     queue_lua!(),
+    slots_lua!(),
     readers_lua!(),
     record!(),
     "local function release()\n",
