@@ -22,6 +22,13 @@ use crate::lock::redlock;
 const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub fn run(admin: Admin) -> Exit {
+    // The answer goes to stdout; when its reader goes away (`status | head -1`)
+    // end as ls(1) does, killed by SIGPIPE, not with a panic over a write
+    // nobody reads. Nothing is spawned here, so the disposition is ours alone.
+    // SAFETY: setting a signal to its default disposition, no handler runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let target = match &admin {
         Admin::Status(a) => &a.target,
         Admin::Unlock(a) => &a.target,

