@@ -35,6 +35,10 @@ pub const FORGET_IN_USE: u8 = 1;
 /// `forget`: no key of the lock on any node.
 pub const FORGET_NOTHING: u8 = 3;
 
+/// `status`, `unlock`, `history`, `forget`: the answer could not be written
+/// to stdout (a full disk), as sysexits' EX_IOERR.
+pub const ANSWER_UNWRITTEN: u8 = 74;
+
 pub const USAGE: u8 = 64;
 pub const UNAVAILABLE: u8 = 69;
 pub const BUSY_DEFAULT: u8 = 75;
@@ -80,7 +84,8 @@ Exit status:
   1      nothing removed: the lock holds another token (--token)
   3      nothing removed: there is no such lock
   64     usage error
-  69     fewer than a quorum of nodes answered; the lock may still be held";
+  69     fewer than a quorum of nodes answered; the lock may still be held
+  74     the answer could not be written to stdout";
 
 /// `forget`'s exit statuses.
 pub const FORGET_TABLE: &str = "\
@@ -89,14 +94,16 @@ Exit status:
   1      the lock is in use (held, or waiters queued) and was left alone; --force removes it
   3      nothing to remove: no key of the lock on any node
   64     usage error
-  69     fewer than a quorum of nodes answered; keys of the lock may remain";
+  69     fewer than a quorum of nodes answered; keys of the lock may remain
+  74     the answer could not be written to stdout";
 
 /// `history`'s exit statuses.
 pub const HISTORY_TABLE: &str = "\
 Exit status:
   0      the runs were read from at least a quorum of nodes
   64     usage error
-  69     fewer than a quorum of nodes answered; runs may be missing";
+  69     fewer than a quorum of nodes answered; runs may be missing
+  74     the answer could not be written to stdout";
 
 /// `status`'s exit statuses.
 pub const STATUS_TABLE: &str = "\
@@ -104,7 +111,8 @@ Exit status:
   0      free (with --limit: a slot is free)
   1      held (with --limit: every slot is held)
   64     usage error
-  69     unknown: fewer than a quorum of nodes answered";
+  69     unknown: fewer than a quorum of nodes answered
+  74     the answer could not be written to stdout";
 
 #[cfg(test)]
 mod tests {

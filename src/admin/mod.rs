@@ -3,6 +3,20 @@
 //! where, and did it work?", and the clean-up of a lock that is retired.
 //! Output goes to stdout; it is the answer, not a log.
 
+// The answer goes to stdout through these, so that a write that fails (a
+// full disk) ends the subcommand with one line and a status instead of the
+// panic of std's println!. Defined before the modules so that they use them.
+macro_rules! println {
+    ($($arg:tt)*) => {
+        $crate::admin::answer(format_args!($($arg)*), true)
+    };
+}
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::admin::answer(format_args!($($arg)*), false)
+    };
+}
+
 mod forget;
 mod history;
 mod status;
@@ -20,6 +34,31 @@ use crate::lock::redlock;
 
 /// No TTL to scale from here: the run's default for a 30 s lock.
 const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Writes part of the answer to stdout. When that fails the subcommand ends
+/// there, with one line on stderr and status 74: it holds nothing that needs
+/// undoing (keys an unlock or forget removed before stay removed).
+pub(crate) fn answer(args: std::fmt::Arguments, newline: bool) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = out
+        .write_fmt(args)
+        .and_then(|()| {
+            if newline {
+                out.write_all(b"\n")
+            } else {
+                Ok(())
+            }
+        })
+        .and_then(|()| out.flush());
+    if let Err(e) = written {
+        let _ = writeln!(
+            std::io::stderr(),
+            "redlock-run: cannot write the answer to stdout: {e}"
+        );
+        std::process::exit(i32::from(crate::exit::ANSWER_UNWRITTEN));
+    }
+}
 
 pub fn run(admin: Admin) -> Exit {
     // The answer goes to stdout; when its reader goes away (`status | head -1`)

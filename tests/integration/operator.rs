@@ -635,3 +635,31 @@ fn an_answer_to_a_closed_pipe_ends_quietly_as_ls_does() {
         assert!(stderr.is_empty(), "{extra:?}: {stderr}");
     }
 }
+
+/// An answer that cannot be written (stdout on a full disk, `/dev/full`):
+/// one line on stderr naming stdout and status 74, not a panic (101).
+#[test]
+fn an_answer_that_cannot_be_written_is_one_line_and_74() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    for sub in ["status", "history", "forget"] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("open /dev/full");
+        let out = crate::support::cmd::command(crate::support::cmd::BIN)
+            .current_dir(dir.path())
+            .args([sub, "-r", &node.url(), "-k", "job"])
+            .stdin(std::process::Stdio::null())
+            .stdout(full)
+            .output()
+            .expect("run redlock-run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(74), "{sub}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{sub}: {stderr}");
+        assert!(
+            stderr.contains("cannot write the answer to stdout"),
+            "{sub}: {stderr}"
+        );
+    }
+}
