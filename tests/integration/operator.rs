@@ -608,6 +608,16 @@ fn options_before_a_subcommand_get_the_right_order_and_64() {
     }
 }
 
+/// Runs an admin subcommand of redlock-run with its stdout on `stdout`.
+fn answer_into(stdout: impl Into<std::process::Stdio>, args: &[&str]) -> std::process::Output {
+    crate::support::cmd::command(crate::support::cmd::BIN)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(stdout)
+        .output()
+        .expect("run redlock-run")
+}
+
 /// `redlock-run status … | head -0`: the reader is gone before the answer is
 /// written. The answer's writer ends as ls(1) does, killed by SIGPIPE, with
 /// nothing on stderr; a write that panicked would exit 101 saying so.
@@ -615,16 +625,12 @@ fn options_before_a_subcommand_get_the_right_order_and_64() {
 fn an_answer_to_a_closed_pipe_ends_quietly_as_ls_does() {
     use std::os::unix::process::ExitStatusExt;
     let node = RedisNode::start();
+    let url = node.url();
     for extra in [&[][..], &["--json"][..]] {
         let (reader, writer) = std::io::pipe().expect("pipe");
         drop(reader);
-        let out = crate::support::cmd::command(crate::support::cmd::BIN)
-            .args(["status", "-r", &node.url(), "-k", "job"])
-            .args(extra)
-            .stdin(std::process::Stdio::null())
-            .stdout(writer)
-            .output()
-            .expect("run redlock-run");
+        let args = [&["status", "-r", &url, "-k", "job"][..], extra].concat();
+        let out = answer_into(writer, &args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(
             out.status.signal(),
@@ -641,19 +647,13 @@ fn an_answer_to_a_closed_pipe_ends_quietly_as_ls_does() {
 #[test]
 fn an_answer_that_cannot_be_written_is_one_line_and_74() {
     let node = RedisNode::start();
-    let dir = tempdir();
+    let url = node.url();
     for sub in ["status", "history", "forget"] {
         let full = std::fs::OpenOptions::new()
             .write(true)
             .open("/dev/full")
             .expect("open /dev/full");
-        let out = crate::support::cmd::command(crate::support::cmd::BIN)
-            .current_dir(dir.path())
-            .args([sub, "-r", &node.url(), "-k", "job"])
-            .stdin(std::process::Stdio::null())
-            .stdout(full)
-            .output()
-            .expect("run redlock-run");
+        let out = answer_into(full, &[sub, "-r", &url, "-k", "job"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(74), "{sub}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{sub}: {stderr}");
