@@ -1,7 +1,9 @@
 //! Rounds of requests to all nodes at once, decided as soon as the outcome is
-//! certain. A node that has not answered by then goes on with the request on
-//! its own worker; its reply is kept for the record (`Round::settle`), and any
-//! later request to that node queues behind it (see `node`).
+//! certain: from the calling thread where every node allows it (see
+//! `node::polled`), else on each node's worker thread. A node that has not
+//! answered by then goes on with the request on its own worker; its reply is
+//! kept for the record (`Round::settle`), and any later request to that node
+//! queues behind it (see `node`).
 //!
 //! Degraded mode. A node is *overdue* when a request has been outstanding
 //! there for longer than twice the slowest answer any node gave in this run,
@@ -22,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-use crate::lock::node::{Node, NodeError, Session};
+use crate::lock::node::{Node, NodeError, Session, polled};
 use crate::lock::redlock::{Answer, Tally, Verdict};
 
 /// One node's reply within a round.
@@ -89,6 +91,7 @@ fn fan_out<T, F, U>(
     which: &[usize],
     op: F,
     mut until: U,
+    grace: bool,
 ) -> (Vec<Reply<T>>, Late<T>, Jobs)
 where
     T: Send + 'static,
@@ -115,6 +118,9 @@ where
         );
     }
     let op = Arc::new(op);
+    if let Some(held) = polled::take(nodes, which) {
+        return drive(held, op, until, start, grace);
+    }
     let (tx, rx) = mpsc::channel();
     let mut jobs = Vec::with_capacity(which.len());
     for &i in which {
@@ -146,6 +152,112 @@ where
             Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
             Err(_) => break,
         }
+    }
+    (replies, Late(Some(rx)), jobs)
+}
+
+/// `fan_out` from this thread (see `node::polled`): every node's request
+/// goes out at once, and replies are taken as they come until `until` says
+/// stop. With `grace`, the nodes still due are listened to for as long
+/// again as the round took (a healthy node's answer is a moment behind the
+/// quorum's); whatever is still under way then goes on on its node's
+/// worker, and its reply to the round's late replies.
+fn drive<T, F, U>(
+    mut held: Vec<polled::Held<'_>>,
+    op: Arc<F>,
+    mut until: U,
+    start: Instant,
+    grace: bool,
+) -> (Vec<Reply<T>>, Late<T>, Jobs)
+where
+    T: Send + 'static,
+    F: Fn(usize, &mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
+    U: FnMut(&[Reply<T>]) -> Option<Instant>,
+{
+    let op: Arc<polled::Op<T>> = op;
+    let mut replies = Vec::with_capacity(held.len());
+    let mut late = Vec::new();
+    let answered = |i: usize, result: Result<T, NodeError>| {
+        let latency = start.elapsed();
+        note_latency(&result, latency);
+        Reply {
+            node: i,
+            result,
+            latency,
+        }
+    };
+    for h in held.iter_mut() {
+        if let polled::Step::Answered(r) = h.start(&*op) {
+            replies.push(answered(h.index, r));
+        }
+    }
+    let mut stop: Option<Instant> = None;
+    loop {
+        let deadline = match stop {
+            Some(t) => Some(t),
+            None => match until(&replies) {
+                Some(t) => Some(t),
+                None if grace => {
+                    let now = Instant::now();
+                    stop = Some(now + (now - start));
+                    stop
+                }
+                None => None,
+            },
+        };
+        let Some(deadline) = deadline else { break };
+        let mut fds = Vec::with_capacity(held.len());
+        let mut polled_nodes = Vec::with_capacity(held.len());
+        let mut wake = deadline;
+        for (k, h) in held.iter_mut().enumerate() {
+            if let Some((fd, events, due)) = h.poll_for() {
+                fds.push(libc::pollfd {
+                    fd,
+                    events,
+                    revents: 0,
+                });
+                polled_nodes.push(k);
+                wake = wake.min(due);
+            }
+        }
+        let now = Instant::now();
+        if fds.is_empty() || now >= deadline {
+            break;
+        }
+        polled::wait(&mut fds, wake);
+        let now = Instant::now();
+        for (fd, k) in fds.iter().zip(polled_nodes) {
+            let h = &mut held[k];
+            let due = h.poll_for().map_or(now, |(_, _, due)| due);
+            if fd.revents == 0 && now < due {
+                continue;
+            }
+            if let polled::Step::Answered(r) = h.progress(&*op, now) {
+                let reply = answered(h.index, r);
+                match stop {
+                    None => replies.push(reply),
+                    Some(_) => late.push(reply),
+                }
+            }
+        }
+    }
+    let (tx, rx) = mpsc::channel();
+    for reply in late {
+        let _ = tx.send(reply);
+    }
+    let mut jobs = Vec::with_capacity(held.len());
+    for h in held.iter_mut() {
+        let (tx, i) = (tx.clone(), h.index);
+        let job = h.hand_off(Arc::clone(&op), move |result| {
+            let latency = start.elapsed();
+            note_latency(&result, latency);
+            let _ = tx.send(Reply {
+                node: i,
+                result,
+                latency,
+            });
+        });
+        jobs.push((i, job));
     }
     (replies, Late(Some(rx)), jobs)
 }
@@ -286,6 +398,7 @@ where
                 .is_none()
                 .then_some(start + limit)
         },
+        true,
     );
     let elapsed = start.elapsed();
     let tally = tally(n, &replies, &skipped);
@@ -379,13 +492,19 @@ where
             (i, until.map(|t| t.min(start + limit)))
         })
         .collect();
-    let (mut replies, late, jobs) = fan_out(nodes, which, op, |r| {
-        wait.iter()
-            .filter(|(i, _)| !r.iter().any(|x| x.node == *i))
-            .filter_map(|(_, until)| *until)
-            .filter(|t| *t > Instant::now())
-            .max()
-    });
+    let (mut replies, late, jobs) = fan_out(
+        nodes,
+        which,
+        op,
+        |r| {
+            wait.iter()
+                .filter(|(i, _)| !r.iter().any(|x| x.node == *i))
+                .filter_map(|(_, until)| *until)
+                .filter(|t| *t > Instant::now())
+                .max()
+        },
+        false,
+    );
     // Whatever the others have answered by now is worth reporting.
     if let Some(rx) = &late.0 {
         replies.extend(rx.try_iter());

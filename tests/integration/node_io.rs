@@ -308,3 +308,42 @@ fn a_waiters_withdrawn_requests_are_no_node_failure() {
         "want the wait and the busy line, no node warning:\n{out}"
     );
 }
+
+/// The names of redlock-run's threads, as its command sees them (the
+/// command's parent is the guard, whose parent is redlock-run).
+const THREADS: &str = "rr=$(awk '{print $4}' /proc/$PPID/stat); cat /proc/$rr/task/*/comm";
+
+#[test]
+fn healthy_plain_nodes_are_driven_from_one_thread() {
+    // Each request goes out to every node at once from the thread that makes
+    // the round; a node gets a worker thread of its own only when a request
+    // is still under way there as the round ends.
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let out = base(&cluster.urls(), "one-thread", &dir)
+        .args(["-c", THREADS])
+        .run();
+    out.assert_code(0);
+    let threads: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        threads.iter().any(|t| t.starts_with("redlock-run")),
+        "the listing must show redlock-run's own threads:\n{out}"
+    );
+    let workers = threads.iter().filter(|t| t.starts_with("node ")).count();
+    assert_eq!(workers, 0, "no node worker on healthy nodes:\n{out}");
+
+    // A stopped node's acquire is still unanswered when the quorum has
+    // spoken: it goes on on that node's worker.
+    cluster[2].stop();
+    let out = base(&cluster.urls(), "one-thread", &dir)
+        .args(["--node-timeout", "300ms", "-c", THREADS])
+        .run();
+    cluster[2].cont();
+    out.assert_code(0);
+    let workers: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|t| t.starts_with("node "))
+        .collect();
+    assert_eq!(workers.len(), 1, "one worker, the stopped node's:\n{out}");
+}

@@ -3,25 +3,30 @@
 //! of the lock's hash slot). Each is reached through one lazily opened
 //! connection with every step bounded by the node timeout.
 //!
-//! Each node has one `Session` (its connection) and, once several nodes are
-//! in play, one worker thread that runs the node's requests strictly in the
-//! order they were submitted. So a release always reaches a node after an
-//! acquire still in flight there (a reply we gave up on may still have been
-//! applied), and a round costs no thread start. A release that must not
-//! wait for the worker (the node stopped answering) is written behind the
-//! request in flight, on the same connection (`Node::write_behind`).
+//! Each node has one `Session` (its connection). A round over several idle
+//! plain servers reached by address is driven from the calling thread
+//! (`polled`): every request goes out at once and replies are taken as they
+//! come. Otherwise, and for a request still unanswered when such a round
+//! ends, the node has one worker thread that runs its requests strictly in
+//! the order they were submitted. Either way a release reaches a node after
+//! an acquire still in flight there (a reply we gave up on may still have
+//! been applied). A release that must not wait for the worker (the node
+//! stopped answering) is written behind the request in flight, on the same
+//! connection (`Node::write_behind`).
 //!
 //! - `url`: the URL forms, and the redaction of their passwords;
 //! - `server`, `sentinel`, `cluster`: connecting to each topology;
 //! - `conn`: one connection, whichever topology it reaches;
 //! - `wire`: redlock-run's own connection to a plain server;
 //! - `session`: the lock's requests, and `--replicas`;
+//! - `polled`: a round driven from one thread with poll(2);
 //! - `scripts`: the Lua every request runs;
 //! - `error`: what a failure says.
 
 mod cluster;
 mod conn;
 mod error;
+pub mod polled;
 mod scripts;
 mod sentinel;
 mod server;
@@ -311,6 +316,10 @@ pub struct Node {
     line: Arc<Mutex<Line>>,
     /// Jobs submitted so far: the next one's number.
     jobs: AtomicU64,
+    /// Jobs finished: the node is idle when it equals `jobs`.
+    done: Arc<AtomicU64>,
+    /// --replicas N.
+    replicas: u32,
 }
 
 impl Node {
@@ -331,6 +340,8 @@ impl Node {
             ))),
             line,
             jobs: AtomicU64::new(0),
+            done: Arc::new(AtomicU64::new(0)),
+            replicas: opts.replicas,
             name,
             timeout: opts.timeout,
             target,
@@ -399,11 +410,17 @@ impl Node {
     /// before it. Returns at once, with the job's number (see
     /// `write_behind`).
     pub fn submit(&self, job: Job) -> u64 {
-        let mut worker = lock(&self.worker);
+        self.submit_to(&mut lock(&self.worker), job)
+    }
+
+    /// `submit`, with the worker slot already held.
+    fn submit_to(&self, worker: &mut Option<Sender<Job>>, job: Job) -> u64 {
         let seq = self.jobs.fetch_add(1, Ordering::Relaxed);
+        let done = Arc::clone(&self.done);
         let job: Job = Box::new(move |session: &mut Session| {
             session.job = seq;
-            job(session)
+            job(session);
+            done.fetch_add(1, Ordering::Release);
         });
         if worker.is_none() {
             let (tx, rx) = mpsc::channel::<Job>();
@@ -438,7 +455,9 @@ impl Node {
         let seq = self.jobs.fetch_add(1, Ordering::Relaxed);
         let mut session = lock(&self.session);
         session.job = seq;
-        f(&mut session)
+        let out = f(&mut session);
+        self.done.fetch_add(1, Ordering::Release);
+        out
     }
 
     /// For job `job`, which has not been answered and may still be waiting

@@ -158,10 +158,50 @@ pub(super) fn own(
         ConnectionAddr::Unix(path) => wire::connect_unix(path),
         _ => return None,
     };
-    let mut wire = match stream.and_then(|s| Wire::new(s, line, timeout, settings.db())) {
-        Ok(w) => w,
-        Err(e) => return Some(Err(io(e))),
-    };
+    Some(
+        stream
+            .map_err(io)
+            .and_then(|s| setup(s, client, name, timeout, line)),
+    )
+}
+
+/// Where redlock-run's own connection to `client`'s server goes when no
+/// name has to be looked up first: an IP address or a Unix socket. None for
+/// a host name, TLS or RESP3.
+pub(super) enum Literal {
+    Tcp(SocketAddr),
+    Unix(std::path::PathBuf),
+}
+
+pub(super) fn literal(client: &Client) -> Option<Literal> {
+    let info = client.get_connection_info();
+    if info.redis_settings().protocol() != redis::ProtocolVersion::RESP2 {
+        return None;
+    }
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) => host
+            .trim_matches(['[', ']'])
+            .parse::<IpAddr>()
+            .ok()
+            .map(|ip| Literal::Tcp(SocketAddr::new(ip, *port))),
+        ConnectionAddr::Unix(path) => Some(Literal::Unix(path.clone())),
+        _ => None,
+    }
+}
+
+/// A fresh connection to `client`'s server made redlock-run's own (see
+/// `wire`): the handshake the crate would do (AUTH, SELECT), and `INFO
+/// server` written behind it (see `Wire::ask_run_id`).
+pub(super) fn setup(
+    stream: wire::Stream,
+    client: &Client,
+    name: &str,
+    timeout: Duration,
+    line: &Arc<Mutex<Line>>,
+) -> Result<Wire, Failure> {
+    let settings = client.get_connection_info().redis_settings();
+    let io = |e: std::io::Error| Failure::of(name, timeout, &redis::RedisError::from(e));
+    let mut wire = Wire::new(stream, line, timeout, settings.db()).map_err(io)?;
     let mut handshake = Vec::new();
     if let Some(password) = settings.password() {
         let mut auth = redis::cmd("AUTH");
@@ -173,18 +213,22 @@ pub(super) fn own(
     if settings.db() != 0 {
         handshake.push(redis::cmd("SELECT").arg(settings.db()).clone());
     }
-    for cmd in &handshake {
-        wire.timeout = until.saturating_duration_since(Instant::now());
-        if let Err(e) = cmd.query::<redis::Value>(&mut wire) {
-            wire.discard(false);
-            return Some(Err(Failure::of(name, timeout, &e)));
-        }
+    // Written without waiting for the replies, which the first request
+    // reads ahead of its own: a password costs no round trip of its own, and
+    // a node that stops answering holds nothing up here.
+    let packed: Vec<u8> = handshake
+        .iter()
+        .flat_map(|c| c.get_packed_command())
+        .collect();
+    if let Err(e) = wire.handshake(&packed, handshake.len()) {
+        wire.discard(false);
+        return Err(io(e));
     }
     // One server reached under two names must not get two votes: its
     // run_id, asked for here, is known by the time the first reply is.
     wire.ask_run_id();
     wire.timeout = timeout;
-    Some(Ok(wire))
+    Ok(wire)
 }
 
 /// Where a server listens, for telling two names of one server apart.

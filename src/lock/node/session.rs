@@ -10,7 +10,7 @@ use redis::Value;
 use super::conn::{Conn, Target};
 use super::error::{self, Failure, NodeError, interrupted, server_error, unexpected};
 use super::scripts::*;
-use super::wire::Line;
+use super::wire::{DEFERRED, Line, Mode, Wire};
 use super::{
     Books, Extension, Forget, Forgotten, Granted, InUse, Inspection, KeyInfo, Options, Queue,
     Refusal, Released, Share, millis,
@@ -58,6 +58,23 @@ impl Session {
             line,
             job: 0,
         }
+    }
+
+    /// redlock-run's own connection, where the session has one.
+    pub(super) fn wire(&mut self) -> Option<&mut Wire> {
+        match &mut self.conn {
+            Some(Conn::Own(w)) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// Takes over a connection made for it (see `node::polled`).
+    pub(super) fn adopt(&mut self, wire: Wire) {
+        self.conn = Some(Conn::Own(wire));
+    }
+
+    pub(super) fn name(&self) -> &str {
+        &self.name
     }
 
     /// Takes `books.lock` for `token` (see ACQUIRE); with a non-empty
@@ -902,8 +919,17 @@ impl Session {
                     self.conn = Some(conn);
                     return Ok(v);
                 }
+                // Written; the reply is read when this runs again (see
+                // `Mode::Record`).
+                Err(_) if matches!(&conn, Conn::Own(w) if matches!(w.mode, Mode::Sent { .. })) => {
+                    self.conn = Some(conn);
+                    return Err(NodeError::new(format!("{}: {DEFERRED}", self.name)));
+                }
                 Err(e) => {
                     let superseded = matches!(&conn, Conn::Own(w) if w.superseded);
+                    // The server refused AUTH or SELECT: nothing after them
+                    // was applied.
+                    let refused = matches!(&conn, Conn::Own(w) if w.refused_setup);
                     let kept = self.keep(conn, &e);
                     if superseded {
                         return Err(NodeError::new(format!(
@@ -930,7 +956,8 @@ impl Session {
                         }
                         e => {
                             self.target.forget();
-                            return Err(error::wording(&self.name, self.timeout, &e));
+                            let err = error::wording(&self.name, self.timeout, &e);
+                            return Err(if refused { err.unsent() } else { err });
                         }
                     }
                 }

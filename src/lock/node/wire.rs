@@ -111,6 +111,47 @@ pub(super) fn connect_tcp(addrs: &[SocketAddr], timeout: Duration) -> io::Result
     Err(last)
 }
 
+/// A TCP connect under way without blocking, for a round that drives several
+/// nodes from one thread (see `node::polled`): each node's handshake runs
+/// while the others' do.
+pub(super) struct Connecting(socket2::Socket);
+
+impl Connecting {
+    /// Starts connecting to `addr`; an error here (no route, refused at once)
+    /// is the connect's.
+    pub(super) fn start(addr: SocketAddr) -> io::Result<Connecting> {
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            None,
+        )?;
+        socket.set_nonblocking(true)?;
+        match socket.connect(&addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(Connecting(socket))
+    }
+
+    pub(super) fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+
+    /// Once poll(2) says the socket is writable: the connection, or why the
+    /// connect failed.
+    pub(super) fn finish(self) -> io::Result<Stream> {
+        if let Some(e) = self.0.take_error()? {
+            return Err(e);
+        }
+        // Reads and writes from here on block, bounded by their timeouts, as
+        // on every other connection.
+        self.0.set_nonblocking(false)?;
+        self.0.set_tcp_nodelay(true)?;
+        Ok(Stream::Tcp(self.0.into()))
+    }
+}
+
 pub(super) fn connect_unix(path: &std::path::Path) -> io::Result<Stream> {
     UnixStream::connect(path).map(Stream::Unix)
 }
@@ -221,7 +262,38 @@ pub(super) struct Wire {
     info_at: Option<u64>,
     /// The server's `run_id`, once that reply has been read.
     pub(super) run_id: Option<String>,
+    /// How the next request is made (see `Mode`).
+    pub(super) mode: Mode,
+    /// The numbers of the replies to the connection's set-up (see
+    /// `handshake`), while unread.
+    setup: std::ops::Range<u64>,
+    /// The server refused the set-up: no request was applied.
+    pub(super) refused_setup: bool,
+    /// A read error met by `fill`, handed to the next read for its wording.
+    failed: Option<io::Error>,
 }
+
+/// How a request on the wire is made: at once, or in two halves by a round
+/// that drives several nodes from one thread (see `node::polled`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Written, and its replies read before the call returns.
+    Live,
+    /// The first request is written and the call returns `DEFERRED` at once;
+    /// its replies are read later, in `Replay`.
+    Record,
+    /// Requests `first .. first + count` were written in `Record`; any
+    /// further request of the same operation is not written.
+    Sent { first: u64, count: u64 },
+    /// The next request is the one written as `first .. first + count`: it is
+    /// not written again, its replies are read (the operation runs a second
+    /// time, now with its answer at hand). Later requests are live.
+    Replay { first: u64, count: u64 },
+}
+
+/// The error a request made in `Mode::Record` ends with: it went out, and
+/// its answer is read later.
+pub(super) const DEFERRED: &str = "request sent, its reply read later";
 
 impl Wire {
     /// Takes over a fresh connection: its writing half goes to `line`.
@@ -254,7 +326,73 @@ impl Wire {
             db,
             info_at: None,
             run_id: None,
+            mode: Mode::Live,
+            setup: 0..0,
+            refused_setup: false,
+            failed: None,
         })
+    }
+
+    /// The socket, for poll(2).
+    pub(super) fn fd(&self) -> RawFd {
+        self.stream.fd()
+    }
+
+    /// Takes in, without waiting, whatever the server has sent. False once
+    /// nothing more will come (the connection ended or failed: the next read
+    /// says how).
+    pub(super) fn fill(&mut self) -> bool {
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            // SAFETY: the descriptor is this wire's open socket, and `chunk`
+            // is valid for its length.
+            let n = unsafe {
+                libc::recv(
+                    self.stream.fd(),
+                    chunk.as_mut_ptr().cast(),
+                    chunk.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            match n {
+                0 => return false,
+                n if n > 0 => {
+                    let n = usize::try_from(n).unwrap_or(0);
+                    self.buf.extend_from_slice(&chunk[..n]);
+                }
+                _ => {
+                    let e = io::Error::last_os_error();
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock => return true,
+                        io::ErrorKind::Interrupted => {}
+                        _ => {
+                            self.failed = Some(e);
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the replies up to request `upto` (exclusive) are all in the
+    /// buffer, or what is there is no Redis reply at all: either way a read
+    /// of them returns without waiting.
+    pub(super) fn has_replies(&self, upto: u64) -> bool {
+        if self.failed.is_some() || not_resp(&self.buf).is_some() {
+            return true;
+        }
+        let (mut at, mut n) = (0, self.read);
+        while n < upto {
+            match frame_len(&self.buf[at..]) {
+                Some(len) => {
+                    at += len;
+                    n += 1;
+                }
+                None => return false,
+            }
+        }
+        true
     }
 
     /// Writes `INFO server` without waiting for its reply: it comes back
@@ -275,6 +413,29 @@ impl Wire {
         true
     }
 
+    /// Writes the connection's set-up (`count` requests: AUTH, SELECT)
+    /// without waiting: the next request reads their replies ahead of its
+    /// own, and fails with the first error among them (`refused_setup`).
+    pub(super) fn handshake(&mut self, bytes: &[u8], count: usize) -> io::Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        let mut l = lock(&self.line);
+        let Some(w) = l.writer.as_mut().filter(|w| w.of == self.of) else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "connection closed",
+            ));
+        };
+        if let Err(e) = w.stream.write_all(bytes) {
+            l.writer = None;
+            return Err(e);
+        }
+        self.setup = w.sent..w.sent + count as u64;
+        w.sent += count as u64;
+        Ok(())
+    }
+
     /// The session is done with this connection after an error: a reset or
     /// closed one takes its writing half along, so that nothing is written
     /// behind on a dead socket; one that only stopped answering (a Sentinel
@@ -291,6 +452,30 @@ impl Wire {
     /// past the replies owed to earlier requests given up on.
     fn request(&mut self, bytes: &[u8], count: usize) -> RedisResult<Vec<Value>> {
         let until = Instant::now() + self.timeout;
+        let first = match self.mode {
+            Mode::Sent { .. } => return Err(io::Error::other(DEFERRED).into()),
+            Mode::Replay { first, count: sent } => {
+                self.mode = Mode::Live;
+                if sent != count as u64 || self.read > first {
+                    return Err(io::Error::other("the reply was not kept for this request").into());
+                }
+                return self.replies(first, count, until);
+            }
+            Mode::Live | Mode::Record => self.write(bytes, count)?,
+        };
+        if self.mode == Mode::Record {
+            self.mode = Mode::Sent {
+                first,
+                count: count as u64,
+            };
+            return Err(io::Error::other(DEFERRED).into());
+        }
+        self.replies(first, count, until)
+    }
+
+    /// Writes `bytes` (`count` requests) behind what the connection has in
+    /// flight: the number of the first.
+    fn write(&mut self, bytes: &[u8], count: usize) -> RedisResult<u64> {
         self.superseded = false;
         let first = {
             let mut l = lock(&self.line);
@@ -313,11 +498,25 @@ impl Wire {
             l.written = l.written.max(job + 1);
             first
         };
+        Ok(first)
+    }
+
+    /// The replies to requests `first .. first + count`, read by `until`
+    /// past those owed to earlier requests given up on.
+    fn replies(&mut self, first: u64, count: usize, until: Instant) -> RedisResult<Vec<Value>> {
         let mut replies = Vec::with_capacity(count);
         while self.read < first + count as u64 {
             let v = self.next(until)?;
             if self.info_at == Some(self.read) {
                 self.run_id = run_id_of(&v);
+            }
+            if self.setup.contains(&self.read) {
+                self.read += 1;
+                if let Value::ServerError(e) = v {
+                    self.refused_setup = true;
+                    return Err(e.into());
+                }
+                continue;
             }
             self.read += 1;
             if self.read > first {
@@ -338,6 +537,9 @@ impl Wire {
                 let v = redis::parse_redis_value(&self.buf[..len]);
                 self.buf.drain(..len);
                 return v;
+            }
+            if let Some(e) = self.failed.take() {
+                return Err(e.into());
             }
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -608,6 +810,79 @@ mod tests {
         sent.extend_from_slice(b"A\r\n");
         assert_eq!(peer.join().expect("peer"), sent);
         assert_eq!(run_id_of(&Value::SimpleString("OK".into())), None);
+    }
+
+    /// A server at a free port that reads until it has seen `requests`
+    /// CRLF-ended lines, then answers `reply` at once; what it read.
+    fn peer(
+        requests: usize,
+        reply: &'static [u8],
+    ) -> (SocketAddr, std::thread::JoinHandle<Vec<u8>>) {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = server.local_addr().expect("addr");
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = server.accept().expect("accept");
+            let mut got = Vec::new();
+            let mut buf = [0u8; 64];
+            while got.windows(2).filter(|w| w == b"\r\n").count() < requests {
+                let n = s.read(&mut buf).expect("read");
+                got.extend_from_slice(&buf[..n]);
+            }
+            s.write_all(reply).expect("write");
+            // Held open until the client has read.
+            let _ = s.read(&mut buf);
+            got
+        });
+        (addr, peer)
+    }
+
+    #[test]
+    fn a_recorded_request_is_written_at_once_and_answered_on_replay() {
+        let (addr, peer) = peer(2, b":1\r\n:2\r\n");
+        let line = Arc::new(Mutex::new(Line::default()));
+        let stream = connect_tcp(&[addr], Duration::from_secs(1)).expect("connect");
+        let mut wire = Wire::new(stream, &line, Duration::from_secs(2), 0).expect("wire");
+        wire.mode = Mode::Record;
+        let err = wire.req_packed_command(b"A\r\n").expect_err("deferred");
+        assert!(err.to_string().contains(DEFERRED), "{err}");
+        assert_eq!(wire.mode, Mode::Sent { first: 0, count: 1 });
+        // A second request of the same operation is not written.
+        assert!(wire.req_packed_command(b"X\r\n").is_err());
+        wire.mode = Mode::Live;
+        // Another request goes out behind it; the server answers both.
+        assert!(lock(&line).write_behind(5, b"B\r\n"));
+        let until = Instant::now() + Duration::from_secs(2);
+        while !wire.has_replies(1) && Instant::now() < until {
+            assert!(wire.fill());
+        }
+        assert!(wire.has_replies(1));
+        wire.mode = Mode::Replay { first: 0, count: 1 };
+        assert_eq!(
+            wire.req_packed_command(b"A\r\n").expect("reply"),
+            Value::Int(1)
+        );
+        assert_eq!(wire.mode, Mode::Live);
+        drop(wire);
+        lock(&line).close();
+        assert_eq!(peer.join().expect("peer"), b"A\r\nB\r\n");
+    }
+
+    #[test]
+    fn a_refused_handshake_fails_the_first_request_unapplied() {
+        let (addr, peer) = peer(
+            2,
+            b"-WRONGPASS invalid username-password pair\r\n-NOAUTH x\r\n",
+        );
+        let line = Arc::new(Mutex::new(Line::default()));
+        let stream = connect_tcp(&[addr], Duration::from_secs(1)).expect("connect");
+        let mut wire = Wire::new(stream, &line, Duration::from_secs(2), 0).expect("wire");
+        wire.handshake(b"AUTH\r\n", 1).expect("written");
+        let err = wire.req_packed_command(b"A\r\n").expect_err("refused");
+        assert_eq!(err.code(), Some("WRONGPASS"), "{err}");
+        assert!(wire.refused_setup);
+        drop(wire);
+        lock(&line).close();
+        assert_eq!(peer.join().expect("peer"), b"AUTH\r\nA\r\n");
     }
 
     #[test]
