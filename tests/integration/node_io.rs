@@ -332,6 +332,19 @@ fn healthy_plain_nodes_are_driven_from_one_thread() {
     let workers = threads.iter().filter(|t| t.starts_with("node ")).count();
     assert_eq!(workers, 0, "no node worker on healthy nodes:\n{out}");
 
+    // Named by host name: the addresses found as the run starts serve its
+    // first connects ("localhost" may be ::1 first, where nothing listens).
+    let named = cluster.urls().replace("127.0.0.1", "localhost");
+    assert!(named.contains("localhost"), "{named}");
+    let out = base(&named, "one-thread", &dir).args(["-c", THREADS]).run();
+    out.assert_code(0);
+    let workers = out
+        .stdout
+        .lines()
+        .filter(|t| t.starts_with("node "))
+        .count();
+    assert_eq!(workers, 0, "no node worker on nodes named by host:\n{out}");
+
     // A stopped node's acquire is still unanswered when the quorum has
     // spoken: it goes on on that node's worker.
     cluster[2].stop();

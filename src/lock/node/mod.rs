@@ -320,6 +320,9 @@ pub struct Node {
     done: Arc<AtomicU64>,
     /// --replicas N.
     replicas: u32,
+    /// The addresses a host name was found at as the run started, for the
+    /// node's first connect (see `polled`).
+    resolved: Mutex<Option<Vec<std::net::SocketAddr>>>,
 }
 
 impl Node {
@@ -342,6 +345,7 @@ impl Node {
             jobs: AtomicU64::new(0),
             done: Arc::new(AtomicU64::new(0)),
             replicas: opts.replicas,
+            resolved: Mutex::new(None),
             name,
             timeout: opts.timeout,
             target,
@@ -353,6 +357,19 @@ impl Node {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Keeps the addresses `client`'s host name was found at, for the first
+    /// connect: looking the name up again a moment later would only cost a
+    /// thread and a lookup.
+    fn remember(&self, client: &redis::Client, ips: &[std::net::IpAddr]) {
+        if let Some((_, port)) = server::host_name(client) {
+            let addrs = ips
+                .iter()
+                .map(|ip| std::net::SocketAddr::new(*ip, port))
+                .collect();
+            *lock(&self.resolved) = Some(addrs);
+        }
     }
 
     pub fn timeout(&self) -> Duration {
@@ -577,11 +594,33 @@ impl Node {
 /// own, where a round trip costs no run anything. `unlock` and `history`
 /// stop here: deleting or reading one server twice does no harm.
 pub fn same_server(nodes: &[&Node]) -> Option<String> {
-    let places: Vec<Option<server::Place>> = nodes
+    // Every name is looked up at once, each within its node's timeout; what
+    // is found serves the node's first connect too (see `remember`).
+    let started = Instant::now();
+    let lookups: Vec<Option<server::Lookup>> = nodes
         .iter()
         .map(|n| match n.target.as_ref() {
-            Target::Server(client) => server::place(client, &n.name, n.timeout),
+            Target::Server(client) => server::host_name(client)
+                .map(|(host, port)| server::Lookup::start(host, port, &n.name)),
             _ => None,
+        })
+        .collect();
+    let places: Vec<Option<server::Place>> = nodes
+        .iter()
+        .zip(lookups)
+        .map(|(n, lookup)| {
+            let Target::Server(client) = n.target.as_ref() else {
+                return None;
+            };
+            let found = match lookup {
+                None => None,
+                Some(l) => {
+                    let ips = l.wait(started + n.timeout, n.timeout).ok()?;
+                    n.remember(client, &ips);
+                    Some(ips)
+                }
+            };
+            server::place(client, found)
         })
         .collect();
     for (i, a) in places.iter().enumerate() {

@@ -5,9 +5,10 @@
 //! thread for its requests at all.
 //!
 //! A node is driven this way only when nothing else is under way on it (no
-//! job of its worker queued or running), it is a plain server reached by
-//! address on redlock-run's own connection (see `wire`), and no `--replicas`
-//! WAIT follows its writes. The round holds the node's worker slot and its
+//! job of its worker queued or running), it is a plain server on
+//! redlock-run's own connection (see `wire`) given by address, or by a name
+//! whose addresses the run found as it started (`Node::remember`) or that
+//! is connected already, and no `--replicas` WAIT follows its writes. The round holds the node's worker slot and its
 //! session while it runs, so nothing can be submitted in between: requests
 //! reach each node in the order they were made, as on the worker.
 //!
@@ -18,6 +19,7 @@
 //! exactly as a request sent there would have: its reply still reaches the
 //! round's late replies, and the node's next request waits behind it.
 
+use std::net::SocketAddr;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
@@ -30,8 +32,13 @@ use super::{Job, Node, Session};
 
 /// Where one node's request stands.
 enum State {
-    /// Connecting, by `until` (the connect and the handshake).
-    Connecting { conn: Connecting, until: Instant },
+    /// Connecting, by `until`, with the addresses to try next if this one
+    /// fails.
+    Connecting {
+        conn: Connecting,
+        until: Instant,
+        rest: Vec<SocketAddr>,
+    },
     /// Written as requests `first .. first + count` at `at`.
     Sent { first: u64, count: u64, at: Instant },
     /// Answered (or handed to the worker).
@@ -70,11 +77,16 @@ pub fn take<'a>(nodes: &'a [Arc<Node>], which: &[usize]) -> Option<Vec<Held<'a>>
         let Target::Server(client) = node.target.as_ref() else {
             return None;
         };
-        server::literal(client)?;
+        let named = matches!(server::literal(client)?, Literal::Named);
         // Never wait for a slot here: another round holds it, and that one
         // takes the worker's way.
         let worker = node.worker.try_lock().ok()?;
-        let session = node.session.try_lock().ok()?;
+        let mut session = node.session.try_lock().ok()?;
+        // A name is connected to only at the addresses found as the run
+        // started; a later connect looks it up again, on the worker.
+        if named && session.wire().is_none() && super::lock(&node.resolved).is_none() {
+            return None;
+        }
         if node.done.load(std::sync::atomic::Ordering::Acquire)
             != node.jobs.load(std::sync::atomic::Ordering::Relaxed)
         {
@@ -115,13 +127,11 @@ impl Held<'_> {
         let timeout = self.node.timeout;
         let until = Instant::now() + timeout;
         match server::literal(client) {
-            Some(Literal::Tcp(addr)) => match Connecting::start(addr) {
-                Ok(conn) => {
-                    self.state = State::Connecting { conn, until };
-                    Step::Waiting
-                }
-                Err(e) => self.failed_connect(e),
-            },
+            Some(Literal::Tcp(addr)) => self.connect(vec![addr], until),
+            Some(Literal::Named) => {
+                let addrs = super::lock(&self.node.resolved).take().unwrap_or_default();
+                self.connect(addrs, until)
+            }
             Some(Literal::Unix(path)) => {
                 match wire::connect_unix(&path)
                     .map_err(|e| self.io(e))
@@ -139,10 +149,30 @@ impl Held<'_> {
         }
     }
 
+    /// Starts connecting to the first of `addrs` that does not fail at once.
+    fn connect<T>(&mut self, addrs: Vec<SocketAddr>, until: Instant) -> Step<T> {
+        let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address");
+        let mut addrs = addrs.into_iter();
+        while let Some(addr) = addrs.next() {
+            match Connecting::start(addr) {
+                Ok(conn) => {
+                    self.state = State::Connecting {
+                        conn,
+                        until,
+                        rest: addrs.collect(),
+                    };
+                    return Step::Waiting;
+                }
+                Err(e) => last = e,
+            }
+        }
+        self.failed_connect(last)
+    }
+
     /// The descriptor to poll and for what, while under way.
     pub fn poll_for(&mut self) -> Option<(i32, i16, Instant)> {
         match &self.state {
-            State::Connecting { conn, until } => Some((conn.fd(), libc::POLLOUT, *until)),
+            State::Connecting { conn, until, .. } => Some((conn.fd(), libc::POLLOUT, *until)),
             State::Sent { at, .. } => {
                 let until = *at + self.node.timeout;
                 self.session.wire().map(|w| (w.fd(), libc::POLLIN, until))
@@ -155,7 +185,7 @@ impl Held<'_> {
     /// the next step.
     pub fn progress<T>(&mut self, op: &Op<T>, now: Instant) -> Step<T> {
         match std::mem::replace(&mut self.state, State::Done) {
-            State::Connecting { conn, until } => {
+            State::Connecting { conn, until, rest } => {
                 let Target::Server(client) = self.node.target.as_ref() else {
                     return self.finish(Err(NodeError::new("not a plain server".into())));
                 };
@@ -166,7 +196,15 @@ impl Held<'_> {
                     ));
                 }
                 let timeout = self.node.timeout;
-                match conn.finish().map_err(|e| self.io(e)).and_then(|s| {
+                let stream = match conn.finish() {
+                    Ok(s) => s,
+                    // Every address in turn, as a blocking connect would.
+                    Err(_) if !rest.is_empty() && now < until => {
+                        return self.connect(rest, until);
+                    }
+                    Err(e) => return self.failed_connect(e),
+                };
+                match Ok(stream).and_then(|s| {
                     server::setup(s, client, self.node.name(), timeout, &self.node.line)
                 }) {
                     Ok(w) => {

@@ -165,12 +165,14 @@ pub(super) fn own(
     )
 }
 
-/// Where redlock-run's own connection to `client`'s server goes when no
-/// name has to be looked up first: an IP address or a Unix socket. None for
-/// a host name, TLS or RESP3.
+/// Where redlock-run's own connection to `client`'s server goes: an IP
+/// address, a Unix socket, or a host name. None for TLS or RESP3.
 pub(super) enum Literal {
     Tcp(SocketAddr),
     Unix(std::path::PathBuf),
+    /// A host name: connected to only at the addresses the run found for
+    /// it (see `Node::remember`).
+    Named,
 }
 
 pub(super) fn literal(client: &Client) -> Option<Literal> {
@@ -183,7 +185,8 @@ pub(super) fn literal(client: &Client) -> Option<Literal> {
             .trim_matches(['[', ']'])
             .parse::<IpAddr>()
             .ok()
-            .map(|ip| Literal::Tcp(SocketAddr::new(ip, *port))),
+            .map(|ip| Literal::Tcp(SocketAddr::new(ip, *port)))
+            .or(Some(Literal::Named)),
         ConnectionAddr::Unix(path) => Some(Literal::Unix(path.clone())),
         _ => None,
     }
@@ -269,17 +272,29 @@ impl Place {
     }
 }
 
-/// Where `client`'s server is: its addresses (a name resolved within
-/// `timeout`), port and database. None when the name does not resolve (the
+/// The host name (not an address) and port `client` connects to, if any.
+pub(super) fn host_name(client: &Client) -> Option<(&str, u16)> {
+    match client.get_connection_info().addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. }
+            if host.trim_matches(['[', ']']).parse::<IpAddr>().is_err() =>
+        {
+            Some((host.as_str(), *port))
+        }
+        _ => None,
+    }
+}
+
+/// Where `client`'s server is: its addresses (`found` for a name, see
+/// `host_name`), port and database. None when a name did not resolve (the
 /// connect will say why).
-pub(super) fn place(client: &Client, name: &str, timeout: Duration) -> Option<Place> {
+pub(super) fn place(client: &Client, found: Option<Vec<IpAddr>>) -> Option<Place> {
     let info = client.get_connection_info();
     let db = info.redis_settings().db();
     match info.addr() {
         ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
             let addrs = match host.trim_matches(['[', ']']).parse::<IpAddr>() {
                 Ok(ip) => vec![ip],
-                Err(_) => resolve(host, *port, name, timeout).ok()?,
+                Err(_) => found?,
             };
             Some(Place::Tcp {
                 addrs: addrs.into_iter().map(canonical).collect(),
@@ -310,32 +325,54 @@ pub(super) fn resolve(
     name: &str,
     timeout: Duration,
 ) -> Result<Vec<IpAddr>, NodeError> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let lookup = (host.trim_matches(['[', ']']).to_string(), port);
-    let spawned = std::thread::Builder::new()
-        .name("resolve".into())
-        .spawn(move || {
-            let _ = tx.send(
-                lookup
-                    .to_socket_addrs()
-                    .map(|a| a.map(|a| a.ip()).collect::<Vec<_>>()),
-            );
-        });
-    if let Err(e) = spawned {
-        return Err(NodeError::new(format!(
-            "{name}: cannot resolve {host}: {e}"
-        )));
+    Lookup::start(host, port, name).wait(Instant::now() + timeout, timeout)
+}
+
+/// A name being looked up on a thread of its own: the system resolver
+/// cannot be bounded otherwise, and several lookups run at once.
+pub(super) struct Lookup {
+    host: String,
+    name: String,
+    rx: Result<std::sync::mpsc::Receiver<std::io::Result<Vec<IpAddr>>>, std::io::Error>,
+}
+
+impl Lookup {
+    pub(super) fn start(host: &str, port: u16, name: &str) -> Lookup {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let lookup = (host.trim_matches(['[', ']']).to_string(), port);
+        let spawned = std::thread::Builder::new()
+            .name("resolve".into())
+            .spawn(move || {
+                let _ = tx.send(
+                    lookup
+                        .to_socket_addrs()
+                        .map(|a| a.map(|a| a.ip()).collect::<Vec<_>>()),
+                );
+            });
+        Lookup {
+            host: host.to_string(),
+            name: name.to_string(),
+            rx: spawned.map(|_| rx),
+        }
     }
-    match rx.recv_timeout(timeout) {
-        Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
-        Ok(Ok(_)) => Err(NodeError::new(format!("{name}: {host} has no address"))),
-        Ok(Err(e)) => Err(NodeError::new(format!(
-            "{name}: cannot resolve {host}: {e}"
-        ))),
-        Err(_) => Err(NodeError::timed_out(format!(
-            "{name}: {host} did not resolve within {} (--node-timeout)",
-            humantime::format_duration(timeout)
-        ))),
+
+    /// The addresses found by `until` (`timeout` is what the error names).
+    pub(super) fn wait(self, until: Instant, timeout: Duration) -> Result<Vec<IpAddr>, NodeError> {
+        let (host, name) = (&self.host, &self.name);
+        let rx = self
+            .rx
+            .map_err(|e| NodeError::new(format!("{name}: cannot resolve {host}: {e}")))?;
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
+            Ok(Ok(_)) => Err(NodeError::new(format!("{name}: {host} has no address"))),
+            Ok(Err(e)) => Err(NodeError::new(format!(
+                "{name}: cannot resolve {host}: {e}"
+            ))),
+            Err(_) => Err(NodeError::timed_out(format!(
+                "{name}: {host} did not resolve within {} (--node-timeout)",
+                humantime::format_duration(timeout)
+            ))),
+        }
     }
 }
 

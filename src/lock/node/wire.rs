@@ -173,8 +173,33 @@ pub(super) struct Line {
 struct Writer {
     stream: Stream,
     of: u64,
-    /// Requests written on this connection.
+    /// Requests written (or held, see `held`) on this connection.
     sent: u64,
+    /// The connection's set-up, not written yet: it goes out ahead of the
+    /// first request, in the same write. One segment, not several: a node
+    /// far away gets the request a round trip sooner than if a set-up
+    /// packet and the request could be delayed apart.
+    held: Vec<u8>,
+}
+
+impl Writer {
+    /// Takes `bytes` (`count` requests) to go out with the next write: the
+    /// number of the first.
+    fn hold(&mut self, bytes: &[u8], count: u64) -> u64 {
+        self.held.extend_from_slice(bytes);
+        self.sent += count;
+        self.sent - count
+    }
+
+    /// Writes `bytes`, behind whatever set-up is held.
+    fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.held.is_empty() {
+            return self.stream.write_all(bytes);
+        }
+        let mut all = std::mem::take(&mut self.held);
+        all.extend_from_slice(bytes);
+        self.stream.write_all(&all)
+    }
 }
 
 impl Line {
@@ -194,7 +219,7 @@ impl Line {
             self.barrier = self.barrier.max(job);
             return false;
         };
-        if w.stream.write_all(bytes).is_err() {
+        if w.send(bytes).is_err() {
             self.writer = None;
             self.barrier = self.barrier.max(job);
             return false;
@@ -312,6 +337,7 @@ impl Wire {
             stream: writer,
             of,
             sent: 0,
+            held: Vec::new(),
         });
         drop(l);
         Ok(Wire {
@@ -395,25 +421,20 @@ impl Wire {
         true
     }
 
-    /// Writes `INFO server` without waiting for its reply: it comes back
+    /// Asks for `INFO server` without waiting for its reply: it comes back
     /// ahead of the reply to the next request on this connection, which
     /// then knows the server's `run_id` at no round trip of its own. False
-    /// when the write failed (the next request will say why).
+    /// when the connection is gone (the next request will say why).
     pub(super) fn ask_run_id(&mut self) -> bool {
         let mut l = lock(&self.line);
         let Some(w) = l.writer.as_mut().filter(|w| w.of == self.of) else {
             return false;
         };
-        if w.stream.write_all(INFO_SERVER).is_err() {
-            l.writer = None;
-            return false;
-        }
-        self.info_at = Some(w.sent);
-        w.sent += 1;
+        self.info_at = Some(w.hold(INFO_SERVER, 1));
         true
     }
 
-    /// Writes the connection's set-up (`count` requests: AUTH, SELECT)
+    /// The connection's set-up (`count` requests: AUTH, SELECT), sent
     /// without waiting: the next request reads their replies ahead of its
     /// own, and fails with the first error among them (`refused_setup`).
     pub(super) fn handshake(&mut self, bytes: &[u8], count: usize) -> io::Result<()> {
@@ -427,12 +448,8 @@ impl Wire {
                 "connection closed",
             ));
         };
-        if let Err(e) = w.stream.write_all(bytes) {
-            l.writer = None;
-            return Err(e);
-        }
-        self.setup = w.sent..w.sent + count as u64;
-        w.sent += count as u64;
+        let first = w.hold(bytes, count as u64);
+        self.setup = first..first + count as u64;
         Ok(())
     }
 
@@ -490,7 +507,7 @@ impl Wire {
                 );
             };
             let first = w.sent;
-            if let Err(e) = w.stream.write_all(bytes) {
+            if let Err(e) = w.send(bytes) {
                 l.writer = None;
                 return Err(e.into());
             }
