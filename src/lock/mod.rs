@@ -346,7 +346,9 @@ impl Lock {
         // (its answer is a moment behind), while a stopped node costs one
         // quorum's time, not its whole overdue time.
         if round.verdict == Verdict::Quorum && self.nodes.len() > 1 {
-            let cap = std::time::Instant::now() + round.elapsed;
+            // A polled round has listened that long already (see
+            // `quorum::drive`).
+            let cap = round.decided_at + round.elapsed;
             round.linger_until(&self.nodes, cap);
         }
         if let Some(msg) = self.same_voter(&round) {

@@ -197,6 +197,8 @@ where
             Some(t) => Some(t),
             None => match until(&replies) {
                 Some(t) => Some(t),
+                // As long again as the verdict took: the acquire's wait
+                // for a second name of one server (see `Lock::acquire`).
                 None if grace => {
                     let now = Instant::now();
                     stop = Some(now + (now - start));
@@ -292,6 +294,8 @@ pub struct Round<T = Answer> {
     pub verdict: Verdict,
     /// When the verdict became certain, measured from the round's start.
     pub elapsed: Duration,
+    /// The same moment, on the clock.
+    pub decided_at: Instant,
     pub tally: Tally,
     /// Replies heard by the verdict (and, after `settle`, since).
     pub replies: Vec<Reply<T>>,
@@ -388,19 +392,24 @@ where
         .copied()
         .filter(|&i| overdue(&nodes[i], start))
         .collect();
+    // When the verdict became certain: a polled round listens a moment
+    // longer for the nodes still due (see `drive`), which is no part of it.
+    let decided = std::cell::Cell::new(None);
     let (replies, late, _) = fan_out(
         nodes,
         &all,
         move |_, s| op(s),
         |r| {
-            tally(n, r, &skipped)
-                .verdict()
-                .is_none()
-                .then_some(start + limit)
+            let open = tally(n, r, &skipped).verdict().is_none();
+            if !open && decided.get().is_none() {
+                decided.set(Some(Instant::now()));
+            }
+            open.then_some(start + limit)
         },
         true,
     );
-    let elapsed = start.elapsed();
+    let decided_at = decided.get().unwrap_or_else(Instant::now);
+    let elapsed = decided_at - start;
     let tally = tally(n, &replies, &skipped);
     // Past the limit, whoever has not answered counts as failed.
     let verdict = tally.verdict().unwrap_or_else(|| {
@@ -420,6 +429,7 @@ where
         tally,
         replies,
         skipped,
+        decided_at,
         deadline: start + limit,
         late,
     }
