@@ -361,20 +361,6 @@ fn healthy_plain_nodes_are_driven_from_one_thread() {
     assert_eq!(workers.len(), 1, "one worker, the stopped node's:\n{out}");
 }
 
-/// A `{:?}` duration as redlock-run prints it: `812.3µs`, `1.8ms`, `1.2s`.
-fn printed_duration(s: &str) -> Option<Duration> {
-    let (number, unit) = s.split_at(s.find(|c: char| c.is_alphabetic() || c == 'µ')?);
-    let n: f64 = number.parse().ok()?;
-    let scale = match unit {
-        "ns" => 1e-9,
-        "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        _ => return None,
-    };
-    Some(Duration::from_secs_f64(n * scale))
-}
-
 #[test]
 fn a_stopped_nodes_wait_is_no_part_of_the_verdicts_time() {
     // The verdict is certain at the second grant. The acquire then listens a
@@ -391,7 +377,7 @@ fn a_stopped_nodes_wait_is_no_part_of_the_verdicts_time() {
     out.assert_code(0);
     let after = |line: &str, marker: &str| {
         let rest = &line[line.find(marker)? + marker.len()..];
-        printed_duration(rest.split([' ', ';', ')']).next()?)
+        crate::support::timed::parse_debug_duration(rest.split([' ', ';', ')']).next()?)
     };
     let grants: Vec<Duration> = out
         .stderr
