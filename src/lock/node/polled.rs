@@ -8,9 +8,10 @@
 //! job of its worker queued or running), it is a plain server on
 //! redlock-run's own connection (see `wire`) given by address, or by a name
 //! whose addresses the run found as it started (`Node::remember`) or that
-//! is connected already, and no `--replicas` WAIT follows its writes. The round holds the node's worker slot and its
-//! session while it runs, so nothing can be submitted in between: requests
-//! reach each node in the order they were made, as on the worker.
+//! is connected already, and no `--replicas` WAIT follows its writes. The
+//! round holds the node's worker slot and its session while it runs, so
+//! nothing can be submitted in between: requests reach each node in the
+//! order they were made, as on the worker.
 //!
 //! A request is made in two halves (see `wire::Mode`): the operation runs
 //! once with its request written and its reply left unread, and once more
@@ -204,9 +205,7 @@ impl Held<'_> {
                     }
                     Err(e) => return self.failed_connect(e),
                 };
-                match Ok(stream).and_then(|s| {
-                    server::setup(s, client, self.node.name(), timeout, &self.node.line)
-                }) {
+                match server::setup(stream, client, self.node.name(), timeout, &self.node.line) {
                     Ok(w) => {
                         self.session.adopt(w);
                         self.send(op)
