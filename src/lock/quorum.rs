@@ -59,6 +59,17 @@ fn note_latency<T>(result: &Result<T, NodeError>, latency: Duration) {
     }
 }
 
+/// Node `node`'s reply to a round started at `start`, its latency noted.
+fn answered<T>(node: usize, result: Result<T, NodeError>, start: Instant) -> Reply<T> {
+    let latency = start.elapsed();
+    note_latency(&result, latency);
+    Reply {
+        node,
+        result,
+        latency,
+    }
+}
+
 /// When a request outstanding since `since` makes its node overdue; None
 /// while no node has answered (nothing to be overdue against).
 fn overdue_at(since: Instant) -> Option<Instant> {
@@ -106,16 +117,7 @@ where
         node.begin();
         let result = node.run(|s| op(0, s));
         node.finish(&result);
-        note_latency(&result, start.elapsed());
-        return (
-            vec![Reply {
-                node: 0,
-                result,
-                latency: start.elapsed(),
-            }],
-            Late(None),
-            Vec::new(),
-        );
+        return (vec![answered(0, result, start)], Late(None), Vec::new());
     }
     let op = Arc::new(op);
     if let Some(held) = polled::take(nodes, which) {
@@ -129,15 +131,9 @@ where
         let job = nodes[i].submit(Box::new(move |session| {
             let result = op(i, session);
             node.finish(&result);
-            let latency = start.elapsed();
-            note_latency(&result, latency);
             // The round may have been decided already: nobody listens then,
             // or only `settle` will.
-            let _ = tx.send(Reply {
-                node: i,
-                result,
-                latency,
-            });
+            let _ = tx.send(answered(i, result, start));
         }));
         jobs.push((i, job));
     }
@@ -177,18 +173,9 @@ where
     let op: Arc<polled::Op<T>> = op;
     let mut replies = Vec::with_capacity(held.len());
     let mut late = Vec::new();
-    let answered = |i: usize, result: Result<T, NodeError>| {
-        let latency = start.elapsed();
-        note_latency(&result, latency);
-        Reply {
-            node: i,
-            result,
-            latency,
-        }
-    };
     for h in held.iter_mut() {
         if let polled::Step::Answered(r) = h.start(&*op) {
-            replies.push(answered(h.index, r));
+            replies.push(answered(h.index, r, start));
         }
     }
     let mut stop: Option<Instant> = None;
@@ -235,7 +222,7 @@ where
                 continue;
             }
             if let polled::Step::Answered(r) = h.progress(&*op, now) {
-                let reply = answered(h.index, r);
+                let reply = answered(h.index, r, start);
                 match stop {
                     None => replies.push(reply),
                     Some(_) => late.push(reply),
@@ -251,13 +238,7 @@ where
     for h in held.iter_mut() {
         let (tx, i) = (tx.clone(), h.index);
         let job = h.hand_off(Arc::clone(&op), move |result| {
-            let latency = start.elapsed();
-            note_latency(&result, latency);
-            let _ = tx.send(Reply {
-                node: i,
-                result,
-                latency,
-            });
+            let _ = tx.send(answered(i, result, start));
         });
         jobs.push((i, job));
     }
