@@ -25,7 +25,7 @@ use crate::log::{self, Log, ev};
 use crate::outcome::Outcome;
 use crate::process::attempts::{self, Attempts, Ran};
 use crate::process::guard::{Guard, Spec};
-use crate::process::heartbeat::start_heartbeat;
+use crate::process::heartbeat::heartbeat;
 use crate::process::signals;
 use crate::process::spawn as child;
 use crate::process::supervise::Event;
@@ -488,7 +488,7 @@ fn run_held(lock: &Arc<Lock>, held: Held, a: &mut Attempts) -> Ran {
         a.env.push(("REDLOCK_SLOT", lock.slot().to_string()));
     }
     let (stop_tx, stop_rx) = mpsc::channel();
-    let heartbeat = start_heartbeat(
+    let mut heartbeat = heartbeat(
         lock,
         config,
         &Held {
@@ -501,17 +501,15 @@ fn run_held(lock: &Arc<Lock>, held: Held, a: &mut Attempts) -> Ran {
         log,
         Arc::clone(a.stats),
     );
-    let ran = attempts::run(a, deadline);
+    let ran = attempts::run(a, deadline, &mut heartbeat);
     if a.terminal {
         // Normally done when the command exits; here too for the paths that
         // end supervision without that.
         child::take_terminal_back();
     }
     drop(stop_tx);
-    if let Some(h) = heartbeat {
-        // At most the round in flight: a round limit.
-        let _ = h.join();
-    }
+    // At most the round in flight: a round limit.
+    heartbeat.join();
     ran
 }
 

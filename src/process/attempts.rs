@@ -23,6 +23,7 @@ use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
 use crate::process::guard::{Guard, SpawnError};
+use crate::process::heartbeat::Heartbeat;
 use crate::process::spawn as child;
 use crate::process::supervise::{Event, Tree, supervise};
 use crate::process::tree;
@@ -58,7 +59,7 @@ pub struct Ran {
 }
 
 /// Runs the command, and again after a failure while --retry allows.
-pub fn run(a: &mut Attempts, deadline: Stamp) -> Ran {
+pub fn run(a: &mut Attempts, deadline: Stamp, heartbeat: &mut Heartbeat) -> Ran {
     let first = clock::now();
     let started_at = SystemTime::now();
     let mut deadline = deadline;
@@ -128,7 +129,9 @@ pub fn run(a: &mut Attempts, deadline: Stamp) -> Ran {
             control: a.guard.control(),
             told: Default::default(),
         };
-        let end = supervise(&mut tree, config, started, deadline, a.rx, &a.log);
+        let end = supervise(
+            &mut tree, config, started, deadline, a.rx, heartbeat, &a.log,
+        );
         deadline = end.deadline;
         if end.leftover {
             leftover = true;
@@ -153,7 +156,7 @@ pub fn run(a: &mut Attempts, deadline: Stamp) -> Ran {
             .field("exit_code", end.exit.code())
             .outcome("retry")
         });
-        match wait_out(pause, &mut deadline, a.config, a.rx) {
+        match wait_out(pause, &mut deadline, a.config, a.rx, heartbeat) {
             Ok(()) => {}
             Err(Interrupted::Signal(sig)) => {
                 a.log
@@ -205,10 +208,12 @@ fn wait_out(
     deadline: &mut Stamp,
     config: &Config,
     rx: &Receiver<Event>,
+    heartbeat: &mut Heartbeat,
 ) -> Result<(), Interrupted> {
     let until = clock::now() + pause;
     let stop_window = redlock::kill_guard(config.ttl) + config.kill_after;
     loop {
+        heartbeat.tick();
         let now = clock::now();
         let give_up = deadline.checked_sub(stop_window).unwrap_or(now);
         if now >= give_up {
@@ -221,6 +226,7 @@ fn wait_out(
         // CLOCK_MONOTONIC, which stands still while the host is suspended.
         let wait = until
             .min(give_up)
+            .min(heartbeat.due().unwrap_or(until))
             .saturating_duration_since(now)
             .min(Duration::from_millis(100));
         match rx.recv_timeout(wait) {

@@ -15,6 +15,7 @@ use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
 use crate::process::guard::{self, Report};
+use crate::process::heartbeat::Heartbeat;
 use crate::process::{spawn, tree};
 
 /// Everything the waiting and supervising loops react to.
@@ -140,6 +141,7 @@ pub fn supervise(
     started: Stamp,
     deadline: Stamp,
     rx: &Receiver<Event>,
+    heartbeat: &mut Heartbeat,
     log: &Log,
 ) -> Supervised {
     let mut end = Supervised {
@@ -148,7 +150,7 @@ pub fn supervise(
         signalled: None,
         leftover: false,
     };
-    end.exit = watch(tree, config, started, &mut end, rx, log);
+    end.exit = watch(tree, config, started, &mut end, rx, heartbeat, log);
     end
 }
 
@@ -158,6 +160,7 @@ fn watch(
     started: Stamp,
     end: &mut Supervised,
     rx: &Receiver<Event>,
+    heartbeat: &mut Heartbeat,
     log: &Log,
 ) -> Exit {
     let deadline = &mut end.deadline;
@@ -176,6 +179,7 @@ fn watch(
     // Processes said to have been stopped by the terminal and resumed.
     let mut told_resumed: HashSet<libc::pid_t> = HashSet::new();
     loop {
+        heartbeat.tick();
         let now = clock::now();
         // The last moment anything of the tree may be alive, a guard before
         // the deadline (see `kill_guard`); everything is scheduled from it.
@@ -244,6 +248,7 @@ fn watch(
             }
             next
         };
+        let next = heartbeat.due().map_or(next, |d| d.min(next));
         let wait = next.saturating_duration_since(clock::now()).min(SLICE);
         match rx.recv_timeout(wait) {
             Ok(Event::Guard(Report::Exited { status, empty })) => {

@@ -13,7 +13,7 @@ use crate::support::{
     Cluster, FaultProxy, Mode, RedisNode, Test, descendant_pids, is_token, kill_if_alive, lock_key,
     pid_alive, process_name, read_pid_file, show, tempdir, wait_until,
 };
-use crate::support::{START, WAIT_FOR_GO, await_marker, base, touch};
+use crate::support::{START, THREADS, WAIT_FOR_GO, await_marker, base, touch};
 
 // ---------------------------------------------------------------------------
 // 1. Exit codes, usage errors, environment of the command
@@ -467,6 +467,33 @@ fn faulty_connections_via_proxy() {
 // ---------------------------------------------------------------------------
 // 4. Heartbeat
 // ---------------------------------------------------------------------------
+
+#[test]
+fn the_heartbeat_thread_starts_when_the_first_extension_is_due() {
+    // A command done within TTL/3 needs no heartbeat, and gets no thread for
+    // one; a longer one has it from TTL/3 on, and is extended.
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let out = base(&cluster.urls(), "hb-lazy", &dir)
+        .args(["--ttl", "3s", "-v", "-c"])
+        .arg(format!("{THREADS}; echo --; sleep 1.5; {THREADS}"))
+        .run();
+    out.assert_code(0);
+    let (early, late) = out.stdout.split_once("--\n").expect("two listings");
+    assert!(
+        early.lines().any(|t| t.starts_with("signals")),
+        "the listing must show redlock-run's threads:\n{out}"
+    );
+    assert!(
+        !early.lines().any(|t| t == "heartbeat"),
+        "a heartbeat thread before TTL/3:\n{out}"
+    );
+    assert!(
+        late.lines().any(|t| t == "heartbeat"),
+        "no heartbeat thread after TTL/3:\n{out}"
+    );
+    assert!(out.stderr.contains("extended in"), "not extended:\n{out}");
+}
 
 #[test]
 fn heartbeat_keeps_lock_through_several_ttls() {

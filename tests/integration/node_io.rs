@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use crate::support::{Cluster, FaultProxy, RedisNode, Test, tempdir, wait_until};
-use crate::support::{base, lock_key};
+use crate::support::{THREADS, base, lock_key};
 
 /// Every key of lock `name` (history aside) on every node of `cluster`.
 fn leftovers(cluster: &Cluster, name: &str) -> Vec<String> {
@@ -308,10 +308,6 @@ fn a_waiters_withdrawn_requests_are_no_node_failure() {
         "want the wait and the busy line, no node warning:\n{out}"
     );
 }
-
-/// The names of redlock-run's threads, as its command sees them (the
-/// command's parent is the guard, whose parent is redlock-run).
-const THREADS: &str = "rr=$(awk '{print $4}' /proc/$PPID/stat); cat /proc/$rr/task/*/comm";
 
 #[test]
 fn healthy_plain_nodes_are_driven_from_one_thread() {

@@ -46,6 +46,11 @@ pub use timed::{margin_ms, realtime_ns};
 /// Generous bound for "the command has started" (lock acquisition included).
 pub const START: Duration = Duration::from_secs(10);
 
+/// A shell snippet that lists the names of redlock-run's threads, as its
+/// command sees them (the command's parent is the guard, whose parent is
+/// redlock-run).
+pub const THREADS: &str = "rr=$(awk '{print $4}' /proc/$PPID/stat); cat /proc/$rr/task/*/comm";
+
 /// Shell snippet: wait (at most ~15 s) until the file `go` exists in the
 /// working directory. Lets a test hold the lock exactly as long as it needs.
 pub const WAIT_FOR_GO: &str =
