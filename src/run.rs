@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::FromArgMatches;
@@ -24,6 +24,7 @@ use crate::lock::{Acquired, Busy, Held, Holder, Lock, NodeOutcome, record};
 use crate::log::{self, Log, ev};
 use crate::outcome::Outcome;
 use crate::process::attempts::{self, Attempts, Ran};
+use crate::process::events::{Events, Inbox};
 use crate::process::guard::{Guard, Spec};
 use crate::process::heartbeat::heartbeat;
 use crate::process::signals;
@@ -337,10 +338,17 @@ fn take_and_run(
             "--tls-insecure: certificates and host names of rediss:// nodes are not checked",
         ));
     }
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = match Events::new() {
+        Ok(channel) => channel,
+        Err(e) => {
+            log.error(format!("cannot watch signals: {}", os_message(&e)));
+            return Exit::Unavailable;
+        }
+    };
     // Before acquiring: a TERM that arrives mid-acquire must still lead to a
     // release rather than kill us with the lock set.
-    if let Err(e) = signals::listen(blocked, tx.clone(), Event::Signal) {
+    let signalled = tx.clone();
+    if let Err(e) = signals::listen(blocked, move |sig| signalled.send(Event::Signal(sig))) {
         log.error(format!("cannot watch signals: {e}"));
         return Exit::Unavailable;
     }
@@ -529,8 +537,8 @@ fn containment() -> bool {
 fn acquire(
     lock: &Lock,
     config: &Config,
-    tx: &Sender<Event>,
-    rx: &Receiver<Event>,
+    tx: &Events,
+    rx: &Inbox,
     log: &Log,
     stats: &Stats,
 ) -> Result<Held, Exit> {
@@ -581,8 +589,8 @@ const PAST_LAPSE: Duration = Duration::from_millis(2);
 fn wait_loop(
     lock: &Lock,
     config: &Config,
-    tx: &Sender<Event>,
-    rx: &Receiver<Event>,
+    tx: &Events,
+    rx: &Inbox,
     log: &Log,
     stats: &Stats,
     start: Stamp,
@@ -744,7 +752,7 @@ fn wait_loop(
             // Subscribe, then look again at once: the holder may have released
             // between our try and the subscription.
             let wake_tx = tx.clone();
-            lock.watch_releases(fair, move || wake_tx.send(Event::Wake).is_ok(), log);
+            lock.watch_releases(fair, move || wake_tx.send(Event::Wake), log);
             watching = true;
             continue;
         }
@@ -836,7 +844,7 @@ const WAIT_NOTE_EVERY: Duration = Duration::from_secs(60);
 
 /// Sleeps up to `pause`, returning early (`true`) on a release announcement;
 /// a signal ends the wait with 128+N (nothing is held while waiting).
-fn pause_for(pause: Duration, rx: &Receiver<Event>) -> Result<bool, Exit> {
+fn pause_for(pause: Duration, rx: &Inbox) -> Result<bool, Exit> {
     let until = clock::now() + pause;
     loop {
         match rx.recv_timeout(until.saturating_duration_since(clock::now())) {

@@ -12,9 +12,10 @@
 //! redlock-run or sent to the command itself: somebody wants it stopped), and
 //! a command that cannot be started at all.
 
+use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, SystemTime};
 
 use crate::cli::{Config, MAX_SHORT};
@@ -22,6 +23,7 @@ use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
+use crate::process::events::{Events, Inbox};
 use crate::process::guard::{Guard, SpawnError};
 use crate::process::heartbeat::Heartbeat;
 use crate::process::spawn as child;
@@ -37,8 +39,8 @@ pub struct Attempts<'a> {
     pub env: Vec<(&'static str, String)>,
     pub contain: bool,
     pub terminal: bool,
-    pub tx: &'a Sender<Event>,
-    pub rx: &'a Receiver<Event>,
+    pub tx: &'a Events,
+    pub rx: &'a Inbox,
     pub log: Log,
     pub stats: &'a Arc<Stats>,
 }
@@ -114,19 +116,23 @@ pub fn run(a: &mut Attempts, deadline: Stamp, heartbeat: &mut Heartbeat) -> Ran 
             .field("attempt", attempts)
             .outcome("started")
         });
-        if let Err(e) = a.guard.watch(a.tx.clone(), Event::Guard) {
+        let Some(reports) = a.guard.reports() else {
             // Nobody would notice the command's exit: stop it rather than
             // hold the lock blindly.
             leftover = !tree::kill_all(a.guard.pid(), false, Some(Duration::from_secs(5))).empty;
-            a.log.error(format!("cannot watch the command: {e}"));
+            a.log.error(format!(
+                "cannot watch the command: {}",
+                io::Error::last_os_error()
+            ));
             break Exit::Unavailable;
-        }
+        };
         let mut tree = Tree {
             guard: a.guard.pid(),
             command: pid,
             contain: a.contain,
             terminal: a.terminal,
             control: a.guard.control(),
+            reports: Some(reports),
             told: Default::default(),
         };
         let end = supervise(
@@ -207,7 +213,7 @@ fn wait_out(
     pause: Duration,
     deadline: &mut Stamp,
     config: &Config,
-    rx: &Receiver<Event>,
+    rx: &Inbox,
     heartbeat: &mut Heartbeat,
 ) -> Result<(), Interrupted> {
     let until = clock::now() + pause;

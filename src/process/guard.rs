@@ -47,7 +47,6 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use crate::cli::Program;
@@ -78,9 +77,6 @@ pub struct Guard {
     /// Closing it tells the guard that redlock-run is done (or dead).
     ctrl: Option<File>,
     report: Option<File>,
-    /// The thread reading `report` while a command runs; it hands the pipe
-    /// back when the command's tree is gone, for the next attempt.
-    watcher: Option<std::thread::JoinHandle<File>>,
 }
 
 /// What the guard needs to start the command, fixed before the fork.
@@ -195,7 +191,6 @@ impl Guard {
                 pid,
                 ctrl: Some(ctrl_w),
                 report: Some(report_r),
-                watcher: None,
             }),
         }
     }
@@ -228,13 +223,6 @@ impl Guard {
                 payload.extend_from_slice(part);
             }
         }
-        if self.report.is_none()
-            && let Some(watcher) = self.watcher.take()
-        {
-            // It has passed on the previous tree's last report by now: the
-            // supervisor returns only after that.
-            self.report = watcher.join().ok();
-        }
         let (ctrl, report) = match (self.ctrl.as_mut(), self.report.as_mut()) {
             (Some(c), Some(r)) => (c, r),
             _ => return Err(gone(io::Error::other("no pipe to it"))),
@@ -253,45 +241,47 @@ impl Guard {
         }
     }
 
-    /// Passes the guard's reports on to `tx`, from a thread of their own.
-    pub fn watch<E: Send + 'static>(
-        &mut self,
-        tx: Sender<E>,
-        wrap: impl Fn(Report) -> E + Send + 'static,
-    ) -> io::Result<()> {
-        let mut report = self
-            .report
-            .take()
-            .ok_or_else(|| io::Error::other("already watched"))?;
-        let watcher = std::thread::Builder::new()
-            .name("guard".into())
-            .spawn(move || {
-                loop {
-                    let r = match read_frame(&mut report) {
-                        Ok((tag @ (EXITED | EXITED_EMPTY), p)) => Report::Exited {
-                            status: ExitStatus::from_raw(int(&p)),
-                            empty: tag == EXITED_EMPTY,
-                        },
-                        Ok((EMPTY, _)) => Report::Empty,
-                        Ok((DEADLINE_KILL, _)) => Report::DeadlineKill,
-                        Ok((RESUMED, p)) => Report::Resumed {
-                            pid: int(&p),
-                            sig: p.get(4..).map_or(-1, int),
-                        },
-                        Ok(_) => continue,
-                        Err(_) => Report::Gone,
-                    };
-                    let last = matches!(
-                        r,
-                        Report::Exited { empty: true, .. } | Report::Empty | Report::Gone
-                    );
-                    if tx.send(wrap(r)).is_err() || last {
-                        return report;
-                    }
-                }
-            })?;
-        self.watcher = Some(watcher);
-        Ok(())
+    /// A second handle on the report pipe, for the supervisor to read the
+    /// guard's reports from while the command runs.
+    pub fn reports(&self) -> Option<File> {
+        self.report.as_ref().and_then(|r| r.try_clone().ok())
+    }
+}
+
+impl Report {
+    /// Nothing follows it on the pipe for this command.
+    pub fn is_last(&self) -> bool {
+        matches!(
+            self,
+            Report::Exited { empty: true, .. } | Report::Empty | Report::Gone
+        )
+    }
+}
+
+/// The guard's next report on `pipe` (`Gone` at its end). The guard writes
+/// each frame in one write of less than PIPE_BUF, so a frame that poll(2)
+/// says has begun is read whole without waiting.
+pub fn read_report(pipe: &mut File) -> Report {
+    loop {
+        match read_frame(pipe) {
+            Ok((tag @ (EXITED | EXITED_EMPTY), p)) => {
+                return Report::Exited {
+                    status: ExitStatus::from_raw(int(&p)),
+                    empty: tag == EXITED_EMPTY,
+                };
+            }
+            Ok((EMPTY, _)) => return Report::Empty,
+            Ok((DEADLINE_KILL, _)) => return Report::DeadlineKill,
+            Ok((RESUMED, p)) => {
+                return Report::Resumed {
+                    pid: int(&p),
+                    sig: p.get(4..).map_or(-1, int),
+                };
+            }
+            // A frame for `spawn` out of turn: not a report.
+            Ok(_) => {}
+            Err(_) => return Report::Gone,
+        }
     }
 }
 

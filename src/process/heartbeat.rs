@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::thread::{self, JoinHandle};
 
 use crate::cli::Config;
@@ -17,6 +17,7 @@ use crate::clock::{self, Stamp};
 use crate::lock::redlock;
 use crate::lock::{Extended, Held, Lock};
 use crate::log::{Log, ev};
+use crate::process::events::Events;
 use crate::process::supervise::Event;
 use crate::report::Stats;
 
@@ -67,7 +68,7 @@ pub fn heartbeat(
     lock: &Arc<Lock>,
     config: &Config,
     held: &Held,
-    tx: Sender<Event>,
+    tx: Events,
     stop: Receiver<()>,
     log: Log,
     stats: Arc<Stats>,
@@ -104,13 +105,13 @@ pub fn heartbeat(
                             deadline = d;
                             next = start + interval;
                             stats.extensions_done.fetch_add(1, Relaxed);
-                            if tx.send(Event::Extended(d)).is_err() {
+                            if !tx.send(Event::Extended(d)) {
                                 return;
                             }
                         }
                         Extended::Yes { .. } => return,
                         Extended::Gone => {
-                            let _ = tx.send(Event::Gone(
+                            tx.send(Event::Gone(
                                 "a quorum of nodes no longer holds our token".into(),
                             ));
                             return;
@@ -144,7 +145,7 @@ pub fn heartbeat(
 }
 
 /// Sends `Gone` if the heartbeat thread unwinds.
-struct PanicNotice(Sender<Event>);
+struct PanicNotice(Events);
 
 impl Drop for PanicNotice {
     fn drop(&mut self) {

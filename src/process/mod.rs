@@ -2,6 +2,7 @@
 //! whole process tree under watch, passing signals on, and stopping it in time.
 
 pub mod attempts;
+pub mod events;
 pub mod guard;
 pub mod heartbeat;
 pub mod signals;

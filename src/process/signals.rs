@@ -8,7 +8,6 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 use std::thread;
 
 /// Signals passed on to the command's process tree.
@@ -65,11 +64,11 @@ pub fn block() -> Blocked {
     }
 }
 
-/// Starts a thread that sends every blocked signal to `tx` as `wrap(sig)`.
-pub fn listen<E, W>(blocked: Blocked, tx: Sender<E>, wrap: W) -> io::Result<()>
+/// Starts a thread that hands every blocked signal to `deliver`, until it
+/// returns false.
+pub fn listen<D>(blocked: Blocked, deliver: D) -> io::Result<()>
 where
-    E: Send + 'static,
-    W: Fn(i32) -> E + Send + 'static,
+    D: Fn(i32) -> bool + Send + 'static,
 {
     let set = blocked.set;
     thread::Builder::new()
@@ -81,7 +80,7 @@ where
                 if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
                     continue;
                 }
-                if tx.send(wrap(sig)).is_err() {
+                if !deliver(sig) {
                     break;
                 }
             }

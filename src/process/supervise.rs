@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::fs::File;
 use std::process::ExitStatus;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 use crate::cli::{Config, Leftovers};
@@ -14,6 +14,7 @@ use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
+use crate::process::events::Inbox;
 use crate::process::guard::{self, Report};
 use crate::process::heartbeat::Heartbeat;
 use crate::process::{spawn, tree};
@@ -52,6 +53,9 @@ pub struct Tree {
     pub terminal: bool,
     /// The guard's control pipe, for each new deadline.
     pub control: Option<File>,
+    /// The guard's report pipe, read here while the command runs, until its
+    /// last report.
+    pub reports: Option<File>,
     /// Members already said to refuse our signals.
     pub told: HashSet<libc::pid_t>,
 }
@@ -140,7 +144,7 @@ pub fn supervise(
     config: &Config,
     started: Stamp,
     deadline: Stamp,
-    rx: &Receiver<Event>,
+    rx: &Inbox,
     heartbeat: &mut Heartbeat,
     log: &Log,
 ) -> Supervised {
@@ -159,7 +163,7 @@ fn watch(
     config: &Config,
     started: Stamp,
     end: &mut Supervised,
-    rx: &Receiver<Event>,
+    rx: &Inbox,
     heartbeat: &mut Heartbeat,
     log: &Log,
 ) -> Exit {
@@ -250,7 +254,7 @@ fn watch(
         };
         let next = heartbeat.due().map_or(next, |d| d.min(next));
         let wait = next.saturating_duration_since(clock::now()).min(SLICE);
-        match rx.recv_timeout(wait) {
+        match rx.next(&mut tree.reports, wait) {
             Ok(Event::Guard(Report::Exited { status, empty })) => {
                 first = Some(status);
                 if tree.terminal {

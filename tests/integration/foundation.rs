@@ -488,6 +488,11 @@ fn the_heartbeat_thread_starts_when_the_first_extension_is_due() {
         !early.lines().any(|t| t == "heartbeat"),
         "a heartbeat thread before TTL/3:\n{out}"
     );
+    // The guard's reports are read by the supervising loop itself.
+    assert!(
+        !early.lines().chain(late.lines()).any(|t| t == "guard"),
+        "a thread for the guard's reports:\n{out}"
+    );
     assert!(
         late.lines().any(|t| t == "heartbeat"),
         "no heartbeat thread after TTL/3:\n{out}"
