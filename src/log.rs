@@ -247,11 +247,14 @@ fn writer() -> Option<&'static SyncSender<Msg>> {
                                 let mut err = std::io::stderr().lock();
                                 let lost = DROPPED.load(Ordering::Relaxed);
                                 if lost > reported {
-                                    let _ = writeln!(
-                                        err,
-                                        "redlock-run: {} log line(s) dropped: stderr was not being read",
+                                    // One write, as every line: the command
+                                    // shares this stderr, and a line written
+                                    // in pieces can be split by its output.
+                                    let notice = format!(
+                                        "redlock-run: {} log line(s) dropped: stderr was not being read\n",
                                         lost - reported
                                     );
+                                    let _ = err.write_all(notice.as_bytes());
                                     reported = lost;
                                 }
                                 // A closed stderr is no reason to fail the run.

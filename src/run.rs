@@ -338,20 +338,15 @@ fn take_and_run(
             "--tls-insecure: certificates and host names of rediss:// nodes are not checked",
         ));
     }
-    let (tx, rx) = match Events::new() {
+    // Before acquiring: a TERM that arrives mid-acquire must still lead to a
+    // release rather than kill us with the lock set.
+    let (tx, rx) = match Events::new(blocked) {
         Ok(channel) => channel,
         Err(e) => {
             log.error(format!("cannot watch signals: {}", os_message(&e)));
             return Exit::Unavailable;
         }
     };
-    // Before acquiring: a TERM that arrives mid-acquire must still lead to a
-    // release rather than kill us with the lock set.
-    let signalled = tx.clone();
-    if let Err(e) = signals::listen(blocked, move |sig| signalled.send(Event::Signal(sig))) {
-        log.error(format!("cannot watch signals: {e}"));
-        return Exit::Unavailable;
-    }
     let held = match acquire(lock, config, &tx, &rx, &log, stats) {
         Ok(held) => held,
         Err(exit) => return exit,
@@ -453,7 +448,7 @@ fn run_held(lock: &Arc<Lock>, held: Held, a: &mut Attempts) -> Ran {
         duration: Duration::ZERO,
         leftover: false,
     };
-    if let Some(sig) = a.rx.try_iter().find_map(|e| match e {
+    if let Some(sig) = std::iter::from_fn(|| a.rx.try_next()).find_map(|e| match e {
         Event::Signal(s) => Some(s),
         _ => None,
     }) {
@@ -851,7 +846,7 @@ fn pause_for(pause: Duration, rx: &Inbox) -> Result<bool, Exit> {
             Ok(Event::Signal(sig)) => return Err(Exit::Signal(sig)),
             Ok(Event::Wake) => {
                 // Several nodes announce the same release: one try is enough.
-                for e in rx.try_iter() {
+                while let Some(e) = rx.try_next() {
                     if let Event::Signal(sig) = e {
                         return Err(Exit::Signal(sig));
                     }

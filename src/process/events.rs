@@ -1,12 +1,13 @@
-//! How the supervisor hears of things: the events other threads send (a
-//! signal, a new deadline, a lost lock) and the guard's reports, waited for
-//! together in one poll(2).
+//! How the waiting loops hear of things: the signals redlock-run is sent,
+//! the events its threads send (a new deadline, a lost lock, a release
+//! announced), and, while the command runs, the guard's reports, all waited
+//! for together in one poll(2).
 //!
-//! The guard's report pipe is read by the supervisor itself, not by a thread
-//! that passes each report on: the command's end reaches the release with one
-//! wake-up fewer, and a run starts one thread fewer. Events from threads go
-//! through a channel, and each one also bumps an eventfd, so that the same
-//! poll wakes for them.
+//! Signals come from a signalfd and the guard's reports from its pipe, read
+//! by the waiting loop itself rather than by threads that pass them on: the
+//! command's end reaches the release with no wake-up in between, and a run
+//! starts no thread for either. Events from threads go through a channel,
+//! and each one also bumps an eventfd, so that the same poll wakes for them.
 
 use std::fs::File;
 use std::io;
@@ -16,6 +17,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::Duration;
 
 use crate::process::guard;
+use crate::process::signals::{self, Blocked};
 use crate::process::supervise::Event;
 
 /// The sending side of the supervisor's events; clone it for each thread.
@@ -26,8 +28,10 @@ pub struct Events {
 }
 
 impl Events {
-    /// A new channel and its eventfd.
-    pub fn new() -> io::Result<(Events, Inbox)> {
+    /// A new channel and its eventfd, and a signalfd for the `blocked`
+    /// signals.
+    pub fn new(blocked: Blocked) -> io::Result<(Events, Inbox)> {
+        let signals = signals::open(blocked)?;
         // SAFETY: eventfd has no memory-safety preconditions.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if fd < 0 {
@@ -39,6 +43,7 @@ impl Events {
         let inbox = Inbox {
             rx,
             wake: Arc::clone(&wake),
+            signals,
         };
         Ok((Events { tx, wake }, inbox))
     }
@@ -67,18 +72,20 @@ impl Events {
 pub struct Inbox {
     rx: Receiver<Event>,
     wake: Arc<OwnedFd>,
+    signals: OwnedFd,
 }
 
 impl Inbox {
-    /// The next event from a thread within `wait` (the guard's reports are
-    /// not looked at).
+    /// The next signal or event within `wait` (no guard reports).
     pub fn recv_timeout(&self, wait: Duration) -> Result<Event, RecvTimeoutError> {
-        self.rx.recv_timeout(wait)
+        self.next(&mut None, wait)
     }
 
-    /// The events already queued.
-    pub fn try_iter(&self) -> mpsc::TryIter<'_, Event> {
-        self.rx.try_iter()
+    /// A signal or event that is already there, if any.
+    pub fn try_next(&self) -> Option<Event> {
+        signals::take(&self.signals)
+            .map(Event::Signal)
+            .or_else(|| self.rx.try_recv().ok())
     }
 
     /// Clears the eventfd's count (its events are in the channel).
@@ -104,6 +111,9 @@ impl Inbox {
     ) -> Result<Event, RecvTimeoutError> {
         let until = crate::clock::now() + wait;
         loop {
+            if let Some(sig) = signals::take(&self.signals) {
+                return Ok(Event::Signal(sig));
+            }
             match self.rx.try_recv() {
                 Ok(e) => return Ok(e),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
@@ -112,6 +122,11 @@ impl Inbox {
             let mut fds = [
                 libc::pollfd {
                     fd: self.wake.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.signals.as_raw_fd(),
                     events: libc::POLLIN,
                     revents: 0,
                 },
@@ -126,8 +141,8 @@ impl Inbox {
                 tv_sec: libc::time_t::try_from(left.as_secs()).unwrap_or(libc::time_t::MAX),
                 tv_nsec: left.subsec_nanos() as libc::c_long,
             };
-            // SAFETY: two live pollfds, a live timespec, no signal mask change.
-            let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &timeout, std::ptr::null()) };
+            // SAFETY: three live pollfds, a live timespec, no signal mask change.
+            let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 3, &timeout, std::ptr::null()) };
             if n == 0 || (n < 0 && left.is_zero()) {
                 return Err(RecvTimeoutError::Timeout);
             }
@@ -142,7 +157,8 @@ impl Inbox {
             if fds[0].revents != 0 {
                 self.drain();
             }
-            if fds[1].revents != 0
+            // A signal is read at the top of the loop.
+            if fds[2].revents != 0
                 && let Some(pipe) = reports.as_mut()
             {
                 let report = guard::read_report(pipe);

@@ -1,14 +1,14 @@
 //! Which signal arrived, so the command gets that same signal.
 //!
-//! The forwarded signals are blocked in every thread and taken by one thread
-//! with sigwait(2). No handler ever runs, so no blocking call anywhere
+//! The forwarded signals are blocked in every thread and read from a
+//! signalfd(2) by the loops that wait (see `events`). No handler ever runs, so no blocking call anywhere
 //! (a socket read with a timeout, which the kernel never restarts) fails with
 //! EINTR because a signal arrived: a storm of signals cannot cost a node's
 //! answer or a heartbeat.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread;
 
 /// Signals passed on to the command's process tree.
 pub const FORWARDED: [i32; 6] = [
@@ -64,28 +64,26 @@ pub fn block() -> Blocked {
     }
 }
 
-/// Starts a thread that hands every blocked signal to `deliver`, until it
-/// returns false.
-pub fn listen<D>(blocked: Blocked, deliver: D) -> io::Result<()>
-where
-    D: Fn(i32) -> bool + Send + 'static,
-{
-    let set = blocked.set;
-    thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            loop {
-                let mut sig = 0;
-                // SAFETY: a valid set and out-pointer.
-                if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
-                    continue;
-                }
-                if !deliver(sig) {
-                    break;
-                }
-            }
-        })?;
-    Ok(())
+/// A signalfd(2) for the blocked signals: the waiting loops read them from
+/// it, beside their other wake-ups, with no thread to take them.
+pub fn open(blocked: Blocked) -> io::Result<OwnedFd> {
+    // SAFETY: a valid mask; a new descriptor is returned or -1.
+    let fd = unsafe { libc::signalfd(-1, &blocked.set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The next pending signal on a signalfd from `open`, if any.
+pub fn take(fd: &OwnedFd) -> Option<i32> {
+    // SAFETY: a zeroed plain-data struct, read into whole.
+    let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::signalfd_siginfo>();
+    // SAFETY: reads at most `size` bytes into `info`.
+    let n = unsafe { libc::read(fd.as_raw_fd(), (&raw mut info).cast(), size) };
+    (usize::try_from(n).ok() == Some(size)).then_some(info.ssi_signo as i32)
 }
 
 /// Blocks every signal in the calling thread, for threads started before
