@@ -191,9 +191,10 @@ def main():
               "*net ratio* = (median − `true`) ÷ (flock − `true`), i.e. the cost of the locking alone. "
               "The *floor* rows are `examples/floor.rs`: the same lock taken with nothing else "
               "(std only, requests to every node written before any reply is read, one thread), "
-              "then with a forked process waiting beside it (*guard*) and N threads that only wait: "
-              "the shape of redlock-run's guard and of its signal, heartbeat, guard-report and "
-              "per-node threads. They show what the lock itself costs and what the structure adds.\n")
+              "then with a forked process waiting beside it (*guard*: the shape of redlock-run's guard), "
+              "and with N threads that only wait, for what a thread costs (a run over healthy plain "
+              "servers starts none; a node still busy gets a worker, a command that outlives TTL/3 "
+              "the heartbeat). They show what the lock itself costs and what the structure adds.\n")
     md.append("| command | median | mean ± σ | IQR | min … max | p99 | user+sys | ratio to flock | net ratio |")
     md.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in ov:

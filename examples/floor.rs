@@ -13,8 +13,9 @@
 //! nothing else: no client library, no argument parser, no holder record,
 //! no queue, no heartbeat, no containment. `--guard` forks a process before
 //! the lock is taken that waits for this one to end, the shape of
-//! redlock-run's guard; `--threads N` starts N threads that only wait, the
-//! shape of its signal, heartbeat, guard-watcher and per-node threads. Not
+//! redlock-run's guard; `--threads N` starts N threads that only wait, for
+//! what a thread costs (a run starts its heartbeat thread once TTL/3 has
+//! passed, and a worker for a node still busy when a round ends). Not
 //! a lock tool: it has none of the safety a run has (no validity check, no
 //! tree, no signals), and a refused lock only exits 75.
 
