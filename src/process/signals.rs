@@ -1,10 +1,10 @@
 //! Which signal arrived, so the command gets that same signal.
 //!
 //! The forwarded signals are blocked in every thread and read from a
-//! signalfd(2) by the loops that wait (see `events`). No handler ever runs, so no blocking call anywhere
-//! (a socket read with a timeout, which the kernel never restarts) fails with
-//! EINTR because a signal arrived: a storm of signals cannot cost a node's
-//! answer or a heartbeat.
+//! signalfd(2) by the loops that wait (see `events`). No handler ever runs,
+//! so no blocking call anywhere (a socket read with a timeout, which the
+//! kernel never restarts) fails with EINTR because a signal arrived: a storm
+//! of signals cannot cost a node's answer or a heartbeat.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

@@ -27,10 +27,10 @@ pub struct Env<'a> {
 /// `CLONE_VM | CLONE_VFORK`, as posix_spawn does it): no page tables are
 /// copied and nothing is copied on write. From the guard's request to the
 /// command's exec a fork took 807 µs and posix_spawn 394 µs (medians of 200
-/// runs of `true`). Not posix_spawn itself: glibc's
-/// sets its two internal signals (32 and 33) to "ignored" in the child, and
-/// no attribute can undo that, so every command would start with them
-/// ignored, unlike under a shell. The guard, not PR_SET_PDEATHSIG alone, is
+/// runs of `true`). Not posix_spawn itself: glibc's posix_spawn sets its two
+/// internal signals (32 and 33) to "ignored" in the child, and no attribute
+/// can undo that, so every command would start with them ignored, unlike
+/// under a shell. The guard, not PR_SET_PDEATHSIG alone, is
 /// what stops the command's tree when redlock-run dies; the PDEATHSIG makes
 /// the command die with a guard that is killed on its own.
 pub fn start(
