@@ -12,7 +12,6 @@
 //! redlock-run or sent to the command itself: somebody wants it stopped), and
 //! a command that cannot be started at all.
 
-use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::RecvTimeoutError;
@@ -116,15 +115,16 @@ pub fn run(a: &mut Attempts, deadline: Stamp, heartbeat: &mut Heartbeat) -> Ran 
             .field("attempt", attempts)
             .outcome("started")
         });
-        let Some(reports) = a.guard.reports() else {
-            // Nobody would notice the command's exit: stop it rather than
-            // hold the lock blindly.
-            leftover = !tree::kill_all(a.guard.pid(), false, Some(Duration::from_secs(5))).empty;
-            a.log.error(format!(
-                "cannot watch the command: {}",
-                io::Error::last_os_error()
-            ));
-            break Exit::Unavailable;
+        let reports = match a.guard.reports() {
+            Ok(r) => r,
+            Err(e) => {
+                // Nobody would notice the command's exit: stop it rather
+                // than hold the lock blindly.
+                leftover =
+                    !tree::kill_all(a.guard.pid(), false, Some(Duration::from_secs(5))).empty;
+                a.log.error(format!("cannot watch the command: {e}"));
+                break Exit::Unavailable;
+            }
         };
         let mut tree = Tree {
             guard: a.guard.pid(),

@@ -111,9 +111,6 @@ impl Inbox {
     ) -> Result<Event, RecvTimeoutError> {
         let until = crate::clock::now() + wait;
         loop {
-            if let Some(sig) = signals::take(&self.signals) {
-                return Ok(Event::Signal(sig));
-            }
             match self.rx.try_recv() {
                 Ok(e) => return Ok(e),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
@@ -157,7 +154,13 @@ impl Inbox {
             if fds[0].revents != 0 {
                 self.drain();
             }
-            // A signal is read at the top of the loop.
+            // A pending signal keeps its signalfd readable: poll finds one
+            // that came before the call too.
+            if fds[1].revents != 0
+                && let Some(sig) = signals::take(&self.signals)
+            {
+                return Ok(Event::Signal(sig));
+            }
             if fds[2].revents != 0
                 && let Some(pipe) = reports.as_mut()
             {

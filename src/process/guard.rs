@@ -76,7 +76,7 @@ pub struct Guard {
     pid: libc::pid_t,
     /// Closing it tells the guard that redlock-run is done (or dead).
     ctrl: Option<File>,
-    report: Option<File>,
+    report: File,
 }
 
 /// What the guard needs to start the command, fixed before the fork.
@@ -190,7 +190,7 @@ impl Guard {
             pid => Ok(Guard {
                 pid,
                 ctrl: Some(ctrl_w),
-                report: Some(report_r),
+                report: report_r,
             }),
         }
     }
@@ -223,12 +223,11 @@ impl Guard {
                 payload.extend_from_slice(part);
             }
         }
-        let (ctrl, report) = match (self.ctrl.as_mut(), self.report.as_mut()) {
-            (Some(c), Some(r)) => (c, r),
-            _ => return Err(gone(io::Error::other("no pipe to it"))),
+        let Some(ctrl) = self.ctrl.as_mut() else {
+            return Err(gone(io::Error::other("no pipe to it")));
         };
         write_frame(ctrl, SPAWN, &payload).map_err(gone)?;
-        match read_frame(report) {
+        match read_frame(&mut self.report) {
             Ok((STARTED, p)) => Ok(int(&p)),
             Ok((FAILED, p)) => Err(SpawnError::Command(match int(&p) {
                 -1 => io::Error::other("cannot start the command"),
@@ -243,8 +242,8 @@ impl Guard {
 
     /// A second handle on the report pipe, for the supervisor to read the
     /// guard's reports from while the command runs.
-    pub fn reports(&self) -> Option<File> {
-        self.report.as_ref().and_then(|r| r.try_clone().ok())
+    pub fn reports(&self) -> io::Result<File> {
+        self.report.try_clone()
     }
 }
 

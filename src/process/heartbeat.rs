@@ -62,7 +62,7 @@ impl Heartbeat {
 ///
 /// Rounds are timed from `held.since`, when the acquire round started, not from
 /// the command's start: the fence commit and the once-per marker that come
-/// in between take time off the same validity. Join the handle before
+/// in between take time off the same validity. `Heartbeat::join` it before
 /// touching the lock again (--hold), so no late extension undoes it.
 pub fn heartbeat(
     lock: &Arc<Lock>,
