@@ -613,6 +613,22 @@ pub fn parser() -> clap::Command {
     Cli::command().after_help(format!("{EXAMPLES}\n\n{}", exit::TABLE))
 }
 
+/// False when the arguments ask for help, the version or a subcommand
+/// (a word that may be the value of an option counts too): redlock-run then
+/// runs nothing, and needs no guard forked at the start. A run taken for one
+/// of these forks its guard later; the reverse costs a fork that exits.
+pub fn may_run_a_command(args: &[OsString]) -> bool {
+    !args
+        .iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .filter_map(|a| a.to_str())
+        .any(|w| {
+            matches!(w, "-h" | "--help" | "-V" | "--version" | "help")
+                || <Admin as Subcommand>::has_subcommand(w)
+        })
+}
+
 /// Options given before a subcommand (`redlock-run -r URL status -k x`):
 /// clap would take the subcommand's name for the command to run, or find
 /// `--key` missing. The line that says so, with the options carried over to
@@ -1026,6 +1042,38 @@ mod tests {
             .map(OsString::from)
             .collect();
         misplaced_subcommand(&args)
+    }
+
+    #[test]
+    fn only_what_may_run_a_command_forks_the_guard_at_the_start() {
+        let may = |line: &str| {
+            let args: Vec<OsString> = std::iter::once("redlock-run")
+                .chain(line.split(' '))
+                .map(OsString::from)
+                .collect();
+            may_run_a_command(&args)
+        };
+        assert!(may("-k x -- true"));
+        assert!(may("-k x -c true"));
+        // After `--`, words belong to the command.
+        assert!(may("-k x -- status --help"));
+        for line in [
+            "--version",
+            "-V",
+            "--help",
+            "-k x -h",
+            "help",
+            "status -k x",
+            "-r redis://h:1 unlock -k x",
+            "history -k x",
+            "forget -k x",
+        ] {
+            assert!(!may(line), "{line}");
+        }
+        // Every subcommand clap knows, whichever they are.
+        for sub in command().get_subcommands() {
+            assert!(!may(&format!("{} -k x", sub.get_name())));
+        }
     }
 
     #[test]

@@ -38,6 +38,12 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     // that takes them starts later; they wait, pending, until then.
     let blocked = signals::block();
     let args: Vec<OsString> = args.into_iter().collect();
+    // Next, while this process is small: the guard (see `guard`). A fork
+    // that fails here is tried again, and reported, where the guard is
+    // needed.
+    let guard = cli::may_run_a_command(&args)
+        .then(|| Guard::fork(blocked.original()).ok())
+        .flatten();
     let format = log_format_in(&args);
     if let Some(msg) = cli::misplaced_subcommand(&args) {
         Log::new(0, format, "").error(ev("usage", msg).outcome("usage"));
@@ -66,7 +72,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
             return Exit::Usage;
         }
     };
-    run(&config, blocked)
+    run(&config, blocked, guard)
 }
 
 /// Help and version go to stdout with status 0; every other clap error becomes
@@ -115,7 +121,7 @@ fn one_line(msg: &str) -> String {
         .to_string()
 }
 
-fn run(config: &Config, blocked: signals::Blocked) -> Exit {
+fn run(config: &Config, blocked: signals::Blocked, guard: Option<Guard>) -> Exit {
     // A report or metrics file that cannot be written is a bad argument: say
     // so before the lock is taken and the job runs, not after.
     type Check = fn(&std::path::Path) -> io::Result<()>;
@@ -147,7 +153,7 @@ fn run(config: &Config, blocked: signals::Blocked) -> Exit {
     let started = clock::now();
     let started_at = SystemTime::now();
     let stats = Arc::new(Stats::default());
-    let exit = run_locked(config, &stats, blocked);
+    let exit = run_locked(config, &stats, blocked, guard);
     let log = Log::new(config.verbosity, config.log_format, &config.name);
     log.end(|| {
         let outcome = Outcome::of(exit, stats.already_ran.load(Relaxed)).word();
@@ -224,7 +230,12 @@ fn record_metrics(
     }
 }
 
-fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) -> Exit {
+fn run_locked(
+    config: &Config,
+    stats: &Arc<Stats>,
+    blocked: signals::Blocked,
+    guard: Option<Guard>,
+) -> Exit {
     let log = Log::new(config.verbosity, config.log_format, &config.name);
     let nodes = match config
         .urls
@@ -252,7 +263,7 @@ fn run_locked(config: &Config, stats: &Arc<Stats>, blocked: signals::Blocked) ->
             return Exit::Unavailable;
         }
     };
-    let exit = take_and_run(&lock, config, stats, blocked, &log);
+    let exit = take_and_run(&lock, config, stats, blocked, guard, &log);
     // Every node's part, replies that came after a verdict included, however
     // the run ended: the report's counts and the closing warning.
     let outcomes = lock.outcomes(&log);
@@ -291,11 +302,13 @@ fn take_and_run(
     config: &Config,
     stats: &Arc<Stats>,
     blocked: signals::Blocked,
+    guard: Option<Guard>,
     log: &Log,
 ) -> Exit {
     let log = *log;
-    // The guard is forked first, while this process has one thread (see
-    // `guard`): every later step may start threads.
+    // The guard, if it was not forked at the start, is forked now, while
+    // this process has one thread (see `guard`): every later step may start
+    // threads.
     let contain = containment();
     if contain {
         // Orphans of a guard that was killed on its own come here, not to init.
@@ -306,18 +319,22 @@ fn take_and_run(
     }
     let terminal = child::owns_terminal();
     let remove = secret_env();
-    // The guard is a fork of this process: /proc/<guard>/environ shows the
-    // environment this process was started with, which the command can read.
-    scrub_env(&remove);
-    let mut guard = match Guard::start(&Spec {
-        program: &config.program,
-        remove: &remove,
+    // /proc/<pid>/environ shows the environment this process was started
+    // with, which the command can read (the guard scrubs its own copy).
+    child::scrub_environ(&remove);
+    let spec = Spec {
+        program: config.program.clone(),
+        remove: remove.iter().map(|n| n.to_string()).collect(),
         terminal,
         contain,
-        mask: blocked.original(),
         again: config.retry > 0,
         kill_guard: redlock::kill_guard(config.ttl),
-    }) {
+    };
+    let guard = match guard {
+        Some(g) => Ok(g),
+        None => Guard::fork(blocked.original()),
+    };
+    let mut guard = match guard.and_then(|mut g| g.configure(&spec).map(|()| g)) {
         Ok(g) => g,
         Err(e) => {
             log.error(format!(
@@ -942,37 +959,6 @@ fn secret_env() -> Vec<&'static str> {
         remove.push("REDLOCK_REDIS");
     }
     remove
-}
-
-/// Overwrites, where they lie, the values of `names` in the environment this
-/// process was started with: /proc/PID/environ shows those bytes to every
-/// process of the same user, for this process and for every fork of it,
-/// whatever unsetenv does. Call it once the values have been read, while
-/// this process has one thread (nothing else reads the environment).
-fn scrub_env(names: &[&str]) {
-    unsafe extern "C" {
-        static mut environ: *const *mut libc::c_char;
-    }
-    // SAFETY: single-threaded here (nothing else reads or changes the
-    // environment meanwhile); each entry is a NUL-terminated string that
-    // this process may write, and only bytes before its NUL are changed.
-    unsafe {
-        let mut entry = environ;
-        if entry.is_null() {
-            return;
-        }
-        while !(*entry).is_null() {
-            let text = *entry;
-            let len = libc::strlen(text);
-            let bytes = std::slice::from_raw_parts_mut(text.cast::<u8>(), len);
-            if let Some(eq) = bytes.iter().position(|b| *b == b'=')
-                && names.iter().any(|n| n.as_bytes() == &bytes[..eq])
-            {
-                bytes[eq + 1..].fill(0);
-            }
-            entry = entry.add(1);
-        }
-    }
 }
 
 /// The OS's description without Rust's " (os error N)" suffix.

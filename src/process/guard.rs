@@ -19,7 +19,10 @@
 //!
 //! The guard is forked while redlock-run still has one thread, so it can use
 //! the standard library freely (no lock held by another thread is copied into
-//! it). It runs in its own process group so that a group kill aimed at
+//! it). It is forked first of all, before the command line is parsed, and
+//! told what to run (its `Spec`) once that is known: a fork of a process that
+//! has barely started copies little, and leaves few pages that either side
+//! must copy when it writes to them (each such fault costs microseconds). It runs in its own process group so that a group kill aimed at
 //! redlock-run (a CI runner killing its job's group) leaves it standing to
 //! clean up. redlock-run signals the tree itself (see `tree`); the guard
 //! starts the command, reports its exit and the moment the last descendant is
@@ -42,6 +45,7 @@
 //! however long that takes (a member under another user that refuses
 //! SIGKILL keeps it there, still the tree's subreaper).
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -79,18 +83,19 @@ pub struct Guard {
     report: File,
 }
 
-/// What the guard needs to start the command, fixed before the fork.
-pub struct Spec<'a> {
-    pub program: &'a Program,
-    /// Variables the command must not see (passwords).
-    pub remove: &'a [&'a str],
+/// What the guard needs to start the command, sent to it once the command
+/// line is parsed.
+#[derive(Debug, PartialEq)]
+pub struct Spec {
+    pub program: Program,
+    /// Variables the command must not see (passwords), which the guard also
+    /// scrubs from its own copy of the environment.
+    pub remove: Vec<String>,
     /// Hand the terminal's foreground to the command.
     pub terminal: bool,
     /// Track and reap the whole tree (off only in test builds, to show that
     /// the safety checks see what containment prevents).
     pub contain: bool,
-    /// The signal mask redlock-run was started with, for the command.
-    pub mask: libc::sigset_t,
     /// More than one command may be started (--retry): the guard keeps the
     /// caller's stdio for them and waits for the next request after each.
     pub again: bool,
@@ -108,6 +113,7 @@ pub enum SpawnError {
 }
 
 // Frame tags, both directions: [tag][u32 length, little endian][payload].
+const SPEC: u8 = b'I';
 const SPAWN: u8 = b'S';
 const STARTED: u8 = b'P';
 const FAILED: u8 = b'F';
@@ -169,8 +175,11 @@ fn int(payload: &[u8]) -> i32 {
 }
 
 impl Guard {
-    /// Forks the guard. Call it while this process has a single thread.
-    pub fn start(spec: &Spec) -> io::Result<Guard> {
+    /// Forks the guard, which waits for its [`Spec`] (`configure`) and exits
+    /// at end of file without one. Call it while this process has a single
+    /// thread, as early as it can be; `mask` is the signal mask redlock-run
+    /// was started with, for the command.
+    pub fn fork(mask: libc::sigset_t) -> io::Result<Guard> {
         #[cfg(debug_assertions)]
         {
             let threads = std::fs::read_dir("/proc/self/task").map_or(1, |d| d.count());
@@ -185,7 +194,7 @@ impl Guard {
             0 => {
                 drop(ctrl_w);
                 drop(report_r);
-                guard_main(ctrl_r, report_w, spec)
+                guard_main(ctrl_r, report_w, mask)
             }
             pid => Ok(Guard {
                 pid,
@@ -197,6 +206,15 @@ impl Guard {
 
     pub fn pid(&self) -> libc::pid_t {
         self.pid
+    }
+
+    /// Tells the guard what it is to run; before the first `spawn`.
+    pub fn configure(&mut self, spec: &Spec) -> io::Result<()> {
+        let ctrl = self
+            .ctrl
+            .as_mut()
+            .ok_or_else(|| io::Error::other("no pipe to it"))?;
+        write_frame(ctrl, SPEC, &spec.encode()?)
     }
 
     /// A second handle on the control pipe, for `send_deadline` while the
@@ -309,11 +327,27 @@ impl Drop for Guard {
     }
 }
 
-fn guard_main(mut ctrl: File, mut report: File, spec: &Spec) -> ! {
+fn guard_main(mut ctrl: File, mut report: File, mask: libc::sigset_t) -> ! {
     // SAFETY: plain syscalls on this process.
-    let me = unsafe {
+    unsafe {
         libc::setpgid(0, 0);
         libc::prctl(libc::PR_SET_NAME, c"redlock-guard".as_ptr());
+    }
+    // redlock-run parses its command line meanwhile; it says nothing more
+    // when it ends without running anything (a usage error, --help).
+    let spec = match read_frame(&mut ctrl) {
+        Ok((SPEC, payload)) => match Spec::decode(&payload) {
+            Some(spec) => spec,
+            None => exit_now(),
+        },
+        _ => exit_now(),
+    };
+    // Forked before redlock-run scrubbed its own: /proc/<guard>/environ,
+    // which the command could read, shows this copy.
+    let names: Vec<&str> = spec.remove.iter().map(String::as_str).collect();
+    spawn::scrub_environ(&names);
+    // SAFETY: plain syscalls on this process.
+    let me = unsafe {
         if spec.contain {
             libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
         }
@@ -342,7 +376,16 @@ fn guard_main(mut ctrl: File, mut report: File, spec: &Spec) -> ! {
         if let Some(saved) = &stdio {
             restore_stdio(saved);
         }
-        serve(&set, deadline, me, &children, &mut ctrl, &mut report, spec);
+        serve(
+            &set,
+            deadline,
+            me,
+            &children,
+            &mut ctrl,
+            &mut report,
+            &spec,
+            &mask,
+        );
         if !spec.again {
             exit_now();
         }
@@ -361,17 +404,17 @@ fn serve(
     ctrl: &mut File,
     report: &mut File,
     spec: &Spec,
+    mask: &libc::sigset_t,
 ) {
-    let mask = spec.mask;
     let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let env = spawn::Env {
         set,
-        remove: spec.remove.to_vec(),
+        remove: spec.remove.iter().map(String::as_str).collect(),
     };
     // The command gets the signal mask redlock-run was started with (SIGCHLD
     // is blocked here only for the signalfd); the first reap below catches a
     // command that exits at once.
-    let command_pid = match spawn::start(spec.program, &env, spec.terminal, me, &mask) {
+    let command_pid = match spawn::start(&spec.program, &env, spec.terminal, me, mask) {
         Ok(pid) => pid,
         Err(e) => {
             let errno = e.raw_os_error().unwrap_or(-1);
@@ -648,6 +691,83 @@ fn release_stdio() {
     }
 }
 
+impl Spec {
+    /// flags, kill guard (ns), the program's kind, its parts, the names to
+    /// remove; every part as [u32 length][bytes].
+    fn encode(&self) -> io::Result<Vec<u8>> {
+        use std::os::unix::ffi::OsStrExt;
+        let flags =
+            u8::from(self.terminal) | u8::from(self.contain) << 1 | u8::from(self.again) << 2;
+        let mut out = vec![flags];
+        let nanos = u64::try_from(self.kill_guard.as_nanos()).unwrap_or(u64::MAX);
+        out.extend_from_slice(&nanos.to_le_bytes());
+        let (kind, parts): (u8, Vec<&[u8]>) = match &self.program {
+            Program::Shell(script) => (b's', vec![script.as_bytes()]),
+            Program::Argv(argv) => (b'a', argv.iter().map(|a| a.as_bytes()).collect()),
+        };
+        out.push(kind);
+        let names: Vec<&[u8]> = self.remove.iter().map(|n| n.as_bytes()).collect();
+        for list in [parts, names] {
+            put_len(&mut out, list.len())?;
+            for part in list {
+                put_len(&mut out, part.len())?;
+                out.extend_from_slice(part);
+            }
+        }
+        Ok(out)
+    }
+
+    fn decode(payload: &[u8]) -> Option<Spec> {
+        use std::os::unix::ffi::OsStringExt;
+        let (&flags, rest) = payload.split_first()?;
+        let (nanos, rest) = rest.split_first_chunk::<8>()?;
+        let (&kind, mut rest) = rest.split_first()?;
+        let mut list = || -> Option<Vec<Vec<u8>>> {
+            let (n, after) = take_len(rest)?;
+            rest = after;
+            let mut parts = Vec::with_capacity(n.min(4096));
+            for _ in 0..n {
+                let (len, after) = take_len(rest)?;
+                parts.push(after.get(..len)?.to_vec());
+                rest = &after[len..];
+            }
+            Some(parts)
+        };
+        let parts = list()?;
+        let names = list()?;
+        let program = match kind {
+            b's' => Program::Shell(String::from_utf8(parts.into_iter().next()?).ok()?),
+            b'a' if !parts.is_empty() => {
+                Program::Argv(parts.into_iter().map(OsString::from_vec).collect())
+            }
+            _ => return None,
+        };
+        Some(Spec {
+            program,
+            remove: names
+                .into_iter()
+                .map(String::from_utf8)
+                .collect::<Result<_, _>>()
+                .ok()?,
+            terminal: flags & 1 != 0,
+            contain: flags & 2 != 0,
+            again: flags & 4 != 0,
+            kill_guard: Duration::from_nanos(u64::from_le_bytes(*nanos)),
+        })
+    }
+}
+
+fn put_len(out: &mut Vec<u8>, len: usize) -> io::Result<()> {
+    let len = u32::try_from(len).map_err(|_| io::Error::other("too long"))?;
+    out.extend_from_slice(&len.to_le_bytes());
+    Ok(())
+}
+
+fn take_len(bytes: &[u8]) -> Option<(usize, &[u8])> {
+    let (len, rest) = bytes.split_first_chunk::<4>()?;
+    Some((u32::from_le_bytes(*len) as usize, rest))
+}
+
 fn decode_env(mut payload: &[u8]) -> Vec<(String, String)> {
     let mut next = || {
         let len = u32::from_le_bytes(payload.get(..4)?.try_into().ok()?) as usize;
@@ -688,6 +808,39 @@ fn exit_now() -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spec_frames_round_trip() {
+        use std::os::unix::ffi::OsStringExt;
+        for spec in [
+            Spec {
+                program: Program::Argv(vec![
+                    OsString::from("printf"),
+                    OsString::from_vec(b"%s\n\xff".to_vec()),
+                    OsString::new(),
+                ]),
+                remove: vec!["REDLOCK_PASSWORD".into(), "REDLOCK_REDIS".into()],
+                terminal: true,
+                contain: false,
+                again: true,
+                kill_guard: Duration::from_millis(1500),
+            },
+            Spec {
+                program: Program::Shell("echo 'a b' | tr a c".into()),
+                remove: Vec::new(),
+                terminal: false,
+                contain: true,
+                again: false,
+                kill_guard: Duration::ZERO,
+            },
+        ] {
+            let bytes = spec.encode().expect("encode");
+            assert_eq!(Spec::decode(&bytes), Some(spec));
+            for cut in 0..bytes.len() {
+                assert_eq!(Spec::decode(&bytes[..cut]), None, "cut at {cut}");
+            }
+        }
+    }
 
     #[test]
     fn env_frames_round_trip() {

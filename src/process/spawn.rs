@@ -242,3 +242,34 @@ pub fn exit_of_spawn_error(e: &io::Error) -> Exit {
         Exit::CannotExecute
     }
 }
+
+/// Overwrites, where they lie, the values of `names` in the environment this
+/// process was started with: /proc/PID/environ shows those bytes to every
+/// process of the same user, for this process and for every fork of it,
+/// whatever unsetenv does. Call it once the values have been read, while
+/// this process has one thread (nothing else reads the environment).
+pub fn scrub_environ(names: &[&str]) {
+    unsafe extern "C" {
+        static mut environ: *const *mut libc::c_char;
+    }
+    // SAFETY: single-threaded here (nothing else reads or changes the
+    // environment meanwhile); each entry is a NUL-terminated string that
+    // this process may write, and only bytes before its NUL are changed.
+    unsafe {
+        let mut entry = environ;
+        if entry.is_null() {
+            return;
+        }
+        while !(*entry).is_null() {
+            let text = *entry;
+            let len = libc::strlen(text);
+            let bytes = std::slice::from_raw_parts_mut(text.cast::<u8>(), len);
+            if let Some(eq) = bytes.iter().position(|b| *b == b'=')
+                && names.iter().any(|n| n.as_bytes() == &bytes[..eq])
+            {
+                bytes[eq + 1..].fill(0);
+            }
+            entry = entry.add(1);
+        }
+    }
+}

@@ -562,24 +562,38 @@ fn the_command_inherits_the_callers_signal_state_exactly() {
     }
 }
 
+/// Both ways the guard comes to be: forked at the start (it scrubs its own
+/// copy of the environment when told what to run), and forked later, for a
+/// run whose arguments look like a subcommand's (a lock named `status`).
 #[test]
 fn the_password_is_in_no_environment_the_command_can_read() {
     let password = "pw-9f3c-not-for-the-command";
     let node = RedisNode::start_with_password(&[], password);
-    let dir = tempdir();
-    base(&node.url(), "secret", &dir)
-        .env("REDLOCK_PASSWORD", password)
-        .args([
-            "-c",
-            "tr '\\0' '\\n' < /proc/$PPID/environ > guard.env; env > command.env",
-        ])
-        .expect_code(0);
-    let guard = fs::read_to_string(dir.join("guard.env")).expect("guard.env");
-    let command = fs::read_to_string(dir.join("command.env")).expect("command.env");
-    assert!(
-        guard.contains("PATH="),
-        "not the guard's environment:\n{guard}"
-    );
-    assert!(!guard.contains(password), "in /proc/$PPID/environ");
-    assert!(!command.contains(password), "in the command's environment");
+    for name in ["secret", "status"] {
+        let dir = tempdir();
+        base(&node.url(), name, &dir)
+            .env("REDLOCK_PASSWORD", password)
+            .args([
+                "-c",
+                "cat /proc/$PPID/comm > parent; \
+                 tr '\\0' '\\n' < /proc/$PPID/environ > guard.env; env > command.env",
+            ])
+            .expect_code(0);
+        let parent = fs::read_to_string(dir.join("parent")).expect("parent");
+        assert_eq!(parent.trim(), "redlock-guard", "-k {name}");
+        let guard = fs::read_to_string(dir.join("guard.env")).expect("guard.env");
+        let command = fs::read_to_string(dir.join("command.env")).expect("command.env");
+        assert!(
+            guard.contains("PATH="),
+            "-k {name}: not the guard's environment:\n{guard}"
+        );
+        assert!(
+            !guard.contains(password),
+            "-k {name}: in /proc/$PPID/environ"
+        );
+        assert!(
+            !command.contains(password),
+            "-k {name}: in the command's environment"
+        );
+    }
 }
