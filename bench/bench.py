@@ -884,6 +884,34 @@ def cmd_profile(a):
     write(a.out, {"reps": a.reps, "rows": rows})
 
 
+def cmd_pool(a):
+    """Pools the rounds of one hyperfine benchmark (the same commands in the
+    same order in each file) into one hyperfine JSON document."""
+    rounds = [json.load(open(f))["results"] for f in sorted(a.files)]
+    pooled = []
+    for i, first in enumerate(rounds[0]):
+        rs = [r[i] for r in rounds]
+        if any(r["command"] != first["command"] for r in rs):
+            raise SystemExit(f"round files disagree on command {i}: {first['command']}")
+        times = [t for r in rs for t in r["times"]]
+        runs = [len(r["times"]) for r in rs]
+        mean = statistics.fmean(times)
+        pooled.append({
+            "command": first["command"],
+            "mean": mean,
+            "stddev": statistics.stdev(times) if len(times) > 1 else None,
+            "median": statistics.median(times),
+            "user": sum(r["user"] * n for r, n in zip(rs, runs)) / sum(runs),
+            "system": sum(r["system"] * n for r, n in zip(rs, runs)) / sum(runs),
+            "min": min(times),
+            "max": max(times),
+            "times": times,
+            "exit_codes": [c for r in rs for c in r.get("exit_codes", [])],
+            "rounds": len(rs),
+        })
+    write(a.out, {"results": pooled})
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -952,13 +980,17 @@ def main():
     p.add_argument("--out", required=True); p.add_argument("--reps", type=int, default=100)
     p.add_argument("commands", nargs="+", metavar="NAME=COMMAND")
 
+    p = sub.add_parser("pool")
+    p.add_argument("--out", required=True)
+    p.add_argument("files", nargs="+", metavar="ROUND.json")
+
     a = ap.parse_args()
     if a.cmd == "freeports":
         print(" ".join(map(str, freeports(a.n, a.below))))
     else:
         {"handoff": cmd_handoff, "degraded": cmd_degraded, "memory": cmd_memory, "herd": cmd_herd,
          "scale": cmd_scale, "redisbench": cmd_redisbench, "fleet": cmd_fleet,
-         "proxyrtt": cmd_proxyrtt, "profile": cmd_profile}[a.cmd](a)
+         "proxyrtt": cmd_proxyrtt, "profile": cmd_profile, "pool": cmd_pool}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -187,7 +187,12 @@ def main():
     flock = find(ov, "flock")
     tru = find(ov, "true")
     md.append("## 1. Overhead: lock + run `true` + unlock\n")
-    md.append("hyperfine `-N` (no shell), times in ms. *ratio* = median ÷ flock's median; "
+    rounds = max((r.get("rounds", 1) for r in (load("overhead.json") or {}).get("results", [])),
+                 default=1)
+    interleaved = (f", run in {rounds} rounds of every command in turn and pooled (the VM's speed "
+                   "drifts within minutes; the rounds keep that drift out of the ratios)"
+                   if rounds > 1 else "")
+    md.append(f"hyperfine `-N` (no shell){interleaved}, times in ms. *ratio* = median ÷ flock's median; "
               "*net ratio* = (median − `true`) ÷ (flock − `true`), i.e. the cost of the locking alone. "
               "The *floor* rows are `examples/floor.rs`: the same lock taken with nothing else "
               "(std only, requests to every node written before any reply is read, one thread), "
