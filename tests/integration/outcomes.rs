@@ -364,24 +364,32 @@ fn the_lock_is_held_between_attempts() {
         .flatten()
         .next()
         .expect("held during the pause");
-    // Through the pause (3-6 s): past the TTL several times over.
+    // Through the pause (3-6 s from the failure): past the TTL several
+    // times over. What one round saw counts only if the round ended within
+    // 2.9 s of the failure, so that a contender or check slowed down by a
+    // loaded machine cannot land after the pause and fail the test.
     let mut tries = 0;
-    while failed_at.elapsed() < Duration::from_millis(2800) {
+    while failed_at.elapsed() < Duration::from_millis(2500) {
         let out = base(&urls, "held", &dir)
             .args(["-c", "touch contender"])
             .run();
+        let on_quorum = ours(&token);
+        let second = dir.has("second");
+        if failed_at.elapsed() >= Duration::from_millis(2900) {
+            break;
+        }
         out.assert_code(BUSY);
         tries += 1;
         assert!(
-            ours(&token) >= 2,
+            on_quorum >= 2,
             "our token is not on a quorum during the pause"
         );
-        thread::sleep(Duration::from_millis(300));
+        assert!(!second, "the retry came before the pause ended");
+        thread::sleep(Duration::from_millis(250));
     }
-    assert!(!dir.has("second"), "the retry came before the pause ended");
     let out = running.wait();
     out.assert_code(0);
-    assert!(dir.has("second") && !dir.has("contender"), "{out}");
+    assert!(dir.has("second"), "{out}");
     assert!(tries >= 5, "only {tries} contenders tried");
     assert!(cluster.holders(&key).is_empty(), "not released");
 }
