@@ -395,3 +395,72 @@ fn a_stopped_nodes_wait_is_no_part_of_the_verdicts_time() {
         "verdict after {verdict:?}, last grant after {last:?}:\n{out}"
     );
 }
+
+#[test]
+fn a_refused_setup_leaves_no_key_in_any_database() {
+    // Redis runs each command of a pipeline on its own: a request written
+    // behind a refused AUTH runs as the default user, one behind a refused
+    // SELECT in database 0. The set-up is answered before anything else is
+    // written, so a refusal leaves nothing, anywhere.
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let check = |urls: &str, name: &str, wording: &str| {
+        let out = base(urls, name, &dir).args(["-c", "echo ran"]).run();
+        for node in cluster.iter() {
+            let left = node.keys_in_every_db();
+            assert!(
+                left.is_empty(),
+                "{name}: {} keeps {left:?}\n{out}",
+                node.url()
+            );
+        }
+        out.assert_code(69);
+        assert!(!out.stdout.contains("ran"), "{out}");
+        assert_eq!(out.stderr_lines().len(), 1, "one line:\n{out}");
+        assert!(out.stderr.contains(wording), "want {wording:?}:\n{out}");
+        assert!(!out.stderr.contains("ResponseError"), "{out}");
+    };
+
+    // A password given to servers that have none (a roll-out's first step).
+    let with_password: Vec<String> = cluster
+        .iter()
+        .map(|n| format!("redis://:pw@127.0.0.1:{}", n.port()))
+        .collect();
+    check(
+        &with_password.join(","),
+        "no-password",
+        "the node refused AUTH: it has no password set for the default user",
+    );
+
+    // A database the servers do not have.
+    let db99: Vec<String> = cluster
+        .iter()
+        .map(|n| format!("redis://127.0.0.1:{}/99", n.port()))
+        .collect();
+    check(&db99.join(","), "db99", "the server has no database 99");
+
+    // A user whose ACL denies SELECT, given database 3.
+    for node in cluster.iter() {
+        let reply: String = node.cmd(
+            redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg("noselect")
+                .arg("on")
+                .arg(">pw")
+                .arg("~*")
+                .arg("&*")
+                .arg("+@all")
+                .arg("-select"),
+        );
+        assert_eq!(reply, "OK");
+    }
+    let denied: Vec<String> = cluster
+        .iter()
+        .map(|n| format!("redis://noselect:pw@127.0.0.1:{}/3", n.port()))
+        .collect();
+    check(
+        &denied.join(","),
+        "denied",
+        "the server's ACL denies this user SELECT",
+    );
+}

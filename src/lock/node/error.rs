@@ -264,6 +264,40 @@ pub(super) fn script_error(name: &str, text: &str) -> NodeError {
     NodeError::new(format!("{name}: {what}"))
 }
 
+/// A step of a connection's set-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    Auth,
+    Select(i64),
+}
+
+/// The server refused a step of the connection's set-up: nothing was
+/// written after it (see `Wire::setup`), so the node cannot have applied
+/// the request. In our words, with the server's own text after them.
+pub(super) fn refused_setup(name: &str, step: Step, e: &redis::ServerError) -> NodeError {
+    let text = one_line(e.details().unwrap_or(e.code()));
+    let what = match step {
+        Step::Auth if text.contains("without any password configured") => {
+            "the node refused AUTH: it has no password set for the default user; remove the \
+             password from the URL (or --password-file, REDLOCK_PASSWORD), or set one on the \
+             server"
+                .to_string()
+        }
+        Step::Auth if e.code() == "NOPERM" => permission_denied(&text),
+        Step::Auth => wrong_password(),
+        Step::Select(db) if e.code() == "NOPERM" => format!(
+            "the node refused SELECT {db}: the server's ACL denies this user SELECT; allow it \
+             (+select) or use database 0"
+        ),
+        Step::Select(db) if text.contains("out of range") => format!(
+            "the node refused SELECT {db}: the server has no database {db} (its `databases` \
+             setting is lower); give a database it has in the URL"
+        ),
+        Step::Select(db) => format!("the node refused SELECT {db} ({} {text})", e.code()),
+    };
+    NodeError::new(format!("{name}: {what}")).unsent()
+}
+
 /// What to do about an answer that means the URL names the wrong kind of node.
 fn topology_hint(code: &str) -> Option<&'static str> {
     match code {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use redis::{Client, Connection, ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 use super::Options;
-use super::error::{Failure, NodeError};
+use super::error::{self, Failure, NodeError, Step};
 use super::wire::{self, Line, Wire};
 
 /// The client for `url`, with the options' credentials filling in for a
@@ -193,8 +193,9 @@ pub(super) fn literal(client: &Client) -> Option<Literal> {
 }
 
 /// A fresh connection to `client`'s server made redlock-run's own (see
-/// `wire`): the handshake the crate would do (AUTH, SELECT), and `INFO
-/// server` written behind it (see `Wire::ask_run_id`).
+/// `wire`): the set-up the crate would do (AUTH, SELECT), answered before
+/// anything else is written, and `INFO server` written behind it (see
+/// `Wire::ask_run_id`).
 pub(super) fn setup(
     stream: wire::Stream,
     client: &Client,
@@ -205,27 +206,38 @@ pub(super) fn setup(
     let settings = client.get_connection_info().redis_settings();
     let io = |e: std::io::Error| Failure::of(name, timeout, &redis::RedisError::from(e));
     let mut wire = Wire::new(stream, line, timeout, settings.db()).map_err(io)?;
-    let mut handshake = Vec::new();
+    let mut steps: Vec<(Step, redis::Cmd)> = Vec::new();
     if let Some(password) = settings.password() {
         let mut auth = redis::cmd("AUTH");
         if let Some(user) = settings.username() {
             auth.arg(user);
         }
-        handshake.push(auth.arg(password).clone());
+        steps.push((Step::Auth, auth.arg(password).clone()));
     }
     if settings.db() != 0 {
-        handshake.push(redis::cmd("SELECT").arg(settings.db()).clone());
+        steps.push((
+            Step::Select(settings.db()),
+            redis::cmd("SELECT").arg(settings.db()).clone(),
+        ));
     }
-    // Written without waiting for the replies, which the first request
-    // reads ahead of its own: a password costs no round trip of its own, and
-    // a node that stops answering holds nothing up here.
-    let packed: Vec<u8> = handshake
+    // Answered before any request goes out (see `Wire::setup`): a password
+    // or a database costs a round trip, and a refusal leaves nothing behind.
+    let packed: Vec<u8> = steps
         .iter()
-        .flat_map(|c| c.get_packed_command())
+        .flat_map(|(_, c)| c.get_packed_command())
         .collect();
-    if let Err(e) = wire.handshake(&packed, handshake.len()) {
-        wire.discard(false);
-        return Err(io(e));
+    let replies = match wire.setup(&packed, steps.len()) {
+        Ok(r) => r,
+        Err(e) => {
+            wire.discard(false);
+            return Err(Failure::of(name, timeout, &e));
+        }
+    };
+    for ((step, _), reply) in steps.iter().zip(&replies) {
+        if let redis::Value::ServerError(e) = reply {
+            wire.discard(false);
+            return Err(Failure::Other(error::refused_setup(name, *step, e)));
+        }
     }
     // One server reached under two names must not get two votes: its
     // run_id, asked for here, is known by the time the first reply is.

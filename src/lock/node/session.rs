@@ -927,9 +927,6 @@ impl Session {
                 }
                 Err(e) => {
                     let superseded = matches!(&conn, Conn::Own(w) if w.superseded);
-                    // The server refused AUTH or SELECT: nothing after them
-                    // was applied.
-                    let refused = matches!(&conn, Conn::Own(w) if w.refused_setup);
                     let kept = self.keep(conn, &e);
                     if superseded {
                         return Err(NodeError::new(format!(
@@ -956,8 +953,7 @@ impl Session {
                         }
                         e => {
                             self.target.forget();
-                            let err = error::wording(&self.name, self.timeout, &e);
-                            return Err(if refused { err.unsent() } else { err });
+                            return Err(error::wording(&self.name, self.timeout, &e));
                         }
                     }
                 }

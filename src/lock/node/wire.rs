@@ -289,11 +289,6 @@ pub(super) struct Wire {
     pub(super) run_id: Option<String>,
     /// How the next request is made (see `Mode`).
     pub(super) mode: Mode,
-    /// The numbers of the replies to the connection's set-up (see
-    /// `handshake`), while unread.
-    setup: std::ops::Range<u64>,
-    /// The server refused the set-up: no request was applied.
-    pub(super) refused_setup: bool,
     /// A read error met by `fill`, handed to the next read for its wording.
     failed: Option<io::Error>,
 }
@@ -353,8 +348,6 @@ impl Wire {
             info_at: None,
             run_id: None,
             mode: Mode::Live,
-            setup: 0..0,
-            refused_setup: false,
             failed: None,
         })
     }
@@ -434,23 +427,16 @@ impl Wire {
         true
     }
 
-    /// The connection's set-up (`count` requests: AUTH, SELECT), sent
-    /// without waiting: the next request reads their replies ahead of its
-    /// own, and fails with the first error among them (`refused_setup`).
-    pub(super) fn handshake(&mut self, bytes: &[u8], count: usize) -> io::Result<()> {
+    /// The connection's set-up (`count` requests: AUTH, SELECT), written
+    /// and answered before anything else goes out: Redis runs each command
+    /// of a pipeline on its own, so a request written behind a refused AUTH
+    /// would run as the default user, and one behind a refused SELECT in
+    /// database 0. The replies, errors included, in order.
+    pub(super) fn setup(&mut self, bytes: &[u8], count: usize) -> RedisResult<Vec<Value>> {
         if count == 0 {
-            return Ok(());
+            return Ok(Vec::new());
         }
-        let mut l = lock(&self.line);
-        let Some(w) = l.writer.as_mut().filter(|w| w.of == self.of) else {
-            return Err(io::Error::new(
-                io::ErrorKind::NotConnected,
-                "connection closed",
-            ));
-        };
-        let first = w.hold(bytes, count as u64);
-        self.setup = first..first + count as u64;
-        Ok(())
+        self.request(bytes, count)
     }
 
     /// The session is done with this connection after an error: a reset or
@@ -526,14 +512,6 @@ impl Wire {
             let v = self.next(until)?;
             if self.info_at == Some(self.read) {
                 self.run_id = run_id_of(&v);
-            }
-            if self.setup.contains(&self.read) {
-                self.read += 1;
-                if let Value::ServerError(e) = v {
-                    self.refused_setup = true;
-                    return Err(e.into());
-                }
-                continue;
             }
             self.read += 1;
             if self.read > first {
@@ -885,21 +863,20 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_handshake_fails_the_first_request_unapplied() {
-        let (addr, peer) = peer(
-            2,
-            b"-WRONGPASS invalid username-password pair\r\n-NOAUTH x\r\n",
-        );
+    fn the_setup_is_answered_before_any_request_is_written() {
+        let (addr, peer) = peer(1, b"-WRONGPASS invalid username-password pair\r\n");
         let line = Arc::new(Mutex::new(Line::default()));
         let stream = connect_tcp(&[addr], Duration::from_secs(1)).expect("connect");
         let mut wire = Wire::new(stream, &line, Duration::from_secs(2), 0).expect("wire");
-        wire.handshake(b"AUTH\r\n", 1).expect("written");
-        let err = wire.req_packed_command(b"A\r\n").expect_err("refused");
-        assert_eq!(err.code(), Some("WRONGPASS"), "{err}");
-        assert!(wire.refused_setup);
+        let replies = wire.setup(b"AUTH\r\n", 1).expect("answered");
+        assert!(
+            matches!(&replies[..], [Value::ServerError(e)] if e.code() == "WRONGPASS"),
+            "{replies:?}"
+        );
         drop(wire);
         lock(&line).close();
-        assert_eq!(peer.join().expect("peer"), b"AUTH\r\nA\r\n");
+        // Nothing but the set-up reached the server.
+        assert_eq!(peer.join().expect("peer"), b"AUTH\r\n");
     }
 
     #[test]

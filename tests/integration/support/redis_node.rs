@@ -272,6 +272,34 @@ impl RedisNode {
         keys
     }
 
+    /// Every key in every database the server has (`CONFIG GET
+    /// databases`, 16 by default), as `db:key`: what a run may have left in
+    /// a database it was not meant to touch.
+    pub fn keys_in_every_db(&self) -> Vec<String> {
+        let (_, databases): (String, u32) =
+            self.cmd(redis::cmd("CONFIG").arg("GET").arg("databases"));
+        let mut con = self
+            .connection()
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url()));
+        let mut found = Vec::new();
+        for db in 0..databases {
+            let keys: Vec<Vec<u8>> = redis::pipe()
+                .cmd("SELECT")
+                .arg(db)
+                .ignore()
+                .cmd("KEYS")
+                .arg("*")
+                .query::<(Vec<Vec<u8>>,)>(&mut con)
+                .unwrap_or_else(|e| panic!("KEYS in database {db} of {}: {e}", self.url()))
+                .0;
+            found.extend(
+                keys.iter()
+                    .map(|k| format!("{db}:{}", String::from_utf8_lossy(k))),
+            );
+        }
+        found
+    }
+
     /// Whether the server answers PING within the helper timeout.
     pub fn ping(&self) -> bool {
         matches!(self.try_cmd::<String>(&redis::cmd("PING")), Ok(ref s) if s == "PONG")
