@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use clap::{FromArgMatches, Parser};
 use redlock_run::cli::{self, Cli, Config, Wait};
-use redlock_run::lock::node::{Node, Queue};
+use redlock_run::lock::node::{Nodes, Queue};
 use redlock_run::lock::{Acquired, Lock, record};
 use redlock_run::log::Log;
 
@@ -117,11 +117,7 @@ fn config(key: &str, args: &Args) -> Result<Config, String> {
 
 /// The lock as `run::run_locked` builds it.
 fn build(config: &Config) -> Result<Lock, String> {
-    let nodes = config
-        .urls
-        .iter()
-        .map(|u| Node::new(u, &config.options))
-        .collect::<Result<Vec<_>, _>>()?;
+    let nodes = Nodes::new(&config.urls, &config.options)?;
     Lock::new(
         nodes,
         config.keys.clone(),

@@ -18,7 +18,7 @@ use crate::exit::Exit;
 use crate::lock::history::Ending;
 use crate::lock::node::Queue;
 use crate::lock::node::Refusal;
-use crate::lock::node::{self, Node};
+use crate::lock::node::{self, Nodes};
 use crate::lock::redlock::{self, Verdict};
 use crate::lock::{Acquired, Busy, Held, Holder, Lock, NodeOutcome, record};
 use crate::log::{self, Log, ev};
@@ -240,12 +240,7 @@ fn run_locked(
     guard: Option<Guard>,
 ) -> Exit {
     let log = Log::new(config.verbosity, config.log_format, &config.name);
-    let nodes = match config
-        .urls
-        .iter()
-        .map(|u| Node::new(u, &config.options))
-        .collect::<Result<Vec<_>, _>>()
-    {
+    let nodes = match Nodes::new(&config.urls, &config.options) {
         Ok(n) => n,
         Err(msg) => {
             log.error(msg);

@@ -14,43 +14,51 @@
 //! lock's keys are in one Cluster slot, so the script runs on one master.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
-use super::{helper_keys, holder_line, on_all_indexed, on_all_within, scan_limit, token_prefix};
+use super::{PerNode, by_node, helper_keys, holder_line, scan_limit, token_prefix};
 use crate::cli::{ForgetArgs, Resolved};
 use crate::exit::{self, Exit};
 use crate::lock::keys::Keys;
-use crate::lock::node::{Forget, Forgotten, InUse, Node};
+use crate::lock::node::{Forget, ForgetLock, Forgotten, InUse, Nodes};
+use crate::lock::quorum;
 use crate::lock::redlock;
 
-pub fn run(args: &ForgetArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
-    let keys = Arc::new(lock.keys.clone());
+pub fn run(args: &ForgetArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
+    let keys = lock.keys.clone();
     let limit = scan_limit(nodes);
+    let mut arranged: PerNode<(Vec<Vec<u8>>, usize)> = helper_keys(nodes, &keys, limit)
+        .into_iter()
+        .map(|r| r.map(|r| r.map(|found| arrange(&keys, found))))
+        .collect();
     // First a look on every node, deleting nothing: a lock in use on one
     // node is left alone on all of them (where it is not held, a node
     // missed the holder's acquire), so "left alone" means nothing went.
-    let mut found: Vec<Option<(Vec<Vec<u8>>, usize)>> = vec![None; nodes.len()];
     if !args.force {
-        let k = Arc::clone(&keys);
-        let looked = on_all_within(nodes, limit, move |n| {
-            let (list, pairs) = arrange(&k, helper_keys(n, &k)?);
-            let f = n.forget(&list, pairs, Forget::Check, &k.released())?;
-            Ok((f, list, pairs))
-        });
-        let seen: Vec<&Forgotten> = looked.iter().flatten().flatten().map(|r| &r.0).collect();
+        let looked = forget(nodes, &keys, &arranged, Forget::Check, limit);
+        let seen: Vec<&Forgotten> = looked.iter().flatten().flatten().collect();
         if let Some(line) = in_use(&lock.name, &seen) {
             let lines = looked.iter().map(|r| match r {
                 None => None,
                 Some(Err(e)) => Some(Err(e.clone())),
-                Some(Ok((f, ..))) if f.refused => Some(Ok(left_alone(f))),
+                Some(Ok(f)) if f.refused => Some(Ok(left_alone(f))),
                 Some(Ok(_)) => Some(Ok("left alone: in use on another node".to_string())),
             });
             report(nodes, lines);
             eprintln!("redlock-run: {line}: left alone (--force removes it anyway)");
             return unless_unavailable(nodes, &looked, Exit::Command(exit::FORGET_IN_USE));
         }
-        for (slot, r) in found.iter_mut().zip(looked) {
-            *slot = r.and_then(Result::ok).map(|(_, list, pairs)| (list, pairs));
+        // A node that failed the look is searched again.
+        if arranged
+            .iter()
+            .zip(&looked)
+            .any(|(a, l)| a.is_some() && !matches!(l, Some(Ok(_))))
+        {
+            let again = helper_keys(nodes, &keys, limit);
+            for ((slot, look), found) in arranged.iter_mut().zip(&looked).zip(again) {
+                if !matches!(look, Some(Ok(_))) {
+                    *slot = found.map(|r| r.map(|found| arrange(&keys, found)));
+                }
+            }
         }
     }
     let how = if args.force {
@@ -58,14 +66,7 @@ pub fn run(args: &ForgetArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
     } else {
         Forget::Delete
     };
-    let found = Arc::new(found);
-    let results = on_all_indexed(nodes, limit, move |i, n| {
-        let (list, pairs) = match &found[i] {
-            Some((list, pairs)) => (list.clone(), *pairs),
-            None => arrange(&keys, helper_keys(n, &keys)?),
-        };
-        n.forget(&list, pairs, how, &keys.released())
-    });
+    let results = forget(nodes, &keys, &arranged, how, limit);
     let done: Vec<&Forgotten> = results.iter().flatten().flatten().collect();
     let was = in_use(&lock.name, &done);
     if args.force
@@ -121,7 +122,7 @@ fn left_alone(f: &Forgotten) -> String {
 }
 
 /// "  redis://lock1:6379: removed 3 keys", a line per node.
-fn report(nodes: &[Arc<Node>], lines: impl Iterator<Item = Option<Result<String, String>>>) {
+fn report(nodes: &Nodes, lines: impl Iterator<Item = Option<Result<String, String>>>) {
     for (node, line) in nodes.iter().zip(lines) {
         let text = match line {
             None => "no answer in time".to_string(),
@@ -134,7 +135,7 @@ fn report(nodes: &[Arc<Node>], lines: impl Iterator<Item = Option<Result<String,
 
 /// `verdict`, unless fewer than a quorum of the nodes answered.
 fn unless_unavailable<T>(
-    nodes: &[Arc<Node>],
+    nodes: &Nodes,
     answers: &[Option<Result<T, String>>],
     verdict: Exit,
 ) -> Exit {
@@ -148,7 +149,37 @@ fn unless_unavailable<T>(
     verdict
 }
 
-/// The keys in the order `Session::forget` takes them: the lock, its holder
+/// The script on each node, given the keys `arranged` found there; a node
+/// where the search failed keeps that failure.
+fn forget(
+    nodes: &Nodes,
+    keys: &Keys,
+    arranged: &PerNode<(Vec<Vec<u8>>, usize)>,
+    how: Forget,
+    limit: std::time::Duration,
+) -> PerNode<Forgotten> {
+    let request = ForgetLock {
+        near: keys.lock().to_vec(),
+        keys: arranged
+            .iter()
+            .map(|a| a.as_ref().and_then(|r| r.as_ref().ok()).cloned())
+            .collect(),
+        how,
+        released: keys.released(),
+    };
+    let which: Vec<usize> = (0..nodes.len())
+        .filter(|i| matches!(arranged[*i], Some(Ok(_))))
+        .collect();
+    let mut out = by_node(nodes.len(), quorum::on_each(nodes, &which, request, limit));
+    for (slot, a) in out.iter_mut().zip(arranged) {
+        if let Some(Err(e)) = a {
+            *slot = Some(Err(e.clone()));
+        }
+    }
+    out
+}
+
+/// The keys in the order FORGET_LOCK takes them: the lock, its holder
 /// record, the slot holders, the queue and its waiters, the readers and
 /// their records (whether found or
 /// not: a run that takes the lock or queues after the SCAN must still be

@@ -4,14 +4,12 @@
 //! answers holds every run that ended with a quorum of nodes up, whichever
 //! nodes were down at the time.
 
-use std::sync::Arc;
-
 use super::on_all;
 use crate::cli::{HistoryArgs, Resolved};
 use crate::exit::Exit;
 use crate::history::{self, Record};
 use crate::lock::history::HISTORY_CAP;
-use crate::lock::node::Node;
+use crate::lock::node::{self, Nodes};
 use crate::lock::redlock;
 
 /// What the nodes hold, merged.
@@ -26,10 +24,16 @@ pub struct Found {
 
 /// The newest `count` runs of the lock over all nodes (at least a node's
 /// whole list is read from each, so that the merge picks the newest overall).
-pub fn read(lock: &Resolved, nodes: &[Arc<Node>], count: usize) -> Found {
-    let key: Arc<[u8]> = lock.keys.history().into();
+pub fn read(lock: &Resolved, nodes: &Nodes, count: usize) -> Found {
+    let key = lock.keys.history();
     let per_node = count.max(HISTORY_CAP);
-    let replies = on_all(nodes, move |n| n.history(&key, per_node));
+    let replies = on_all(
+        nodes,
+        node::History {
+            key,
+            count: per_node,
+        },
+    );
     let mut found = Found {
         runs: Vec::new(),
         answered: 0,
@@ -60,11 +64,11 @@ pub fn read(lock: &Resolved, nodes: &[Arc<Node>], count: usize) -> Found {
 }
 
 /// The run that ended last, for `status`.
-pub fn last_run(lock: &Resolved, nodes: &[Arc<Node>]) -> Option<Record> {
-    let key: Arc<[u8]> = lock.keys.history().into();
+pub fn last_run(lock: &Resolved, nodes: &Nodes) -> Option<Record> {
+    let key = lock.keys.history();
     // The newest entry of each list is its last append, that is, the run
     // that ended last there.
-    on_all(nodes, move |n| n.history(&key, 1))
+    on_all(nodes, node::History { key, count: 1 })
         .into_iter()
         .flatten()
         .flatten()
@@ -73,7 +77,7 @@ pub fn last_run(lock: &Resolved, nodes: &[Arc<Node>]) -> Option<Record> {
         .max_by(|a, b| a.ended_at().cmp(&b.ended_at()).then(b.id.cmp(&a.id)))
 }
 
-pub fn run(args: &HistoryArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
+pub fn run(args: &HistoryArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
     let found = read(lock, nodes, args.count as usize);
     if args.json {
         super::print_json(&found.runs);

@@ -28,7 +28,7 @@ use std::time::Duration;
 use crate::cli::{Admin, Resolved, Target};
 use crate::exit::Exit;
 use crate::lock::keys::Keys;
-use crate::lock::node::{Books, Inspection, Node, NodeError, Session};
+use crate::lock::node::{self, Books, Inspection, Nodes, Request};
 use crate::lock::quorum::{self, Reply};
 use crate::lock::redlock;
 
@@ -94,89 +94,134 @@ pub fn run(admin: Admin) -> Exit {
     }
 }
 
-fn connect(target: &Target) -> Result<(Resolved, Vec<Arc<Node>>), String> {
+fn connect(target: &Target) -> Result<(Resolved, Nodes), String> {
     let mut resolved = target.resolve()?;
     resolved.options.timeout = target.node_timeout.unwrap_or(DEFAULT_NODE_TIMEOUT);
-    let nodes = resolved
-        .urls
-        .iter()
-        .map(|u| Node::new(u, &resolved.options).map(Arc::new))
-        .collect::<Result<Vec<_>, _>>()?;
-    if let Some(msg) =
-        crate::lock::node::same_server(&nodes.iter().map(|n| &**n).collect::<Vec<_>>())
-    {
+    let nodes = Nodes::new(&resolved.urls, &resolved.options)?;
+    if let Some(msg) = nodes.same_server() {
         return Err(msg);
     }
     Ok((resolved, nodes))
 }
 
-fn limit(nodes: &[Arc<Node>]) -> Duration {
+fn limit(nodes: &Nodes) -> Duration {
     redlock::round_limit(nodes.first().map_or(DEFAULT_NODE_TIMEOUT, |n| n.timeout()))
 }
 
 /// How long a node may take to SCAN for a lock's keys (each request is
 /// bounded by the node timeout; a keyspace of millions of keys takes
 /// thousands of them).
-fn scan_limit(nodes: &[Arc<Node>]) -> Duration {
+fn scan_limit(nodes: &Nodes) -> Duration {
     limit(nodes).max(SCAN_LIMIT)
 }
 
 const SCAN_LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs `op` on every node; the answers in node order, `None` for a node
-/// that did not answer in time.
-fn on_all<T, F>(nodes: &[Arc<Node>], op: F) -> Vec<Option<Result<T, String>>>
-where
-    T: Send + 'static,
-    F: Fn(&mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
-{
-    on_all_within(nodes, limit(nodes), op)
+/// Each node's answer, in node order: `None` for a node that did not answer
+/// in time, the error worded for people.
+type PerNode<T> = Vec<Option<Result<T, String>>>;
+
+/// Runs `request` on every node; the answers in node order.
+fn on_all<R: Request + 'static>(nodes: &Nodes, request: R) -> PerNode<R::Answer> {
+    on_all_within(nodes, limit(nodes), request)
 }
 
 /// `on_all`, waiting up to `limit` for the answers.
-fn on_all_within<T, F>(
-    nodes: &[Arc<Node>],
+fn on_all_within<R: Request + 'static>(
+    nodes: &Nodes,
     limit: Duration,
-    op: F,
-) -> Vec<Option<Result<T, String>>>
-where
-    T: Send + 'static,
-    F: Fn(&mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
-{
-    on_all_indexed(nodes, limit, move |_, n| op(n))
-}
-
-/// `on_all_within`, `op` given each node's index.
-fn on_all_indexed<T, F>(
-    nodes: &[Arc<Node>],
-    limit: Duration,
-    op: F,
-) -> Vec<Option<Result<T, String>>>
-where
-    T: Send + 'static,
-    F: Fn(usize, &mut Session) -> Result<T, NodeError> + Send + Sync + 'static,
-{
+    request: R,
+) -> PerNode<R::Answer> {
     let all: Vec<usize> = (0..nodes.len()).collect();
-    by_node(nodes.len(), quorum::on_each_indexed(nodes, &all, op, limit))
+    by_node(nodes.len(), quorum::on_each(nodes, &all, request, limit))
 }
 
-/// Every key of the lock on the node behind `n` but its main key: its
-/// helper keys, and those it had in the previous key layout, found by SCAN
-/// (see `Keys::pattern`). What `forget` removes and `status --keys` lists.
-fn helper_keys(n: &mut Session, keys: &Keys) -> Result<Vec<Vec<u8>>, NodeError> {
-    let mut found = n.scan(&keys.pattern(), keys.lock())?;
-    found.extend(n.scan(&keys.legacy_pattern(), keys.lock())?);
-    Ok(found)
+/// Every key matching `pattern` on each node (on a Cluster, on the master
+/// of `near`'s slot), by SCAN from each node's own cursor, a page per
+/// round, all nodes at once, within `limit` in all.
+fn scan_all(
+    nodes: &Nodes,
+    pattern: Vec<u8>,
+    near: &[u8],
+    limit: Duration,
+) -> PerNode<Vec<Vec<u8>>> {
+    let until = crate::clock::now() + limit;
+    let mut found: PerNode<Vec<Vec<u8>>> = (0..nodes.len()).map(|_| Some(Ok(Vec::new()))).collect();
+    let mut cursors: Vec<Vec<u8>> = vec![b"0".to_vec(); nodes.len()];
+    loop {
+        let active: Vec<usize> = (0..nodes.len())
+            .filter(|i| !cursors[*i].is_empty())
+            .collect();
+        if active.is_empty() {
+            break;
+        }
+        let left = until.saturating_duration_since(crate::clock::now());
+        let page = node::Scan {
+            pattern: pattern.clone(),
+            near: near.to_vec(),
+            cursors: cursors.clone(),
+        };
+        let replies = quorum::on_each(nodes, &active, page, left.min(self::limit(nodes)));
+        let mut answered = vec![false; nodes.len()];
+        for r in replies {
+            answered[r.node] = true;
+            match r.result {
+                Ok((next, keys)) => {
+                    if let Some(Ok(list)) = &mut found[r.node] {
+                        list.extend(keys);
+                    }
+                    cursors[r.node] = if next == b"0" { Vec::new() } else { next };
+                }
+                Err(e) => {
+                    found[r.node] = Some(Err(e.to_string()));
+                    cursors[r.node].clear();
+                }
+            }
+        }
+        for i in active.into_iter().filter(|i| !answered[*i]) {
+            found[i] = None;
+            cursors[i].clear();
+        }
+    }
+    for list in found.iter_mut().flatten().flatten() {
+        // SCAN may return a key twice (the table was resized meanwhile).
+        list.sort();
+        list.dedup();
+    }
+    found
 }
 
-fn inspect_all(nodes: &[Arc<Node>], books: &Books) -> Vec<Option<Result<Inspection, String>>> {
-    let k = Arc::new(books.clone());
-    on_all(nodes, move |n| n.inspect(&k))
+/// Every key of the lock on each node but its main key: its helper keys,
+/// and those it had in the previous key layout, found by SCAN (see
+/// `Keys::pattern`). What `forget` removes and `status --keys` lists.
+fn helper_keys(nodes: &Nodes, keys: &Keys, limit: Duration) -> PerNode<Vec<Vec<u8>>> {
+    let now = scan_all(nodes, keys.pattern(), keys.lock(), limit);
+    let legacy = scan_all(nodes, keys.legacy_pattern(), keys.lock(), limit);
+    now.into_iter()
+        .zip(legacy)
+        .map(|(a, b)| match (a, b) {
+            (Some(Ok(mut a)), Some(Ok(b))) => {
+                a.extend(b);
+                Some(Ok(a))
+            }
+            (Some(Err(e)), _) | (_, Some(Err(e))) => Some(Err(e)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn inspect_all(nodes: &Nodes, books: &Books) -> PerNode<Inspection> {
+    on_all(
+        nodes,
+        node::Inspect {
+            books: Arc::new(books.clone()),
+        },
+    )
 }
 
 /// Replies in node order; `None` for a node that did not answer in time.
-fn by_node<T>(n: usize, replies: Vec<Reply<T>>) -> Vec<Option<Result<T, String>>> {
-    let mut out: Vec<Option<Result<T, String>>> = (0..n).map(|_| None).collect();
+fn by_node<T>(n: usize, replies: Vec<Reply<T>>) -> PerNode<T> {
+    let mut out: PerNode<T> = (0..n).map(|_| None).collect();
     for r in replies {
         out[r.node] = Some(r.result.map_err(|e| e.to_string()));
     }
@@ -206,7 +251,7 @@ fn holder_line(record: &[(String, String)], token: &[u8]) -> String {
 
 /// The holder record from a node where the lock holds `token`: a record
 /// beside another token describes someone else.
-fn record_of(found: &[Option<Result<Inspection, String>>], token: &[u8]) -> Vec<(String, String)> {
+fn record_of(found: &PerNode<Inspection>, token: &[u8]) -> Vec<(String, String)> {
     found
         .iter()
         .flatten()

@@ -16,7 +16,7 @@ use crate::cli::{Resolved, StatusArgs};
 use crate::exit::Exit;
 use crate::history::Record;
 use crate::lock::keys::show;
-use crate::lock::node::{Books, Inspection, KeyInfo, Node};
+use crate::lock::node::{self, Books, Inspection, KeyInfo, Nodes};
 use crate::lock::redlock;
 
 use serde::Serialize;
@@ -168,10 +168,11 @@ fn describe_stale(n: usize, (token, on, left): &(Vec<u8>, usize, i64)) -> String
 /// With --limit (or a slot count found beside the lock), every slot in turn
 /// (text), or one object with a `slots` array (JSON). Exit 0 while any slot
 /// is free, 1 when all are held.
-pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
+pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
     // One server under two addresses of its own: see `node::same_server`.
     if nodes.len() > 1 {
-        let ids: Vec<Option<String>> = on_all(nodes, |n| n.run_id())
+        let near = lock.keys.lock().to_vec();
+        let ids: Vec<Option<String>> = on_all(nodes, node::RunId { near })
             .into_iter()
             .map(|r| r.and_then(Result::ok).flatten())
             .collect();
@@ -245,17 +246,33 @@ type KeyLists = Vec<Option<Result<Vec<KeyInfo>, String>>>;
 
 /// `--keys`: every key of the lock that exists on each node, its main key
 /// first, found as `forget` finds them.
-fn key_lists(lock: &Resolved, nodes: &[Arc<Node>]) -> KeyLists {
-    let keys = Arc::new(lock.keys.clone());
-    on_all_within(nodes, scan_limit(nodes), move |n| {
-        let mut all = vec![keys.lock().to_vec()];
-        all.extend(helper_keys(n, &keys)?);
-        n.describe(&all)
-    })
+fn key_lists(lock: &Resolved, nodes: &Nodes) -> KeyLists {
+    let keys = &lock.keys;
+    let limit = scan_limit(nodes);
+    let found = helper_keys(nodes, keys, limit);
+    let request = node::Describe {
+        near: keys.lock().to_vec(),
+        keys: found
+            .iter()
+            .map(|f| {
+                let found = f.as_ref()?.as_ref().ok()?;
+                let mut all = vec![keys.lock().to_vec()];
+                all.extend(found.iter().cloned());
+                Some(all)
+            })
+            .collect(),
+    };
+    let mut lists = on_all_within(nodes, limit, request);
+    for (list, f) in lists.iter_mut().zip(found) {
+        if !matches!(f, Some(Ok(_))) {
+            *list = f.map(|f| f.map(|_| Vec::new()));
+        }
+    }
+    lists
 }
 
 /// "keys on redis://lock1:6379:" and a line per key: name, type, time left.
-fn print_keys(nodes: &[Arc<Node>], lists: &KeyLists) {
+fn print_keys(nodes: &Nodes, lists: &KeyLists) {
     for (node, list) in nodes.iter().zip(lists) {
         let name = node.name();
         match list {
@@ -309,7 +326,7 @@ struct KeyDoc<'a> {
     pttl_ms: i64,
 }
 
-fn keys_doc<'a>(nodes: &'a [Arc<Node>], lists: &'a KeyLists) -> Vec<NodeKeys<'a>> {
+fn keys_doc<'a>(nodes: &'a Nodes, lists: &'a KeyLists) -> Vec<NodeKeys<'a>> {
     nodes
         .iter()
         .zip(lists)
@@ -341,9 +358,9 @@ fn keys_doc<'a>(nodes: &'a [Arc<Node>], lists: &'a KeyLists) -> Vec<NodeKeys<'a>
 
 /// The --limit N of the holders of the lock's slots, if any node has one
 /// (the largest: holders of one name agree, see `scripts::ACQUIRE`).
-fn recorded_limit(lock: &Resolved, nodes: &[Arc<Node>]) -> Option<u32> {
+fn recorded_limit(lock: &Resolved, nodes: &Nodes) -> Option<u32> {
     let books = Arc::new(crate::lock::books(&lock.keys, None, None));
-    on_all(nodes, move |n| n.limit(&books))
+    on_all(nodes, node::LimitOf { books })
         .into_iter()
         .flatten()
         .flatten()
@@ -357,7 +374,7 @@ fn status_of(
     json: bool,
     lock: &Resolved,
     slot: Option<(u32, u32)>,
-    nodes: &[Arc<Node>],
+    nodes: &Nodes,
 ) -> (Exit, Option<LockDoc>) {
     let books = crate::lock::books(&lock.keys, slot.map(|s| s.0), slot.map(|s| s.1));
     let found = inspect_all(nodes, &books);
@@ -380,7 +397,7 @@ struct Status<'a> {
     lock: &'a Resolved,
     slot: Option<u32>,
     books: &'a Books,
-    nodes: &'a [Arc<Node>],
+    nodes: &'a Nodes,
     found: Vec<Option<Result<Inspection, String>>>,
     verdict: Verdict,
     /// The winning token's holder record, when held.
@@ -547,7 +564,7 @@ impl<'a> Status<'a> {
         lock: &'a Resolved,
         slot: Option<u32>,
         books: &'a Books,
-        nodes: &'a [Arc<Node>],
+        nodes: &'a Nodes,
         found: Vec<Option<Result<Inspection, String>>>,
     ) -> Self {
         let quorum = redlock::quorum(nodes.len());
@@ -886,15 +903,14 @@ mod tests {
             .collect()
     }
 
-    fn nodes() -> Vec<Arc<Node>> {
-        [
+    fn nodes() -> Nodes {
+        let urls = [
             "redis://lock1:6379",
             "redis://:pw@lock2:6379",
             "redis://lock3:6379",
         ]
-        .iter()
-        .map(|u| Arc::new(Node::new(u, &Default::default()).expect("a node")))
-        .collect()
+        .map(String::from);
+        Nodes::new(&urls, &Default::default()).expect("nodes")
     }
 
     fn resolved() -> Resolved {

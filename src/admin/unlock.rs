@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{holder_line, inspect_all, on_all, record_of};
 use crate::cli::{Resolved, UnlockArgs};
 use crate::exit::{self, Exit};
-use crate::lock::node::{Node, Released, Share};
+use crate::lock::node::{self, Nodes, Released, Share};
 use crate::lock::redlock;
 
 /// Fewest characters of a token `--token` takes: what `status` shows.
@@ -20,7 +20,7 @@ enum Done {
     Absent,
 }
 
-pub fn run(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
+pub fn run(args: &UnlockArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
     let books = Arc::new(crate::lock::books(&lock.keys, None, None));
     let results: Vec<Option<Result<Done, String>>> = match &args.token {
         Some(token) => {
@@ -32,18 +32,24 @@ pub fn run(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
                 return Exit::Usage;
             }
             let (token, b): (Arc<str>, _) = (token.as_str().into(), Arc::clone(&books));
-            on_all(nodes, move |n| n.unlock(&b, &token))
-                .into_iter()
-                .map(|r| {
-                    r.map(|r| {
-                        r.map(|x| match x {
-                            Released::Deleted => Done::Deleted,
-                            Released::AlreadyGone => Done::Absent,
-                            Released::NotOurs => Done::NotOurs,
-                        })
+            on_all(
+                nodes,
+                node::Unlock {
+                    books: b,
+                    prefix: token,
+                },
+            )
+            .into_iter()
+            .map(|r| {
+                r.map(|r| {
+                    r.map(|x| match x {
+                        Released::Deleted => Done::Deleted,
+                        Released::AlreadyGone => Done::Absent,
+                        Released::NotOurs => Done::NotOurs,
                     })
                 })
-                .collect()
+            })
+            .collect()
         }
         None => {
             let found = inspect_all(nodes, &books);
@@ -70,7 +76,7 @@ pub fn run(args: &UnlockArgs, lock: &Resolved, nodes: &[Arc<Node>]) -> Exit {
                 println!("was shared by {}", holder_line(&share.record, &share.token));
             }
             let b = Arc::clone(&books);
-            on_all(nodes, move |n| n.force_delete(&b))
+            on_all(nodes, node::ForceDelete { books: b })
                 .into_iter()
                 .map(|r| r.map(|r| r.map(|d| if d { Done::Deleted } else { Done::Absent })))
                 .collect()

@@ -4,7 +4,7 @@
 //! that a retired job's history goes away on its own.
 //!
 //! A run's record goes to every node in the same script as its release (or
-//! `--hold`; see `node::Session::end_run`), so recording costs no round
+//! `--hold`; see `node::EndRun`), so recording costs no round
 //! trip: one request per node, as before, and with `--replicas` the same
 //! WAIT covers both. Nodes the lock was never on get the append alone, in
 //! parallel. Either way it is information only: an append that a node
@@ -65,33 +65,21 @@ impl Lock {
         if which.is_empty() {
             return;
         }
-        let (books, token) = (self.books(), Arc::clone(&self.token));
-        let history: Arc<[u8]> = self.keys.history().into();
-        let record: Option<Arc<str>> = record.map(Into::into);
-        let ours = holding.clone();
-        let (books2, token2, history2, record2) = (
-            Arc::clone(&books),
-            Arc::clone(&token),
-            Arc::clone(&history),
-            record.clone(),
-        );
-        let replies = quorum::on_each_behind(
+        let replies = quorum::on_each(
             &self.nodes,
             &which,
-            move |i, s| {
-                let entry = record.as_deref().map(|r| (&history[..], r));
-                s.end_run(&books, &token, ours.contains(&i).then_some(ending), entry)
-            },
-            |i| {
-                let entry = record2.as_deref().map(|r| (&history2[..], r));
-                let ending = holding.contains(&i).then_some(ending);
-                node::behind::end_run(&books2, &token2, ending, entry)
+            node::EndRun {
+                books: self.books(),
+                token: Arc::clone(&self.token),
+                ending,
+                ours: holding.clone(),
+                entry: record.map(|r| (self.keys.history(), r)),
             },
             self.round_limit(),
         );
         let mut ends: Vec<Reply<Finish>> = Vec::new();
         for r in replies {
-            let (node, latency) = (r.node, r.latency);
+            let (node, latency, server) = (r.node, r.latency, r.server);
             let name = self.nodes[node].name();
             let not_recorded = |e: &NodeError| {
                 log.info(|| {
@@ -110,6 +98,7 @@ impl Lock {
                             node,
                             result: Ok(f),
                             latency,
+                            server,
                         });
                     }
                 }
@@ -117,6 +106,7 @@ impl Lock {
                     node,
                     result: Err(e),
                     latency,
+                    server,
                 }),
                 Err(e) => not_recorded(&e),
             }
@@ -153,6 +143,7 @@ fn of_kind<T>(ends: Vec<Reply<Finish>>, pick: impl Fn(Finish) -> Option<T>) -> V
                 node: r.node,
                 result,
                 latency: r.latency,
+                server: r.server,
             })
         })
         .collect()

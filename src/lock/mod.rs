@@ -58,12 +58,12 @@ use rand::seq::SliceRandom;
 
 use crate::log::{Log, ev};
 use keys::Keys;
-use node::{Books, Extension, Granted, Node, Queue, Refusal, Released};
-use quorum::{Reply, Round, Vote};
-use redlock::{Answer, Verdict};
+use node::{Books, Extension, Granted, Nodes, Queue, Refusal, Released};
+use quorum::{Reply, Round};
+use redlock::{Answer, Verdict, Vote};
 
 pub struct Lock {
-    nodes: Arc<[Arc<Node>]>,
+    nodes: Nodes,
     keys: Keys,
     /// The keys each request touches: the lock's, or with --limit N those of
     /// each of the N slots, each a lock of its own.
@@ -145,7 +145,7 @@ pub enum Extended {
 
 impl Lock {
     pub fn new(
-        nodes: Vec<Node>,
+        nodes: Nodes,
         keys: Keys,
         ttl: Duration,
         node_timeout: Duration,
@@ -163,7 +163,7 @@ impl Lock {
         };
         Ok(Lock {
             may_hold: nodes.iter().map(|_| AtomicBool::new(false)).collect(),
-            nodes: nodes.into_iter().map(Arc::new).collect(),
+            nodes,
             slots: match limit {
                 None if shared => vec![Arc::new(Books {
                     shared: true,
@@ -208,7 +208,7 @@ impl Lock {
     pub fn outcomes(&self, log: &Log) -> Vec<NodeOutcome> {
         let mut last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(round) = last.as_mut() {
-            let late = round.settle();
+            let late = round.settle(&self.nodes);
             for r in late {
                 self.log_reply("acquire", r, log, " (after the verdict)");
             }
@@ -235,7 +235,7 @@ impl Lock {
 
     /// Two nodes that are one server (see `node::same_server`), worded.
     pub fn same_server(&self) -> Option<String> {
-        node::same_server(&self.nodes.iter().map(|n| &**n).collect::<Vec<_>>())
+        self.nodes.same_server()
     }
 
     /// Whether a quorum of nodes agreed in the last acquire round (granted,
@@ -263,7 +263,7 @@ impl Lock {
         let Some(round) = last.as_mut() else {
             return Vec::new();
         };
-        round.settle();
+        round.settle(&self.nodes);
         (0..self.nodes.len())
             .filter(|&i| {
                 round.skipped.contains(&i) || round.reply_of(i).is_none_or(|r| r.result.is_err())
@@ -331,7 +331,14 @@ impl Lock {
         let first_try = matches!(place, Queue::Join { ticket: None, .. });
         let mut round = quorum::decide(
             &self.nodes,
-            move |n| n.acquire(&books, &token, ttl, &rec, fence, &place),
+            node::Acquire {
+                books,
+                token,
+                ttl,
+                record: rec,
+                fence,
+                queue: place,
+            },
             self.round_limit(),
         );
         if round.verdict == Verdict::Unavailable {
@@ -346,8 +353,8 @@ impl Lock {
         // (its answer is a moment behind), while a stopped node costs one
         // quorum's time, not its whole overdue time.
         if round.verdict == Verdict::Quorum && self.nodes.len() > 1 {
-            // A polled round has listened that long already (see
-            // `quorum::drive`).
+            // The round has listened that long already (see
+            // `quorum::fan_out`).
             let cap = round.decided_at + round.elapsed;
             round.linger_until(&self.nodes, cap);
         }
@@ -406,13 +413,14 @@ impl Lock {
     /// escapes `node::same_server`, which compares the addresses named.
     /// Always seen when the two make the quorum; when distinct servers made
     /// it first (each granted once, which is sound), only if the second name
-    /// has answered by then. Nodes on the crate's connection (TLS, RESP3,
-    /// Cluster) tell no run_id here: for them, only the addresses count.
+    /// has answered by then. A Cluster tells no run_id here (INFO would
+    /// describe whichever master answers): for it, only the addresses count.
     fn same_voter(&self, round: &Round<Granted>) -> Option<String> {
         let mut seen: Vec<(usize, u64)> = round
             .replies
             .iter()
-            .filter_map(|r| Some((r.node, r.result.as_ref().ok()?.server?)))
+            .filter(|r| r.result.is_ok())
+            .filter_map(|r| Some((r.node, r.server?)))
             .collect();
         seen.sort_unstable();
         seen.iter().enumerate().find_map(|(k, (i, id))| {
@@ -470,15 +478,18 @@ impl Lock {
     /// there until it lapsed. Sent without waiting for the answers: the
     /// command need not wait for this.
     fn forget_place(&self, granted: &[usize]) {
-        for i in (0..self.nodes.len()).filter(|i| !granted.contains(i)) {
-            let (books, token) = (self.books(), Arc::clone(&self.token));
-            let node = Arc::clone(&self.nodes[i]);
-            self.nodes[i].begin();
-            self.nodes[i].submit(Box::new(move |session| {
-                let result = session.forget_place(&books, &token);
-                node.finish(&result);
-            }));
-        }
+        let others: Vec<usize> = (0..self.nodes.len())
+            .filter(|i| !granted.contains(i))
+            .collect();
+        quorum::send(
+            &self.nodes,
+            &others,
+            node::Leave {
+                books: self.books(),
+                token: Arc::clone(&self.token),
+                wake: false,
+            },
+        );
     }
 
     /// --replicas: a node whose replicas did not acknowledge the lock does not
@@ -577,7 +588,7 @@ impl Lock {
         let replies = quorum::on_each(
             &self.nodes,
             &which,
-            move |n| n.commit_fence(&books, &token, t),
+            node::CommitFence { books, token, t },
             self.round_limit(),
         );
         let committed = replies
@@ -620,7 +631,7 @@ impl Lock {
         let (books, token, ttl) = (self.books(), Arc::clone(&self.token), self.ttl);
         let round = quorum::decide(
             &self.nodes,
-            move |n| n.extend(&books, &token, ttl),
+            node::Extend { books, token, ttl },
             self.round_limit(),
         );
         self.log_round("extend", &round, log);
@@ -657,7 +668,12 @@ impl Lock {
         let replies = quorum::on_each(
             &self.nodes,
             which,
-            move |n| n.retake(&books, &token, ttl, &record),
+            node::Retake {
+                books,
+                token,
+                ttl,
+                record,
+            },
             self.round_limit(),
         );
         for r in &replies {
@@ -698,7 +714,7 @@ impl Lock {
     fn holding(&self) -> Vec<usize> {
         let mut last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(round) = last.as_mut() {
-            round.settle();
+            round.settle(&self.nodes);
             self.note_holds(round);
         }
         (0..self.nodes.len())
@@ -714,12 +730,15 @@ impl Lock {
     pub fn hold_for(&self, left: Duration, exit_code: u8, log: &Log) {
         let which = self.holding();
         let (books, token) = (self.books(), Arc::clone(&self.token));
-        let bytes = node::behind::hold(&books, &token, left, exit_code);
-        let replies = quorum::on_each_behind(
+        let replies = quorum::on_each(
             &self.nodes,
             &which,
-            move |_, n| n.hold(&books, &token, left, exit_code),
-            |_| Some(bytes.clone()),
+            node::Hold {
+                books,
+                token,
+                left,
+                exit_code,
+            },
             self.round_limit(),
         );
         self.log_holds(&replies, left, log);
@@ -750,7 +769,7 @@ impl Lock {
         let (marker, token) = (self.keys.once(start), Arc::clone(&self.token));
         let round = quorum::decide(
             &self.nodes,
-            move |n| n.mark(&marker, &token, ttl),
+            node::Mark { marker, token, ttl },
             self.round_limit(),
         );
         self.log_round("once-per marker", &round, log);
@@ -772,7 +791,7 @@ impl Lock {
         let replies = quorum::on_each(
             &self.nodes,
             which,
-            move |n| n.drop_ours(&marker, &token),
+            node::DropOurs { key: marker, token },
             self.round_limit(),
         );
         for r in &replies {
@@ -799,7 +818,7 @@ impl Lock {
         let replies = quorum::on_each(
             &self.nodes,
             &all,
-            move |n| n.inspect(&books),
+            node::Inspect { books },
             self.round_limit(),
         );
         let record = replies
@@ -835,7 +854,11 @@ impl Lock {
         let replies = quorum::on_each(
             &self.nodes,
             &all,
-            move |n| n.leave(&books, &token),
+            node::Leave {
+                books,
+                token,
+                wake: true,
+            },
             self.round_limit(),
         );
         for r in replies {
@@ -861,14 +884,15 @@ impl Lock {
         // Only nodes that are answering in this run are waited for: a
         // stopped one would hold every waiter up for a round limit.
         let mut waited = 0;
-        for node in self.nodes.iter() {
+        for (i, node) in self.nodes.iter().enumerate() {
             let mut channel = self.keys.released();
             if fair {
                 channel.push(b':');
                 channel.extend_from_slice(self.token.as_bytes());
             }
             let channels = vec![channel];
-            let sick = quorum::not_answering(node);
+            let sick = quorum::not_answering(&self.nodes, i);
+            let key = self.keys.lock().to_vec();
             waited += usize::from(!sick);
             let (node, wake) = (Arc::clone(node), wake.clone());
             let ready_tx = ready_tx.clone();
@@ -878,6 +902,7 @@ impl Lock {
                 .spawn(move || {
                     node.watch(
                         &channels,
+                        &key,
                         |r| drop(ready_tx.send((sick, r))),
                         move || !done.load(Relaxed) && wake(),
                         move || !over.load(Relaxed),
@@ -913,12 +938,14 @@ impl Lock {
             return;
         }
         let (books, token) = (self.books(), Arc::clone(&self.token));
-        let bytes = node::behind::release(&books, &token, announce);
-        let replies = quorum::on_each_behind(
+        let replies = quorum::on_each(
             &self.nodes,
             which,
-            move |_, n| n.release(&books, &token, announce),
-            |_| Some(bytes.clone()),
+            node::Release {
+                books,
+                token,
+                announce,
+            },
             self.round_limit(),
         );
         self.log_releases(which, &replies, log);
@@ -1045,16 +1072,6 @@ impl Lock {
             "no node failed".into()
         } else {
             parts.join("; ")
-        }
-    }
-}
-
-impl Drop for Lock {
-    /// What was written behind an unanswered request must reach its node
-    /// after the process ends (see `Node::close`).
-    fn drop(&mut self) {
-        for node in self.nodes.iter() {
-            node.close();
         }
     }
 }

@@ -117,6 +117,17 @@ pub fn backoff(attempt: u32, unit: f64) -> Duration {
     cap.mul_f64(unit.clamp(0.0, 1.0))
 }
 
+/// A node's reply that says whether it granted what was asked.
+pub trait Vote {
+    fn answer(&self) -> Answer;
+}
+
+impl Vote for Answer {
+    fn answer(&self) -> Answer {
+        *self
+    }
+}
+
 /// What one node said to a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Answer {

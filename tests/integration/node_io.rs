@@ -9,8 +9,11 @@
 
 use std::time::Duration;
 
-use crate::support::{Cluster, FaultProxy, RedisNode, Test, tempdir, wait_until};
-use crate::support::{THREADS, base, lock_key};
+use crate::support::{
+    Cluster, FakeServer, FaultProxy, RedisNode, RunOutput, Running, Script, Test, tempdir,
+    wait_until,
+};
+use crate::support::{THREADS, WAIT_FOR_GO, base, lock_key};
 
 /// Every key of lock `name` (history aside) on every node of `cluster`.
 fn leftovers(cluster: &Cluster, name: &str) -> Vec<String> {
@@ -310,10 +313,9 @@ fn a_waiters_withdrawn_requests_are_no_node_failure() {
 }
 
 #[test]
-fn healthy_plain_nodes_are_driven_from_one_thread() {
+fn nodes_are_driven_from_one_thread() {
     // Each request goes out to every node at once from the thread that makes
-    // the round; a node gets a worker thread of its own only when a request
-    // is still under way there as the round ends.
+    // the round; no node has a thread of its own, healthy or not.
     let cluster = Cluster::new(3);
     let dir = tempdir();
     let out = base(&cluster.urls(), "one-thread", &dir)
@@ -342,19 +344,20 @@ fn healthy_plain_nodes_are_driven_from_one_thread() {
     assert_eq!(workers, 0, "no node worker on nodes named by host:\n{out}");
 
     // A stopped node's acquire is still unanswered when the quorum has
-    // spoken: it goes on on that node's worker.
+    // spoken: it stays owed on that node's connection, with no thread of
+    // its own either.
     cluster[2].stop();
     let out = base(&cluster.urls(), "one-thread", &dir)
         .args(["--node-timeout", "300ms", "-c", THREADS])
         .run();
     cluster[2].cont();
     out.assert_code(0);
-    let workers: Vec<&str> = out
+    let workers = out
         .stdout
         .lines()
         .filter(|t| t.starts_with("node "))
-        .collect();
-    assert_eq!(workers.len(), 1, "one worker, the stopped node's:\n{out}");
+        .count();
+    assert_eq!(workers, 0, "no node worker for a stopped node:\n{out}");
 }
 
 #[test]
@@ -462,5 +465,188 @@ fn a_refused_setup_leaves_no_key_in_any_database() {
         &denied.join(","),
         "denied",
         "the server's ACL denies this user SELECT",
+    );
+}
+
+/// Waits for `running` to end, reading its peak resident memory
+/// (`VmHWM`, in KiB) from /proc as it runs.
+fn with_peak_rss(mut running: Running) -> (RunOutput, u64) {
+    let mut peak = 0;
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", running.pid()));
+        if let Some(kb) = status.ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        }) {
+            peak = peak.max(kb);
+        }
+        if let Some(out) = running.wait_timeout(Duration::from_millis(2)) {
+            return (out, peak);
+        }
+        assert!(
+            running.elapsed() < Duration::from_secs(30),
+            "still running after 30 s"
+        );
+    }
+}
+
+/// What no node may make a run use: 16 MB resident.
+const RSS_CAP_KB: u64 = 16 * 1024;
+
+#[test]
+fn a_node_cannot_grow_our_memory_or_double_a_timeout() {
+    let dir = tempdir();
+    // Replies that never end, or end too soon: each is refused for what it
+    // is, at once, whatever the timeout, and memory stays small.
+    for (script, wording) in [
+        (
+            Script::EndlessBulk,
+            "the server sent a reply of 99999999999 bytes; redlock-run expects at most 1048576",
+        ),
+        (
+            Script::EndlessArray,
+            "the server sent a reply of 100000001 values; redlock-run expects at most 65536",
+        ),
+        (
+            Script::CloseMidReply,
+            "the server ended the connection in the middle of a reply",
+        ),
+    ] {
+        let fake = FakeServer::start(script);
+        let running = base(&fake.url(None), "fake", &dir)
+            .args(["--node-timeout", "1s", "-c", "echo ran"])
+            .spawn();
+        let (out, peak) = with_peak_rss(running);
+        out.assert_code(69).assert_one_error_line();
+        assert!(
+            out.stderr.contains(wording),
+            "{script:?}: want {wording:?}\n{out}"
+        );
+        assert!(!out.stdout.contains("ran"), "{out}");
+        assert!(peak < RSS_CAP_KB, "{script:?}: {peak} KiB resident\n{out}");
+        assert!(
+            out.elapsed < Duration::from_millis(900),
+            "{script:?}: {:?}\n{out}",
+            out.elapsed
+        );
+    }
+
+    // The set-up answered, then silence: one node timeout from the set-up's
+    // write to the verdict, not one for the set-up and one for the request.
+    let fake = FakeServer::start(Script::SetupThenSilent);
+    let out = base(&fake.url(Some(":pw")), "fake", &dir)
+        .args(["--node-timeout", "500ms", "-c", "echo ran"])
+        .run();
+    out.assert_code(69).assert_one_error_line();
+    assert!(out.stderr.contains("no answer within 500ms"), "{out}");
+    assert!(
+        fake.requests() >= 2,
+        "the request went out behind the set-up"
+    );
+    assert!(
+        out.elapsed >= Duration::from_millis(450) && out.elapsed < Duration::from_millis(900),
+        "one timeout, not two: {:?}\n{out}",
+        out.elapsed
+    );
+
+    // An endless reply from one node of three, for a whole 2 s run that
+    // extends the lock twice: the quorum does without it, memory stays small,
+    // and nothing is left on the real nodes.
+    let cluster = Cluster::new(2);
+    let fake = FakeServer::start(Script::EndlessBulk);
+    let urls = format!("{},{}", cluster.urls(), fake.url(None));
+    let running = base(&urls, "fake3", &dir)
+        .args(["--ttl", "3s", "-c", "sleep 2; echo ran"])
+        .spawn();
+    let (out, peak) = with_peak_rss(running);
+    out.assert_code(0);
+    assert!(out.stdout.contains("ran"), "{out}");
+    assert!(peak < RSS_CAP_KB, "{peak} KiB resident\n{out}");
+    assert!(
+        fake.requests() >= 2,
+        "the fake node was asked again by the heartbeat"
+    );
+    for node in cluster.iter() {
+        assert!(
+            node.keys().is_empty(),
+            "{} keeps {:?}",
+            node.url(),
+            node.keys()
+        );
+    }
+}
+
+/// A node stopped while the command runs, on a connection of each kind that
+/// is not plain TCP: the heartbeat's extension there goes unanswered, the
+/// release is written behind it on the same connection as the command ends,
+/// and the node applies both, in order, once it resumes.
+#[test]
+fn a_stopped_tls_or_cluster_node_applies_the_release_when_it_resumes() {
+    let dir = tempdir();
+    let stopped_and_resumed = |urls: &str,
+                               extra: &[&str],
+                               stop: &dyn Fn(),
+                               cont: &dyn Fn(),
+                               left: &dyn Fn() -> Vec<Vec<u8>>| {
+        let holder = base(urls, "behind", &dir)
+            .args(["--ttl", "3s", "--node-timeout", "200ms"])
+            .args(extra)
+            .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
+            .spawn();
+        crate::support::await_marker(&dir, "held", &holder);
+        stop();
+        // The first extension (at 1 s) goes to the stopped node too.
+        std::thread::sleep(Duration::from_millis(1500));
+        crate::support::touch(&dir, "go");
+        let out = holder.wait();
+        cont();
+        out.assert_code(0);
+        // Well before its copy would expire by itself (the extension sets
+        // 3 s more as the node resumes).
+        assert!(
+            wait_until(Duration::from_millis(1000), || left().is_empty()),
+            "the resumed node keeps {:?}\n{out}",
+            left()
+                .iter()
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect::<Vec<_>>()
+        );
+        let _ = std::fs::remove_file(dir.join("held"));
+        let _ = std::fs::remove_file(dir.join("go"));
+    };
+
+    // Three TLS nodes, the third stopped while the command runs.
+    if crate::support::server_has_tls(
+        "node_io::a_stopped_tls_or_cluster_node_applies_the_release_when_it_resumes",
+    ) {
+        let certs = crate::support::Certs::make();
+        let tls = certs.node_tls();
+        let nodes: Vec<RedisNode> = (0..3)
+            .map(|_| RedisNode::start_with_tls(&[], None, Some(&tls), crate::support::free_port))
+            .collect();
+        let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+        let ca = certs.pem("ca");
+        stopped_and_resumed(
+            &urls.join(","),
+            &["--tls-ca", &ca],
+            &|| nodes[2].stop(),
+            &|| nodes[2].cont(),
+            &|| nodes[2].keys(),
+        );
+    }
+
+    // A Cluster as one node of three, the master of the lock's slot stopped.
+    let cluster = crate::support::RedisCluster::new(3, 0);
+    let plain = Cluster::new(2);
+    let slot = cluster.keyslot(crate::support::keys("behind").lock());
+    let master = cluster.master_for_slot(slot);
+    let urls = format!("{},{}", cluster.url(), plain.urls());
+    stopped_and_resumed(
+        &urls,
+        &[],
+        &|| cluster.stop(master),
+        &|| cluster.cont(master),
+        &|| cluster.node(master).keys(),
     );
 }

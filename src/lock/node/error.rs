@@ -1,81 +1,47 @@
 //! What a failed request says: one clause naming the node (without its
-//! password), worded with the fix where there is one.
+//! password), worded with the fix where there is one, and a kind for the
+//! callers that branch on it.
 
 use std::fmt;
 use std::time::Duration;
 
-#[derive(Debug)]
+use redis::Value;
+
+use super::link::Broken;
+
+/// What went wrong, for callers that branch on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The node did not answer in time: not worth waiting for again in
+    /// this run.
+    Timeout,
+    /// It could not be reached (refused, unreachable, a name that does not
+    /// resolve, a connection it ended).
+    Unreachable,
+    /// It refused the connection's set-up (AUTH, SELECT) or TLS.
+    Refused,
+    /// It answered the request with an error.
+    Server,
+    /// It does not speak the Redis protocol, or said something no Redis
+    /// server would.
+    Protocol,
+    /// The write landed on the node but on fewer replicas than --replicas.
+    Unreplicated,
+    /// A Sentinel group or a Cluster could not say where the lock lives.
+    Topology,
+    /// Never written: a release went out instead (see `State::submit`).
+    Withdrawn,
+}
+
+#[derive(Clone, Debug)]
 pub struct NodeError {
     msg: String,
-    /// The node did not answer in time (as opposed to answering an error or
-    /// refusing the connection): not worth waiting for again in this run.
-    timeout: bool,
-    /// Failed before the request could be written (no connection): the
-    /// node cannot have applied it.
-    unsent: bool,
-    /// Applied, but fewer replicas than --replicas acknowledged it.
-    unreplicated: bool,
-    /// Never written because redlock-run wrote a release behind it: this
-    /// run's own doing, which says nothing about the node's health.
-    superseded: bool,
+    kind: Kind,
+    /// The request may have reached the node (and been applied there).
+    sent: bool,
 }
 
-impl NodeError {
-    pub(super) fn new(msg: String) -> NodeError {
-        NodeError {
-            msg,
-            timeout: false,
-            unsent: false,
-            unreplicated: false,
-            superseded: false,
-        }
-    }
-
-    pub(super) fn timed_out(msg: String) -> NodeError {
-        NodeError {
-            msg,
-            timeout: true,
-            unsent: false,
-            unreplicated: false,
-            superseded: false,
-        }
-    }
-
-    pub fn is_timeout(&self) -> bool {
-        self.timeout
-    }
-
-    /// Whether the request can have reached the node.
-    pub fn maybe_applied(&self) -> bool {
-        !self.unsent
-    }
-
-    /// The write landed on the node but not on enough of its replicas.
-    pub fn is_unreplicated(&self) -> bool {
-        self.unreplicated
-    }
-
-    pub(super) fn unsent(mut self) -> NodeError {
-        self.unsent = true;
-        self
-    }
-
-    /// Whether the request was withdrawn by a release written behind it.
-    pub fn is_superseded(&self) -> bool {
-        self.superseded
-    }
-
-    pub(super) fn superseded(mut self) -> NodeError {
-        self.unsent = true;
-        self.superseded = true;
-        self
-    }
-
-    pub(super) fn unreplicated(mut self) -> NodeError {
-        self.unreplicated = true;
-        self
-    }
-}
+impl std::error::Error for NodeError {}
 
 impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -83,170 +49,172 @@ impl fmt::Display for NodeError {
     }
 }
 
-/// A failed connect: worth one more try when it was only interrupted.
-pub(super) enum Failure {
-    Interrupted(NodeError),
-    Other(NodeError),
-}
-
-impl Failure {
-    pub(super) fn of(name: &str, timeout: Duration, e: &redis::RedisError) -> Failure {
-        if interrupted(e) {
-            Failure::Interrupted(wording(name, timeout, e))
-        } else {
-            Failure::Other(wording(name, timeout, e))
-        }
+impl NodeError {
+    pub(super) fn new(kind: Kind, msg: String, sent: bool) -> NodeError {
+        NodeError { msg, kind, sent }
     }
 
-    pub(super) fn into_error(self) -> NodeError {
-        match self {
-            Failure::Interrupted(e) | Failure::Other(e) => e,
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn is_timeout(&self) -> bool {
+        self.kind == Kind::Timeout
+    }
+
+    /// Whether the request can have reached the node.
+    pub fn maybe_applied(&self) -> bool {
+        self.sent
+    }
+
+    /// The write landed on the node but not on enough of its replicas.
+    pub fn is_unreplicated(&self) -> bool {
+        self.kind == Kind::Unreplicated
+    }
+
+    /// The same failure for another request that met it (a connection that
+    /// failed under several), with that request's own `sent`.
+    pub(super) fn for_request(&self, sent: bool) -> NodeError {
+        NodeError {
+            sent,
+            ..self.clone()
         }
     }
 }
 
-/// Whether `e` is EINTR from a read, write or connect.
-pub(super) fn interrupted(e: &redis::RedisError) -> bool {
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return io.kind() == std::io::ErrorKind::Interrupted;
-        }
-        source = s.source();
-    }
-    e.to_string().contains("(os error 4)")
+/// A step of a connection's set-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    Auth,
+    Select(i64),
+    /// A Sentinel group's primary asked whether it is one.
+    Role,
 }
 
-/// What to check when a TLS handshake fails.
-const TLS_HINT: &str = "(check --tls-ca, that the URL's host name is in the certificate, and \
-                        --tls-cert/--tls-key if the server wants a client certificate)";
+/// A request that was never written: a release made after it went out
+/// instead. This run's own doing, which says nothing of the node.
+pub(super) fn withdrawn(name: &str) -> NodeError {
+    NodeError::new(
+        Kind::Withdrawn,
+        format!("{name}: not sent, a release went out instead"),
+        false,
+    )
+}
 
-/// A client-side error (I/O, timeout, refused, TLS, a cluster that cannot
-/// be reached) as one clause about node `name`.
-pub(super) fn wording(name: &str, timeout: Duration, e: &redis::RedisError) -> NodeError {
-    let timed_out = e.is_timeout();
-    let what = if let Some(what) = not_redis(e) {
-        what
-    } else if timed_out {
-        no_answer(timeout)
-    } else if e.is_connection_refusal() {
-        "connection refused".to_string()
-    } else if e.code() == Some("NOAUTH") || unauthenticated(&e.to_string()) {
-        needs_password()
-    } else if e.kind() == redis::ErrorKind::AuthenticationFailed || e.code() == Some("WRONGPASS") {
-        wrong_password()
-    } else if e.code() == Some("NOPERM") {
-        permission_denied(e.detail().unwrap_or("no permission"))
-    } else if e.kind() == redis::ErrorKind::ClusterConnectionNotFound
-        || e.to_string().contains("Slot refresh error")
-    {
-        format!(
-            "{e} (no node of the cluster could be used: check the seeds, and that the user may \
-             run PING and CLUSTER SLOTS; see \"Connecting\" in the README)"
-        )
-    } else if let Some(hint) = e.code().and_then(topology_hint) {
-        format!("{e} {hint}")
-    } else if let Some(detail) = e
-        .detail()
-        .filter(|d| d.starts_with("Failed to connect to each cluster node"))
-    {
-        // The crate's wording of "no seed answered", with each seed's reason.
-        let seeds = detail
-            .trim_start_matches("Failed to connect to each cluster node")
-            .trim()
-            .trim_start_matches('(')
-            .trim_end_matches(')');
-        if is_tls_error(e) {
+/// A request that was not answered within `timeout`.
+pub(super) fn timed_out(name: &str, timeout: Duration) -> NodeError {
+    NodeError::new(
+        Kind::Timeout,
+        format!("{name}: {}", no_answer(timeout)),
+        true,
+    )
+}
+
+/// A connection that broke, for the requests it carried (`sent`: whether
+/// the one at hand may have reached the server). `steps` are the set-up's.
+pub(super) fn broken(
+    name: &str,
+    timeout: Duration,
+    b: &Broken,
+    steps: &[Step],
+    sent: bool,
+) -> NodeError {
+    let (kind, what) = match b {
+        Broken::ConnectTimeout => (Kind::Timeout, no_answer(timeout)),
+        Broken::Connect(std::io::ErrorKind::ConnectionRefused, _) => {
+            (Kind::Unreachable, "connection refused".to_string())
+        }
+        Broken::Connect(_, e) => (Kind::Unreachable, format!("cannot connect: {e}")),
+        Broken::Tls(e) if e.contains("InvalidContentType") || e.contains("corrupt message") => (
+            Kind::Refused,
+            "does not speak TLS (a redis:// port, or another service on that port?)".to_string(),
+        ),
+        Broken::Tls(e) => (
+            Kind::Refused,
+            format!("TLS handshake failed: {e} {TLS_HINT}"),
+        ),
+        Broken::Setup(replies, why) => return refused_setup(name, steps, replies, why),
+        Broken::Closed { partial: true, .. } => (
+            Kind::Protocol,
+            "the server ended the connection in the middle of a reply".to_string(),
+        ),
+        Broken::Closed {
+            first: true, reset, ..
+        } => (
+            Kind::Protocol,
             format!(
-                "TLS handshake failed: no seed node of the cluster could be reached: {seeds} \
-                 {TLS_HINT}"
-            )
-        } else {
-            format!("no seed node of the cluster could be reached: {seeds}")
+                "{} the connection without a reply: {SILENT}",
+                if *reset { "reset" } else { "closed" }
+            ),
+        ),
+        Broken::Closed { first: false, .. } => {
+            (Kind::Unreachable, "the connection was closed".to_string())
         }
-    } else if is_tls_error(e) {
-        format!("TLS handshake failed: {e} {TLS_HINT}")
-    } else {
-        one_line(&e.to_string())
+        Broken::Io(e) => (Kind::Unreachable, one_line(e)),
+        Broken::Protocol(v) => (Kind::Protocol, v.to_string()),
+        Broken::Unasked => (
+            Kind::Protocol,
+            "sent a reply to nothing asked (does it speak the Redis protocol?)".to_string(),
+        ),
     };
-    NodeError {
-        msg: format!("{name}: {what}"),
-        timeout: timed_out,
-        unsent: false,
-        unreplicated: false,
-        superseded: false,
-    }
+    NodeError::new(kind, format!("{name}: {what}"), sent)
 }
 
-/// What the node's server said, or did, that no Redis server would (see
-/// `wire`): worded already.
-#[derive(Debug)]
-pub(super) struct NotRedis(pub(super) String);
-
-impl fmt::Display for NotRedis {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// The server refused a step of the connection's set-up (`steps[i]` for
+/// the i-th reply): nothing was written after it (see `link`), so no
+/// request on that connection can have been applied. In our words.
+fn refused_setup(name: &str, steps: &[Step], replies: &[Value], why: &str) -> NodeError {
+    let failed = replies.iter().enumerate().find_map(|(i, v)| match v {
+        Value::ServerError(e) => Some((steps.get(i).copied(), e)),
+        _ => None,
+    });
+    let what = match failed {
+        None => why.to_string(),
+        Some((step, e)) => {
+            let text = one_line(e.details().unwrap_or(e.code()));
+            match step {
+                Some(Step::Auth) if text.contains("without any password configured") => {
+                    "the node refused AUTH: it has no password set for the default user; remove \
+                     the password from the URL (or --password-file, REDLOCK_PASSWORD), or set one \
+                     on the server"
+                        .to_string()
+                }
+                Some(Step::Auth) if e.code() == "NOPERM" => permission_denied(&text),
+                Some(Step::Auth) => wrong_password(),
+                Some(Step::Select(db)) if e.code() == "NOPERM" => format!(
+                    "the node refused SELECT {db}: the server's ACL denies this user SELECT; \
+                     allow it (+select) or use database 0"
+                ),
+                Some(Step::Select(db)) if text.contains("out of range") => format!(
+                    "the node refused SELECT {db}: the server has no database {db} (its \
+                     `databases` setting is lower); give a database it has in the URL"
+                ),
+                Some(Step::Select(db)) => format!("the node refused SELECT {db} ({text})"),
+                Some(Step::Role) | None => server_text(e),
+            }
+        }
+    };
+    NodeError::new(Kind::Refused, format!("{name}: {what}"), false)
 }
 
-impl std::error::Error for NotRedis {}
-
-/// A server that does not speak the Redis protocol, as redlock-run's own
-/// connection found (`NotRedis`) or the crate's parser did.
-pub(super) fn not_redis(e: &redis::RedisError) -> Option<String> {
-    // The crate keeps an io::Error as an `Arc<dyn Error>`, and an io::Error
-    // hands out its inner error by get_ref only (its source is the inner
-    // error's source).
-    let io = std::error::Error::source(e)
-        .and_then(|s| s.downcast_ref::<std::sync::Arc<dyn std::error::Error + Send + Sync>>())
-        .and_then(|arc| arc.downcast_ref::<std::io::Error>());
-    if let Some(n) = io
-        .and_then(|io| io.get_ref())
-        .and_then(|inner| inner.downcast_ref::<NotRedis>())
-    {
-        return Some(n.0.clone());
-    }
-    if e.kind() == redis::ErrorKind::Parse {
-        return Some("does not speak the Redis protocol (another service on that port?)".into());
-    }
-    // rustls, on a plain-text answer to its handshake.
-    e.to_string()
-        .contains("InvalidContentType")
-        .then(|| "does not speak TLS (a redis:// port, or another service on that port?)".into())
-}
-
-/// An error's text folded into one line (some errors of the crate span
-/// several).
-pub(super) fn one_line(text: &str) -> String {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// Redis 7 answers a request of more than a few arguments (or a long
-/// one) from a client that has not authenticated with a protocol error, and
-/// closes the connection, before it would say NOAUTH: the acquire's EVAL
-/// gets that. It means the same, and says so in its own words.
-fn unauthenticated(text: &str) -> bool {
-    text.contains("unauthenticated multibulk length")
-        || text.contains("unauthenticated bulk length")
-}
-
-/// An error reply from the server.
+/// An error reply from the server to a request.
 pub(super) fn server_error(name: &str, e: &redis::ServerError) -> NodeError {
-    let what = match e.code() {
-        "NOPERM" => permission_denied(&e.to_string()),
+    NodeError::new(Kind::Server, format!("{name}: {}", server_text(e)), true)
+}
+
+/// An error reply in our words, with the fix where there is one.
+fn server_text(e: &redis::ServerError) -> String {
+    let text = one_line(&format!("{} {}", e.code(), e.details().unwrap_or("")));
+    match e.code() {
+        "NOPERM" => permission_denied(text.trim_start_matches("NOPERM ")),
         "NOAUTH" => needs_password(),
         "WRONGPASS" => wrong_password(),
-        _ if unauthenticated(&e.to_string()) => needs_password(),
+        _ if unauthenticated(&text) => needs_password(),
         code => match topology_hint(code) {
-            Some(hint) => format!("{e} {hint}"),
-            None => e.to_string(),
+            Some(hint) => format!("{text} {hint}"),
+            None => text.trim_start_matches("ERR ").to_string(),
         },
-    };
-    NodeError::new(format!("{name}: {what}"))
+    }
 }
 
 /// An error a script caught with pcall and answered as text, `<COMMAND>:
@@ -259,43 +227,20 @@ pub(super) fn script_error(name: &str, text: &str) -> NodeError {
     } else if text.contains("NOPERM") || text.contains("can't run this command") {
         permission_denied(text)
     } else {
-        text.to_string()
+        one_line(text)
     };
-    NodeError::new(format!("{name}: {what}"))
+    NodeError::new(Kind::Server, format!("{name}: {what}"), true)
 }
 
-/// A step of a connection's set-up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Step {
-    Auth,
-    Select(i64),
-}
-
-/// The server refused a step of the connection's set-up: nothing was
-/// written after it (see `Wire::setup`), so the node cannot have applied
-/// the request. In our words, with the server's own text after them.
-pub(super) fn refused_setup(name: &str, step: Step, e: &redis::ServerError) -> NodeError {
-    let text = one_line(e.details().unwrap_or(e.code()));
-    let what = match step {
-        Step::Auth if text.contains("without any password configured") => {
-            "the node refused AUTH: it has no password set for the default user; remove the \
-             password from the URL (or --password-file, REDLOCK_PASSWORD), or set one on the \
-             server"
-                .to_string()
-        }
-        Step::Auth if e.code() == "NOPERM" => permission_denied(&text),
-        Step::Auth => wrong_password(),
-        Step::Select(db) if e.code() == "NOPERM" => format!(
-            "the node refused SELECT {db}: the server's ACL denies this user SELECT; allow it \
-             (+select) or use database 0"
-        ),
-        Step::Select(db) if text.contains("out of range") => format!(
-            "the node refused SELECT {db}: the server has no database {db} (its `databases` \
-             setting is lower); give a database it has in the URL"
-        ),
-        Step::Select(db) => format!("the node refused SELECT {db} ({} {text})", e.code()),
-    };
-    NodeError::new(format!("{name}: {what}")).unsent()
+/// A reply the request did not expect.
+pub(super) fn unexpected(name: &str, what: &str, reply: &Value) -> NodeError {
+    let mut shown = format!("{reply:?}");
+    shown.truncate(200);
+    NodeError::new(
+        Kind::Protocol,
+        format!("{name}: unexpected reply to {what}: {shown}"),
+        true,
+    )
 }
 
 /// What to do about an answer that means the URL names the wrong kind of node.
@@ -317,8 +262,59 @@ fn topology_hint(code: &str) -> Option<&'static str> {
     }
 }
 
-pub(super) fn unexpected(name: &str, what: &str, reply: &str) -> NodeError {
-    NodeError::new(format!("{name}: unexpected reply to {what}: {reply}"))
+/// Redis 7 answers a request of more than a few arguments (or a long one)
+/// from a client that has not authenticated with a protocol error, and
+/// closes the connection, before it would say NOAUTH: the acquire's EVAL
+/// gets that. It means the same, and says so in its own words.
+fn unauthenticated(text: &str) -> bool {
+    text.contains("unauthenticated multibulk length")
+        || text.contains("unauthenticated bulk length")
+}
+
+/// A sentinel refused our credentials (or wants some).
+pub(super) const SENTINEL_AUTH: &str = "authentication failed at the sentinel (the sentinels' \
+                                        password comes from --sentinel-password-file or \
+                                        REDLOCK_SENTINEL_PASSWORD, the data nodes' from the \
+                                        URL, --password-file or REDLOCK_PASSWORD)";
+
+/// What to check when a TLS handshake fails.
+pub(super) const TLS_HINT: &str = "(check --tls-ca, that the URL's host name is in the \
+                                   certificate, and --tls-cert/--tls-key if the server wants a \
+                                   client certificate)";
+
+/// What a server that ends a fresh connection without a word may be.
+const SILENT: &str = "it does not seem to speak the Redis protocol (another service on that \
+                      port, or a TLS port that wants rediss://?)";
+
+/// What is wrong when a server's first bytes are no Redis reply (a web
+/// server's `HTTP/1.1 400 Bad Request`, an SSH banner, a TLS alert): one
+/// clause, showing the start of the answer.
+pub(super) fn not_resp(buf: &[u8]) -> String {
+    if matches!(buf.first(), Some(0x15 | 0x16)) && buf.get(1) == Some(&0x03) {
+        return "answered in TLS: it wants rediss://".into();
+    }
+    let line = buf
+        .split(|b| *b == b'\r' || *b == b'\n')
+        .next()
+        .unwrap_or(buf);
+    let text: String = String::from_utf8_lossy(line)
+        .chars()
+        .take(60)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    format!(
+        "does not speak the Redis protocol: it answered \"{text}\" (another service on that \
+         port?)"
+    )
+}
+
+/// An error's text folded into one line.
+pub(super) fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 pub(super) fn no_answer(timeout: Duration) -> String {
@@ -328,43 +324,35 @@ pub(super) fn no_answer(timeout: Duration) -> String {
     )
 }
 
-fn wrong_password() -> String {
+pub(super) fn wrong_password() -> String {
     "authentication failed: wrong user name or password (check the URL, --password-file or \
      REDLOCK_PASSWORD)"
         .to_string()
 }
 
-fn needs_password() -> String {
+pub(super) fn needs_password() -> String {
     "authentication required: give the password with --password-file or REDLOCK_PASSWORD (or \
      in the URL)"
         .to_string()
 }
 
-fn permission_denied(detail: &str) -> String {
+pub(super) fn permission_denied(detail: &str) -> String {
     format!(
         "the server's ACL denies this user: {detail}; see \"Connecting\" in the README for the \
          commands and keys redlock-run needs"
     )
 }
 
-pub(super) fn is_tls_error(e: &redis::RedisError) -> bool {
-    let text = e.to_string().to_ascii_lowercase();
-    [
-        "certificate",
-        "tls",
-        "handshake",
-        "unknownissuer",
-        "notvalidforname",
-        "alert",
-        "unknownca",
-    ]
-    .iter()
-    .any(|w| text.contains(w))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn error(reply: &str) -> redis::ServerError {
+        match redis::parse_redis_value(reply.as_bytes()).expect("parses") {
+            Value::ServerError(e) => e,
+            other => panic!("not an error: {other:?}"),
+        }
+    }
 
     #[test]
     fn a_missing_password_is_named_whatever_redis_answers() {
@@ -373,24 +361,51 @@ mod tests {
             "-ERR Protocol error: unauthenticated multibulk length\r\n",
             "-ERR Protocol error: unauthenticated bulk length\r\n",
         ] {
-            let v = redis::parse_redis_value(answer.as_bytes()).expect("parses");
-            let e = v.extract_error().expect_err("an error");
-            let msg = wording("redis://h:1", Duration::from_secs(1), &e).to_string();
+            let msg = server_error("redis://h:1", &error(answer)).to_string();
             assert!(
                 msg.starts_with(
                     "redis://h:1: authentication required: give the password with \
-                                 --password-file or REDLOCK_PASSWORD"
+                     --password-file or REDLOCK_PASSWORD"
                 ),
                 "{answer}: {msg}"
             );
         }
-        let refused = redis::parse_redis_value(
-            b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
-        )
-        .expect("parses")
-        .extract_error()
-        .expect_err("an error");
-        let msg = wording("n", Duration::from_secs(1), &refused).to_string();
+        let refused = error("-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+        let msg = server_error("n", &refused).to_string();
         assert!(msg.contains("authentication failed"), "{msg}");
+    }
+
+    #[test]
+    fn a_refused_setup_names_the_step_and_was_not_applied() {
+        let steps = [Step::Auth, Step::Select(99)];
+        let no_password = Value::ServerError(error(
+            "-ERR AUTH <password> called without any password configured for the default user. \
+             Are you sure your configuration is correct?\r\n",
+        ));
+        let e = refused_setup("n", &steps, &[no_password, Value::Okay], "refused");
+        assert!(
+            e.to_string()
+                .contains("no password set for the default user"),
+            "{e}"
+        );
+        assert!(!e.maybe_applied());
+        let no_db = Value::ServerError(error("-ERR DB index is out of range\r\n"));
+        let e = refused_setup("n", &steps, &[Value::Okay, no_db], "refused");
+        assert!(e.to_string().contains("has no database 99"), "{e}");
+        assert_eq!(e.kind(), Kind::Refused);
+    }
+
+    #[test]
+    fn what_no_redis_reply_starts_with_is_named() {
+        assert_eq!(
+            not_resp(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"),
+            "does not speak the Redis protocol: it answered \"HTTP/1.1 400 Bad Request\" \
+             (another service on that port?)"
+        );
+        assert!(not_resp(b"SSH-2.0-OpenSSH_9.2p1\x07\r\n").contains("\"SSH-2.0-OpenSSH_9.2p1?\""));
+        assert_eq!(
+            not_resp(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32]),
+            "answered in TLS: it wants rediss://"
+        );
     }
 }

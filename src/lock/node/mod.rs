@@ -1,54 +1,56 @@
 //! One node of the quorum: a plain Redis server, a Sentinel group (whichever
 //! server its sentinels name primary), or a whole Redis Cluster (the master
-//! of the lock's hash slot). Each is reached through one lazily opened
-//! connection with every step bounded by the node timeout.
+//! of the lock's hash slot).
 //!
-//! Each node has one `Session` (its connection). A round over several idle
-//! plain servers reached by address is driven from the calling thread
-//! (`polled`): every request goes out at once and replies are taken as they
-//! come. Otherwise, and for a request still unanswered when such a round
-//! ends, the node has one worker thread that runs its requests strictly in
-//! the order they were submitted. Either way a release reaches a node after
-//! an acquire still in flight there (a reply we gave up on may still have
-//! been applied). A release that must not wait for the worker (the node
-//! stopped answering) is written behind the request in flight, on the same
-//! connection (`Node::write_behind`).
+//! There is one way for a request to reach a node, whatever its topology:
+//! it is queued on the node's `State`, which writes it on a non-blocking
+//! `Link` (redlock-run's own connection: TCP, a Unix socket or TLS) behind
+//! whatever that connection has in flight, and its reply is taken when the
+//! thread that runs the round (see `quorum`) has polled it in. No node has a
+//! thread of its own. Each promise the lock makes of a node is kept in one
+//! place: the set-up answered before any request (`link`), one timeout from
+//! the moment a request is written (`link`), a release written behind an
+//! unanswered acquire on the same connection (`link`), bounded replies
+//! (`resp`), the topology followed (`state`).
 //!
 //! - `url`: the URL forms, and the redaction of their passwords;
-//! - `server`, `sentinel`, `cluster`: connecting to each topology;
-//! - `conn`: one connection, whichever topology it reaches;
-//! - `wire`: redlock-run's own connection to a plain server;
-//! - `session`: the lock's requests, and `--replicas`;
-//! - `polled`: a round driven from one thread with poll(2);
+//! - `topology`: what a URL names, its addresses and set-ups;
+//! - `tls`: the rustls configuration;
+//! - `link`: one connection; `resp`: where a reply ends;
+//! - `state`: a node's connections and requests, discovery and redirects;
+//! - `requests`: the lock's requests and their typed answers;
 //! - `scripts`: the Lua every request runs;
+//! - `watch`: a subscription to release announcements;
+//! - `place`: two names of one server;
 //! - `error`: what a failure says.
 
-mod cluster;
-mod conn;
 mod error;
-pub mod polled;
+mod link;
+mod place;
+mod requests;
+mod resp;
 mod scripts;
-mod sentinel;
-mod server;
-mod session;
+mod state;
+mod tls;
+mod topology;
 mod url;
-mod wire;
+mod watch;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::lock::redlock::Answer;
+use crate::lock::redlock::{self, Answer};
 
-pub use error::NodeError;
-pub use session::{Session, behind};
+pub use error::{Kind, NodeError};
+pub use place::same_run_id;
+use place::same_server;
+pub use requests::*;
 pub use url::{push_masked_authority, redact};
 
-use conn::Target;
-use wire::Line;
+pub(crate) use state::{Req, State};
+use topology::{Names, Topology};
 
 /// The keys one acquire, extension or release touches.
 #[derive(Clone, Debug)]
@@ -155,15 +157,12 @@ pub struct Granted {
     /// When refused for the queue: how soon the earliest place ahead of
     /// ours lapses unless renewed (a dead waiter's place).
     pub lapse_ahead: Option<Duration>,
-    /// Which server answered (a digest of its `run_id`), where redlock-run's
-    /// own connection learnt it before this answer (see `same_voter`).
-    pub server: Option<u64>,
     /// When refused because another token holds the lock: its holder
     /// record (field, value), if it has one.
     pub holder: Vec<(String, String)>,
 }
 
-impl crate::lock::quorum::Vote for Granted {
+impl crate::lock::redlock::Vote for Granted {
     fn answer(&self) -> Answer {
         self.answer
     }
@@ -253,7 +252,7 @@ pub enum Extension {
     NotOurs,
 }
 
-impl crate::lock::quorum::Vote for Extension {
+impl crate::lock::redlock::Vote for Extension {
     fn answer(&self) -> Answer {
         match self {
             Extension::Extended => Answer::Granted,
@@ -271,21 +270,6 @@ pub enum Released {
     NotOurs,
 }
 
-/// How a node has fared in this run, for rounds and reports.
-#[derive(Default)]
-struct Health {
-    /// When each request submitted and not yet answered was submitted,
-    /// oldest first.
-    pending: std::collections::VecDeque<Instant>,
-    /// A request timed out: rounds that wait for every reply do not wait for
-    /// this node again.
-    timed_out: bool,
-    /// The first error it answered (or its first timeout), for the report.
-    first_error: Option<String>,
-    /// It answered at least one request without an error.
-    answered: bool,
-}
-
 /// What a node's run looked like, for the report and the closing warning.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fared {
@@ -297,61 +281,39 @@ pub enum Fared {
     Silent,
 }
 
-/// A request for a node, run with its session.
-pub type Job = Box<dyn FnOnce(&mut Session) + Send>;
-
 pub struct Node {
     /// Redacted URL: safe for logs and errors.
     name: String,
     timeout: Duration,
-    target: Arc<Target>,
-    session: Arc<Mutex<Session>>,
-    /// Started on the first `submit`.
-    worker: Mutex<Option<Sender<Job>>>,
-    health: Mutex<Health>,
-    /// What the session noticed about the topology (a Sentinel group's new
-    /// primary), for the log; see `Node::notes`.
-    notes: Arc<Mutex<Vec<String>>>,
-    /// The writing half of the session's connection (see `write_behind`).
-    line: Arc<Mutex<Line>>,
-    /// Jobs submitted so far: the next one's number.
-    jobs: AtomicU64,
-    /// Jobs finished: the node is idle when it equals `jobs`.
-    done: Arc<AtomicU64>,
     /// --replicas N.
     replicas: u32,
-    /// The addresses a host name was found at as the run started, for the
-    /// node's first connect (see `polled`).
-    resolved: Mutex<Option<Vec<std::net::SocketAddr>>>,
+    topology: Topology,
+    tls: tls::Tls,
+    /// Names looked up for the run, shared by its nodes.
+    names: Arc<Names>,
+    state: Mutex<State>,
 }
 
 impl Node {
     /// Parses the URL and applies `opts`; no I/O. The error names the node
     /// without its password.
-    pub fn new(url: &str, opts: &Options) -> Result<Node, String> {
+    fn new(url: &str, opts: &Options, names: Arc<Names>) -> Result<Node, String> {
         let name = redact(url);
-        let target = Arc::new(Target::new(url::parse(url, &name)?, &name, opts)?);
-        let notes = Arc::new(Mutex::new(Vec::new()));
-        let line = Arc::new(Mutex::new(Line::default()));
+        let topology = Topology::new(url::parse(url, &name)?, &name, opts)?;
+        let tls = tls::Tls::new(opts);
+        if topology.tls() {
+            // Bad TLS files are a usage error, found before anything runs.
+            tls.config(false)
+                .map_err(|e| format!("cannot use Redis node '{name}': {e}"))?;
+        }
         Ok(Node {
-            session: Arc::new(Mutex::new(Session::new(
-                &name,
-                Arc::clone(&target),
-                opts,
-                Arc::clone(&notes),
-                Arc::clone(&line),
-            ))),
-            line,
-            jobs: AtomicU64::new(0),
-            done: Arc::new(AtomicU64::new(0)),
-            replicas: opts.replicas,
-            resolved: Mutex::new(None),
             name,
             timeout: opts.timeout,
-            target,
-            worker: Mutex::new(None),
-            health: Mutex::new(Health::default()),
-            notes,
+            replicas: opts.replicas,
+            topology,
+            tls,
+            names,
+            state: Mutex::new(State::default()),
         })
     }
 
@@ -359,63 +321,41 @@ impl Node {
         &self.name
     }
 
-    /// Keeps the addresses `client`'s host name was found at, for the first
-    /// connect: looking the name up again a moment later would only cost a
-    /// thread and a lookup.
-    fn remember(&self, client: &redis::Client, ips: &[std::net::IpAddr]) {
-        if let Some((_, port)) = server::host_name(client) {
-            let addrs = ips
-                .iter()
-                .map(|ip| std::net::SocketAddr::new(*ip, port))
-                .collect();
-            *lock(&self.resolved) = Some(addrs);
-        }
-    }
-
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// How long a request may wait to be written before it fails: a
+    /// connect and a reply.
+    fn expiry(&self) -> Duration {
+        redlock::round_limit(self.timeout)
+    }
+
+    /// The node's connections and requests, for the one thread driving it.
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
     }
 
     /// What happened to the node's topology since the last call (a Sentinel
     /// group that answered from a new primary), oldest first.
     pub fn notes(&self) -> Vec<String> {
-        std::mem::take(&mut *lock(&self.notes))
+        std::mem::take(&mut self.state().notes)
     }
 
-    /// Counts a request as outstanding; `finish` counts its answer.
-    pub fn begin(&self) {
-        lock(&self.health).pending.push_back(Instant::now());
-    }
-
-    pub fn finish<T>(&self, result: &Result<T, NodeError>) {
-        let mut h = lock(&self.health);
-        h.pending.pop_front();
-        match result {
-            Ok(_) => h.answered = true,
-            // Withdrawn by this run's own release: not the node's failure.
-            Err(e) if e.is_superseded() => {}
-            Err(e) => {
-                h.timed_out |= e.is_timeout();
-                if h.first_error.is_none() {
-                    h.first_error = Some(e.to_string());
-                }
-            }
-        }
-    }
-
-    /// When the oldest request still outstanding here was submitted.
+    /// When the oldest request still outstanding here was made.
     pub fn waiting_since(&self) -> Option<Instant> {
-        lock(&self.health).pending.front().copied()
+        self.state().waiting_since()
     }
 
     /// A request timed out earlier in this run.
     pub fn timed_out(&self) -> bool {
-        lock(&self.health).timed_out
+        self.state().health.timed_out
     }
 
     /// How this node has fared in the run so far.
     pub fn fared(&self) -> Fared {
-        let h = lock(&self.health);
+        let state = self.state();
+        let h = &state.health;
         match (&h.first_error, h.answered) {
             (Some(e), _) => Fared::Failed(e.clone()),
             (None, true) => Fared::Answered,
@@ -423,247 +363,189 @@ impl Node {
         }
     }
 
-    /// Runs `job` on this node's worker thread, after every job submitted
-    /// before it. Returns at once, with the job's number (see
-    /// `write_behind`).
-    pub fn submit(&self, job: Job) -> u64 {
-        self.submit_to(&mut lock(&self.worker), job)
-    }
-
-    /// `submit`, with the worker slot already held.
-    fn submit_to(&self, worker: &mut Option<Sender<Job>>, job: Job) -> u64 {
-        let seq = self.jobs.fetch_add(1, Ordering::Relaxed);
-        let done = Arc::clone(&self.done);
-        let job: Job = Box::new(move |session: &mut Session| {
-            session.job = seq;
-            job(session);
-            done.fetch_add(1, Ordering::Release);
-        });
-        if worker.is_none() {
-            let (tx, rx) = mpsc::channel::<Job>();
-            let session = Arc::clone(&self.session);
-            let spawned = thread::Builder::new()
-                .name(format!("node {}", self.name))
-                .spawn(move || {
-                    for job in rx {
-                        job(&mut lock(&session));
-                    }
-                });
-            if spawned.is_ok() {
-                *worker = Some(tx);
-            }
-        }
-        let job = match worker.as_ref() {
-            Some(tx) => match tx.send(job) {
-                Ok(()) => return seq,
-                Err(mpsc::SendError(job)) => job,
-            },
-            None => job,
-        };
-        // No worker thread to be had: run it here, late but in order (we hold
-        // the worker slot, so nothing else can be submitted meanwhile).
-        job(&mut lock(&self.session));
-        seq
-    }
-
-    /// Runs `f` on the calling thread. For a lock on a single node, where
-    /// there is nothing to overlap and a thread hop would only add latency.
-    pub fn run<T>(&self, f: impl FnOnce(&mut Session) -> T) -> T {
-        let seq = self.jobs.fetch_add(1, Ordering::Relaxed);
-        let mut session = lock(&self.session);
-        session.job = seq;
-        let out = f(&mut session);
-        self.done.fetch_add(1, Ordering::Release);
-        out
-    }
-
-    /// For job `job`, which has not been answered and may still be waiting
-    /// behind an unanswered request on the node's worker: writes its request
-    /// `bytes` on the node's connection now, behind what is in flight there,
-    /// and does not wait for the reply. The node, when it answers again,
-    /// applies the two in the order written: an acquire that was never
-    /// answered, then its release. Jobs submitted before `job` and not yet
-    /// written are not written any more (the release is the last word on
-    /// what they would have done). False when there is no connection of
-    /// redlock-run's own to write on (TLS, Cluster, or none yet): the job
-    /// then stays queued on the worker.
-    pub fn write_behind(&self, job: u64, bytes: &[u8]) -> bool {
-        lock(&self.line).write_behind(job, bytes)
-    }
-
-    /// Before the process ends, so that what was written behind reaches the
-    /// node (see `Line::close`).
-    pub fn close(&self) {
-        lock(&self.line).close();
-    }
-
-    /// Blocks on a connection of its own subscribed to `channels`: `ready` once
-    /// the first subscription stands (or failed), then `wake` for every
-    /// message, until `wake` returns false or `alive` says the wait is over.
-    ///
-    /// A subscription that drops (the node restarted, `CLIENT KILL TYPE
-    /// pubsub`, a proxy's idle timeout) is made again at once, then with a
-    /// pause doubling up to `RESUBSCRIBE_MAX` while the node refuses or the
-    /// subscription drops again at once; each new one calls `wake` too, since
-    /// a release may have come while nobody listened.
-    ///
-    /// A release PUBLISHes from the node that held the lock: on a Sentinel
-    /// group that is the primary, and on a Cluster any node hears it (Cluster
-    /// forwards PUBLISH to every node), so the first seed that answers does.
-    pub fn watch(
+    /// `request` for node `index` as the node sends it: its command, and
+    /// with `--replicas` a WAIT once a write is answered (see `Req::wait`).
+    /// None when it asks nothing here.
+    pub(crate) fn packet<R: Request + ?Sized>(
         &self,
-        channels: &[Vec<u8>],
-        ready: impl FnOnce(Result<(), NodeError>),
-        mut wake: impl FnMut() -> bool,
-        alive: impl Fn() -> bool,
-    ) {
-        let mut ready = Some(ready);
-        let mut pause = Duration::ZERO;
-        loop {
-            // A connection of its own: a subscribed connection can do
-            // nothing else.
-            let failed = match self.target.plain(&self.name, self.timeout) {
-                Err(e) => Some(e),
-                Ok(mut conn) => {
-                    let mut pubsub = conn.as_pubsub();
-                    match pubsub.subscribe(channels) {
-                        Err(e) => Some(error::wording(&self.name, self.timeout, &e)),
-                        Ok(()) => {
-                            let since = Instant::now();
-                            let woken = match ready.take() {
-                                Some(ready) => {
-                                    ready(Ok(()));
-                                    true
-                                }
-                                None => wake(),
-                            };
-                            // Messages may be far apart: no read timeout. A
-                            // dead node ends the loop through its connection,
-                            // and the waiter's own renewals cover the gap.
-                            if woken && pubsub.set_read_timeout(None).is_ok() {
-                                while pubsub.get_message().is_ok() && wake() {}
-                            }
-                            // Closing the connection ends the subscription:
-                            // not the UNSUBSCRIBE the crate sends on drop, a
-                            // round trip for nothing that would block on a
-                            // node that stopped answering.
-                            std::mem::forget(pubsub);
-                            if !alive() {
-                                return;
-                            }
-                            // Once at once; a subscription that keeps
-                            // dropping as soon as it stands backs off.
-                            if since.elapsed() >= RESUBSCRIBE_MAX {
-                                pause = Duration::ZERO;
-                            } else {
-                                pause = (pause * 2).clamp(RESUBSCRIBE_MIN, RESUBSCRIBE_MAX);
-                            }
-                            None
-                        }
-                    }
-                }
-            };
-            if let Some(e) = failed {
-                if let Some(ready) = ready.take() {
-                    ready(Err(e));
-                }
-                pause = (pause * 2).clamp(RESUBSCRIBE_MIN, RESUBSCRIBE_MAX);
-            }
-            // A Sentinel group's primary may have moved: ask again.
-            self.target.forget();
-            if !alive() {
-                return;
-            }
-            thread::sleep(pause);
+        request: &R,
+        index: usize,
+        ticket: u64,
+    ) -> Option<Req> {
+        let cmd = request.command(index)?;
+        let mut req = Req::new(
+            ticket,
+            cmd.get_packed_command().into(),
+            crate::lock::keys::hash_slot(request.key()),
+            Instant::now(),
+        );
+        req.recheck = request.recheck();
+        req.last_word = request.last_word();
+        req.wait = (self.replicas > 0 && request.writes()).then_some(self.replicas);
+        Some(req)
+    }
+
+    /// The answer of this node (node `index` of the round) to `request`,
+    /// from its raw replies.
+    pub(crate) fn answer<R: Request + ?Sized>(
+        &self,
+        request: &R,
+        index: usize,
+        raw: Result<Vec<redis::Value>, NodeError>,
+    ) -> Result<R::Answer, NodeError> {
+        let mut replies = raw?.into_iter();
+        let reply = replies.next().unwrap_or_default();
+        if let redis::Value::ServerError(e) = &reply {
+            return Err(error::server_error(&self.name, e));
+        }
+        let wrote = request.wrote(index, &reply);
+        let answer = request.decode(index, reply, &self.name)?;
+        let Some(acked) = replies.next() else {
+            return Ok(answer);
+        };
+        if !wrote {
+            return Ok(answer);
+        }
+        match acked {
+            redis::Value::Int(n) if n >= i64::from(self.replicas) => Ok(answer),
+            redis::Value::Int(n) => request.unreplicated(
+                answer,
+                NodeError::new(
+                    Kind::Unreplicated,
+                    format!(
+                        "{}: only {n} of {} replicas acknowledged the write within {} \
+                         (--replicas)",
+                        self.name,
+                        self.replicas,
+                        humantime::format_duration(self.timeout)
+                    ),
+                    true,
+                ),
+            ),
+            redis::Value::ServerError(e) => Err(error::server_error(&self.name, &e)),
+            other => Err(error::unexpected(&self.name, "WAIT", &other)),
         }
     }
-}
 
-/// Two of `nodes` that are one server under two names: the same address
-/// (any of those a name resolves to), port and database, or the same Unix
-/// socket. One server must count once in a quorum, or "2 of 3 granted" may
-/// come from one machine, with no fault tolerance left.
-///
-/// By address only, which costs no request (a name is resolved within the
-/// node timeout, as the connect would). A server reached under two
-/// addresses of its own (loopback and a LAN address, a proxy's port) is one
-/// `run_id`: a run learns it on redlock-run's own connection from an
-/// `INFO server` written with the connection's set-up, whose reply comes
-/// ahead of the acquire's, and refuses two votes from one server when it
-/// counts them (`Lock::same_voter`); `status` asks for it in a round of its
-/// own, where a round trip costs no run anything. `unlock` and `history`
-/// stop here: deleting or reading one server twice does no harm.
-pub fn same_server(nodes: &[&Node]) -> Option<String> {
-    // Every name is looked up at once, each within its node's timeout; what
-    // is found serves the node's first connect too (see `remember`).
-    let started = Instant::now();
-    let lookups: Vec<Option<server::Lookup>> = nodes
-        .iter()
-        .map(|n| match n.target.as_ref() {
-            Target::Server(client) => server::host_name(client)
-                .map(|(host, port)| server::Lookup::start(host, port, &n.name)),
-            _ => None,
+    /// A digest of the `run_id` of the server that answered last, where a
+    /// fresh connection read it (see `Lock::same_voter`).
+    pub(crate) fn server(state: &State) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        state.run_id.as_ref().map(|id| {
+            let mut h = std::hash::DefaultHasher::new();
+            id.hash(&mut h);
+            h.finish()
         })
-        .collect();
-    let places: Vec<Option<server::Place>> = nodes
-        .iter()
-        .zip(lookups)
-        .map(|(n, lookup)| {
-            let Target::Server(client) = n.target.as_ref() else {
-                return None;
-            };
-            let found = match lookup {
-                None => None,
-                Some(l) => {
-                    let ips = l.wait(started + n.timeout, n.timeout).ok()?;
-                    n.remember(client, &ips);
-                    Some(ips)
-                }
-            };
-            server::place(client, found)
+    }
+
+    /// Ends the node's connections without losing what was written on them
+    /// (see `Link::close`): before the process ends.
+    pub fn close(&self) {
+        self.state().close(Instant::now());
+    }
+}
+
+/// How fast the nodes of a run answer: one more than the slowest answer any
+/// of them gave, in µs; 0 until one has answered.
+#[derive(Default)]
+pub struct Pace(AtomicU64);
+
+impl Pace {
+    /// Counts the latency of a result. Only a reply from the node tells how
+    /// fast nodes answer: a refused connection is the local kernel's speed;
+    /// counted, it would make a live node overdue a millisecond after its
+    /// peers were refused, and its copy of the key would be left to expire.
+    pub(crate) fn note<T>(&self, result: &Result<T, NodeError>, latency: Duration) {
+        let answered = match result {
+            Ok(_) => true,
+            Err(e) => !e.is_timeout() && e.maybe_applied(),
+        };
+        if answered {
+            let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX - 1);
+            self.0.fetch_max(us + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// When a request outstanding since `since` makes its node overdue; None
+    /// while no node has answered (nothing to be overdue against).
+    pub(crate) fn overdue_at(&self, since: Instant) -> Option<Instant> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(since + Duration::from_micros(n - 1) * 2 + Duration::from_millis(1)),
+        }
+    }
+}
+
+/// The nodes of one run (or one subcommand), with what their rounds share:
+/// the names looked up for them, and how fast the fastest have answered.
+pub struct Nodes {
+    list: Vec<Arc<Node>>,
+    names: Arc<Names>,
+    pace: Pace,
+}
+
+impl std::ops::Deref for Nodes {
+    type Target = [Arc<Node>];
+    fn deref(&self) -> &[Arc<Node>] {
+        &self.list
+    }
+}
+
+impl Nodes {
+    /// The nodes `urls` name, reached as `opts` says; no I/O.
+    pub fn new(urls: &[String], opts: &Options) -> Result<Nodes, String> {
+        let names = Arc::new(Names::default());
+        let list = urls
+            .iter()
+            .map(|u| Node::new(u, opts, Arc::clone(&names)).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Nodes {
+            list,
+            names,
+            pace: Pace::default(),
         })
-        .collect();
-    for (i, a) in places.iter().enumerate() {
-        for (j, b) in places.iter().enumerate().skip(i + 1) {
-            if let (Some(a), Some(b)) = (a, b)
-                && let Some(at) = a.shared(b)
-            {
-                return Some(format!(
-                    "{} and {} are the same server ({at}): each server counts once in the \
-                     quorum, give each node once",
-                    nodes[i].name, nodes[j].name
-                ));
-            }
+    }
+
+    /// Looks up every host name of every node at once, within the node
+    /// timeout: the first connects use what is found.
+    pub fn prepare(&self) {
+        let places: Vec<&topology::Place> =
+            self.list.iter().flat_map(|n| n.topology.places()).collect();
+        let timeout = self
+            .list
+            .iter()
+            .map(|n| n.timeout)
+            .max()
+            .unwrap_or_default();
+        self.names.prepare(&places, timeout);
+    }
+
+    /// How fast the nodes answer (see `quorum`).
+    pub(crate) fn pace(&self) -> &Pace {
+        &self.pace
+    }
+
+    /// Two nodes that are one server (see `place::same_server`), worded.
+    pub fn same_server(&self) -> Option<String> {
+        self.prepare();
+        same_server(&self.list, &self.names)
+    }
+
+    /// Before the process ends: see `Node::close`.
+    pub fn close(&self) {
+        for n in &self.list {
+            n.close();
         }
     }
-    None
 }
 
-/// Two nodes whose servers report the same `run_id` (see `same_server`);
-/// `ids` in node order, None where unknown.
-pub fn same_run_id(names: &[&str], ids: &[Option<String>]) -> Option<String> {
-    for (i, a) in ids.iter().enumerate() {
-        for (j, b) in ids.iter().enumerate().skip(i + 1) {
-            if let (Some(a), Some(b)) = (a, b)
-                && a == b
-            {
-                return Some(format!(
-                    "{} and {} are the same server (run_id {}): each server counts once in \
-                     the quorum, give each node once",
-                    names[i],
-                    names[j],
-                    &a[..a.len().min(8)]
-                ));
-            }
-        }
+impl Drop for Nodes {
+    /// What was written behind an unanswered request must reach its node
+    /// after the process ends (see `Link::close`).
+    fn drop(&mut self) {
+        self.close();
     }
-    None
 }
-
-/// How soon a dropped subscription is tried again while its node refuses:
-/// first at once, then doubling from the first to the second.
-const RESUBSCRIBE_MIN: Duration = Duration::from_millis(20);
-const RESUBSCRIBE_MAX: Duration = Duration::from_millis(500);
 
 /// How to reach the nodes, beyond what their URLs say.
 #[derive(Clone, Default)]
@@ -690,24 +572,6 @@ pub struct Options {
     pub replicas: u32,
 }
 
-impl Options {
-    fn certificates(&self) -> Option<redis::TlsCertificates> {
-        if self.tls_ca.is_none() && self.tls_client.is_none() {
-            return None;
-        }
-        Some(redis::TlsCertificates {
-            client_tls: self
-                .tls_client
-                .as_ref()
-                .map(|(cert, key)| redis::ClientTlsConfig {
-                    client_cert: cert.clone(),
-                    client_key: key.clone(),
-                }),
-            root_cert: self.tls_ca.clone(),
-        })
-    }
-}
-
 // By hand, so that no `{:?}` anywhere can print a password or the key.
 impl fmt::Debug for Options {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -728,6 +592,33 @@ impl fmt::Debug for Options {
     }
 }
 
+/// Waits until a descriptor of one of `states` is ready, or the first of
+/// their deadlines or `until` passes, then lets each of them progress.
+pub(crate) fn step(states: &mut [(&Node, &mut State)], until: Instant) {
+    let now = Instant::now();
+    let wake = states
+        .iter()
+        .filter_map(|(n, s)| s.wake(n))
+        .fold(until, Instant::min);
+    let left = wake.saturating_duration_since(now);
+    if !left.is_zero() {
+        let mut fds: Vec<rustix::event::PollFd<'_>> = states
+            .iter()
+            .flat_map(|(_, s)| s.interest())
+            .map(|(fd, flags)| rustix::event::PollFd::from_borrowed_fd(fd, flags))
+            .collect();
+        if let Ok(ts) = rustix::event::Timespec::try_from(left) {
+            // An error (EINTR: the process was stopped and continued) only
+            // ends the wait early.
+            let _ = rustix::event::poll(&mut fds, Some(&ts));
+        }
+    }
+    let now = Instant::now();
+    for (n, s) in states.iter_mut() {
+        s.progress(n, now);
+    }
+}
+
 /// Locks a mutex, shrugging off poisoning: a panic mid-request leaves at
 /// worst a connection in an unknown state, and that one is dropped.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -738,11 +629,10 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
-/// The rustls crypto provider, installed before the first TLS connection.
-/// The crate's rustls comes without one. Installing twice (several rediss://
-/// nodes) is harmless and reported as Err.
-fn tls_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+/// An error of `kind` for tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) fn test_error(kind: Kind, sent: bool) -> NodeError {
+    NodeError::new(kind, "test".into(), sent)
 }
 
 #[cfg(test)]
@@ -761,7 +651,7 @@ mod tests {
             "redis+sentinel://:pw@h:x/m",
             "redis+cluster://:pw@h:1,,h:2",
         ] {
-            let err = Node::new(url, &Options::default())
+            let err = Nodes::new(&[url.to_string()], &Options::default())
                 .err()
                 .expect("must fail");
             assert!(err.starts_with("invalid Redis URL"), "{err}");
@@ -781,32 +671,39 @@ mod tests {
             "rediss+cluster://h:1",
             "rediss+sentinel://h:1/m",
         ] {
-            if let Err(e) = Node::new(url, &Options::default()) {
+            if let Err(e) = Nodes::new(&[url.to_string()], &Options::default()) {
                 panic!("{url}: {e}");
             }
         }
     }
 
+    fn err(timeout: bool) -> Result<(), NodeError> {
+        Err(if timeout {
+            test_error(Kind::Timeout, true)
+        } else {
+            test_error(Kind::Unreachable, false)
+        })
+    }
+
     #[test]
-    fn jobs_run_in_submission_order_on_one_thread() {
-        let node = Node::new("redis://127.0.0.1:1", &Options::default()).expect("valid url");
-        let (tx, rx) = mpsc::channel();
-        for i in 0..20 {
-            let tx = tx.clone();
-            node.submit(Box::new(move |_| {
-                // Early jobs take longest: a pool would let later ones overtake.
-                thread::sleep(Duration::from_millis(20u64.saturating_sub(i)));
-                let _ = tx.send((i, thread::current().id()));
-            }));
-        }
-        let got: Vec<_> = rx.iter().take(20).collect();
+    fn no_node_is_overdue_until_one_has_answered() {
+        let pace = Pace::default();
+        let since = Instant::now();
+        assert_eq!(pace.overdue_at(since), None);
+        // A refused connection and a timeout tell nothing of the pace.
+        pace.note(&err(false), Duration::from_micros(50));
+        pace.note(&err(true), Duration::from_secs(1));
+        assert_eq!(pace.overdue_at(since), None);
+        pace.note(&Ok::<(), NodeError>(()), Duration::from_micros(400));
         assert_eq!(
-            got.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
-            (0..20).collect::<Vec<_>>()
+            pace.overdue_at(since),
+            Some(since + Duration::from_micros(800) + Duration::from_millis(1))
         );
-        assert!(
-            got.iter().all(|(_, t)| *t == got[0].1),
-            "one worker thread per node"
+        // The slowest answer sets the pace.
+        pace.note(&Ok::<(), NodeError>(()), Duration::from_micros(100));
+        assert_eq!(
+            pace.overdue_at(since),
+            Some(since + Duration::from_micros(800) + Duration::from_millis(1))
         );
     }
 

@@ -21,6 +21,7 @@
 pub mod certs;
 pub mod cluster;
 pub mod cmd;
+pub mod fake;
 pub mod proxy;
 pub mod redis_node;
 pub mod sentinel;
@@ -34,6 +35,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub use certs::{Certs, NodeTls, server_has_tls, tls_provider};
 pub use cluster::{ClusterBuilder, RedisCluster, SlotMigration};
 pub use cmd::{RunOutput, Running, Test};
+pub use fake::{FakeServer, Script};
 pub use proxy::{FaultProxy, Mode};
 pub use redis_node::{
     Cluster, RedisNode, SERVER_ENV, ServerCaps, ServerVersion, free_port, free_port_on,

@@ -1,0 +1,1224 @@
+//! The lock's requests, each a command for a node and the typed answer
+//! read from its reply. Every one of them goes to a node the same way (see
+//! `state`); here is only what each asks and what its answer means.
+//!
+//! Plain EVAL rather than EVALSHA: a once-per-run command would pay a
+//! NOSCRIPT round trip and a SCRIPT LOAD on every fresh node, and the
+//! scripts are small.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{Cmd, Value};
+
+use super::error::{self, NodeError};
+use super::scripts::*;
+use super::{
+    Books, Extension, Forget, Forgotten, Granted, InUse, Inspection, KeyInfo, Queue, Refusal,
+    Released, Share, millis,
+};
+use crate::lock::history::{Ended, Ending, Finish, HISTORY_CAP, HISTORY_TTL};
+use crate::lock::redlock::Answer;
+
+/// A request for the nodes of a round: what it asks of each, and what its
+/// answer is.
+pub trait Request: Send + Sync {
+    type Answer: Send;
+
+    /// What node `node` is asked; None when it is asked nothing.
+    fn command(&self, node: usize) -> Option<Cmd>;
+
+    /// A key of the request: its keys share this one's hash slot, which
+    /// decides where a Cluster runs it.
+    fn key(&self) -> &[u8];
+
+    /// Whether it may change the lock on `node`: with `--replicas N` it is
+    /// then followed by a WAIT for N replicas.
+    fn writes(&self) -> bool {
+        false
+    }
+
+    /// Whether its reply `v` says it wrote (the WAIT's count matters then).
+    fn wrote(&self, _node: usize, _v: &Value) -> bool {
+        false
+    }
+
+    /// A Sentinel group's sentinels are asked where the primary is first
+    /// (see `Group` in `state`): an extension must not renew a lock on a
+    /// server that was just demoted.
+    fn recheck(&self) -> bool {
+        false
+    }
+
+    /// Whether it is the last word on what this run asked the node before
+    /// (a release, an undo, the end of a run): what was asked before and is
+    /// not written yet is withdrawn, and this goes out at once.
+    fn last_word(&self) -> bool {
+        false
+    }
+
+    /// The answer of node `node` (named `name`) from its reply.
+    fn decode(&self, node: usize, v: Value, name: &str) -> Result<Self::Answer, NodeError>;
+
+    /// Too few replicas acknowledged the write: by default it fails, and
+    /// the node does not count.
+    fn unreplicated(&self, _answer: Self::Answer, e: NodeError) -> Result<Self::Answer, NodeError> {
+        Err(e)
+    }
+}
+
+fn eval(script: &str, keys: &[&[u8]]) -> Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script).arg(keys.len());
+    for k in keys {
+        cmd.arg(*k);
+    }
+    cmd
+}
+
+/// An integer reply among `ok`, or unexpected.
+fn int(v: &Value, what: &str, name: &str) -> Result<i64, NodeError> {
+    match v {
+        Value::Int(n) => Ok(*n),
+        other => Err(error::unexpected(name, what, other)),
+    }
+}
+
+/// Takes `books.lock` for `token` (see ACQUIRE): with the holder record in
+/// the same script, and with `fence` the counter read in it.
+pub struct Acquire {
+    pub books: Arc<Books>,
+    pub token: Arc<str>,
+    pub ttl: Duration,
+    pub record: Vec<(&'static str, String)>,
+    pub fence: bool,
+    pub queue: Queue,
+}
+
+impl Request for Acquire {
+    type Answer = Granted;
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        let b = &self.books;
+        let mut cmd;
+        if b.shared {
+            cmd = eval(
+                ACQUIRE_SHARED,
+                &[
+                    &b.main,
+                    &b.holder,
+                    &b.reader_records,
+                    &b.slots,
+                    &b.queue,
+                    &b.waiters,
+                    &b.readers,
+                ],
+            );
+            cmd.arg(&*self.token)
+                .arg(millis(self.ttl))
+                .arg(crate::lock::record::share(&self.record))
+                .arg("");
+        } else {
+            let mut keys: Vec<&[u8]> = vec![
+                &b.lock,
+                &b.holder,
+                &b.fence,
+                &b.slots,
+                &b.queue,
+                &b.waiters,
+                &b.main,
+                &b.readers,
+                &b.reader_records,
+            ];
+            // The previous layout's counter only where it is read: an ACL
+            // that names the lock's keys one by one need not name it.
+            if self.fence {
+                keys.push(&b.legacy_fence);
+            }
+            cmd = eval(ACQUIRE, &keys);
+            cmd.arg(&*self.token)
+                .arg(millis(self.ttl))
+                .arg(u8::from(self.fence))
+                .arg(b.member(&self.token));
+        }
+        match &self.queue {
+            Queue::Ignore => cmd.arg("").arg(0),
+            Queue::Check => cmd.arg("check").arg(0),
+            Queue::Join {
+                ticket: None,
+                lapse,
+            } => cmd.arg("join").arg(millis(*lapse)),
+            Queue::Join {
+                ticket: Some(t),
+                lapse,
+            } => cmd.arg(t).arg(millis(*lapse)),
+        };
+        cmd.arg(b.front());
+        // A reader's record went as one JSON object above.
+        if !b.shared {
+            for (k, v) in &self.record {
+                cmd.arg(*k).arg(v);
+            }
+        }
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.books.lock
+    }
+
+    fn writes(&self) -> bool {
+        true
+    }
+
+    fn wrote(&self, _: usize, v: &Value) -> bool {
+        granted(v)
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<Granted, NodeError> {
+        take(v, self.fence, name)
+    }
+}
+
+/// Sets a --once-per marker (idempotent for the same token).
+pub struct Mark {
+    pub marker: Vec<u8>,
+    pub token: Arc<str>,
+    pub ttl: Duration,
+}
+
+impl Request for Mark {
+    type Answer = Granted;
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        let mut cmd = eval(MARK, &[&self.marker]);
+        cmd.arg(&*self.token).arg(millis(self.ttl));
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.marker
+    }
+
+    fn writes(&self) -> bool {
+        true
+    }
+
+    fn wrote(&self, _: usize, v: &Value) -> bool {
+        granted(v)
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<Granted, NodeError> {
+        take(v, false, name)
+    }
+}
+
+fn granted(v: &Value) -> bool {
+    matches!(v, Value::Array(parts) if parts.first() == Some(&Value::Int(1)))
+}
+
+/// An acquire script's answer: granted or why not, with the fence counter,
+/// the waiter's place and the holder's record.
+fn take(reply: Value, fence: bool, name: &str) -> Result<Granted, NodeError> {
+    let bad = |v: &Value| error::unexpected(name, "acquire script", v);
+    let Value::Array(parts) = &reply else {
+        return Err(bad(&reply));
+    };
+    let answer = match parts.first() {
+        Some(Value::Int(1)) => Answer::Granted,
+        Some(Value::Int(0 | 2)) => Answer::Refused,
+        _ => return Err(bad(&reply)),
+    };
+    let fence = match (fence, answer, parts.get(1)) {
+        (false, _, _) | (_, Answer::Refused, _) => None,
+        (true, _, None | Some(Value::Nil)) => Some(0),
+        (true, _, Some(Value::BulkString(b))) => Some(
+            std::str::from_utf8(b)
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .ok_or_else(|| bad(&reply))?,
+        ),
+        (true, _, Some(_)) => return Err(bad(&reply)),
+    };
+    let int = |i: usize| match parts.get(i) {
+        Some(Value::Int(n)) => u64::try_from(*n).ok(),
+        _ => None,
+    };
+    let refusal = match (answer, parts.get(3)) {
+        (Answer::Refused, Some(Value::BulkString(why))) => {
+            let n = int(4).unwrap_or(0);
+            let small = u32::try_from(n).unwrap_or(u32::MAX);
+            Some(match why.as_slice() {
+                b"plain" => Refusal::Plain,
+                b"slots" => Refusal::Slots(small),
+                b"readers" => Refusal::Readers(small),
+                b"queued" => Refusal::Queued(n),
+                b"limit" => Refusal::Limit(small),
+                _ => Refusal::Held,
+            })
+        }
+        (Answer::Refused, _) => Some(Refusal::Held),
+        _ => None,
+    };
+    Ok(Granted {
+        answer,
+        fence,
+        refusal,
+        place: int(2),
+        lapse_ahead: int(5).map(Duration::from_millis),
+        holder: match (refusal, parts.get(6)) {
+            (Some(Refusal::Held), Some(Value::Array(fields))) => pairs(fields),
+            _ => Vec::new(),
+        },
+    })
+}
+
+/// Compare-and-PEXPIRE (the record too): `NotOurs` when the key holds
+/// another token, `Absent` when it is gone.
+pub struct Extend {
+    pub books: Arc<Books>,
+    pub token: Arc<str>,
+    pub ttl: Duration,
+}
+
+impl Request for Extend {
+    type Answer = Extension;
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        let b = &self.books;
+        let mut cmd;
+        if b.shared {
+            cmd = eval(EXTEND_SHARED, &[&b.readers, &b.reader_records]);
+            cmd.arg(&*self.token).arg(millis(self.ttl));
+        } else {
+            cmd = eval(EXTEND, &[&b.lock, &b.holder, b.entries()]);
+            cmd.arg(&*self.token)
+                .arg(millis(self.ttl))
+                .arg(b.member(&self.token));
+        }
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.books.lock
+    }
+
+    fn writes(&self) -> bool {
+        true
+    }
+
+    fn wrote(&self, _: usize, v: &Value) -> bool {
+        *v == Value::Int(1)
+    }
+
+    fn recheck(&self) -> bool {
+        true
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<Extension, NodeError> {
+        match int(&v, "extend script", name)? {
+            1 => Ok(Extension::Extended),
+            -1 => Ok(Extension::Absent),
+            0 => Ok(Extension::NotOurs),
+            _ => Err(error::unexpected(name, "extend script", &v)),
+        }
+    }
+}
+
+/// `SET NX PX` of our token on a node that lost the key (restarted empty,
+/// or expired early by its clock) while a quorum still holds it for us:
+/// so that losses spread over a long run do not add up. Only ever sent
+/// within the validity the extension round just won. With --limit, a
+/// script: the slot goes back with our entry among the slot holders, which
+/// keeps plain runs away; a reader's share goes back the same way.
+pub struct Retake {
+    pub books: Arc<Books>,
+    pub token: Arc<str>,
+    pub ttl: Duration,
+    pub record: Arc<[(&'static str, String)]>,
+}
+
+impl Request for Retake {
+    type Answer = bool;
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        let b = &self.books;
+        let (token, ttl) = (&*self.token, millis(self.ttl));
+        Some(if b.shared {
+            let mut cmd = eval(
+                RETAKE_SHARED,
+                &[&b.main, &b.slots, &b.readers, &b.reader_records],
+            );
+            cmd.arg(token)
+                .arg(ttl)
+                .arg(crate::lock::record::share(&self.record));
+            cmd
+        } else if b.limit.is_some() {
+            let mut cmd = eval(RETAKE_SLOT, &[&b.lock, &b.slots]);
+            cmd.arg(token).arg(ttl).arg(b.member(token));
+            cmd
+        } else {
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(&b.lock).arg(token).arg("NX").arg("PX").arg(ttl);
+            cmd
+        })
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.books.lock
+    }
+
+    fn writes(&self) -> bool {
+        true
+    }
+
+    fn wrote(&self, _: usize, v: &Value) -> bool {
+        matches!(v, Value::Okay | Value::Int(1))
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<bool, NodeError> {
+        match v {
+            Value::Okay | Value::Int(1) => Ok(true),
+            Value::Nil | Value::Int(0) => Ok(false),
+            other => Err(error::unexpected(name, "retake", &other)),
+        }
+    }
+}
+
+/// Compare-and-delete (the record too). `announce` wakes waiters: right
+/// for a lock that was held, wrong for undoing a failed attempt, which
+/// would wake every waiter for nothing (and each of their failed attempts
+/// would wake them all again).
+pub struct Release {
+    pub books: Arc<Books>,
+    pub token: Arc<str>,
+    pub announce: bool,
+}
+
+impl Request for Release {
+    type Answer = Released;
+
+    fn last_word(&self) -> bool {
+        true
+    }
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        Some(release_cmd(&self.books, &self.token, self.announce, None))
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.books.lock
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<Released, NodeError> {
+        released(&v, "release script", name)
+    }
+}
+
+fn released(v: &Value, what: &str, name: &str) -> Result<Released, NodeError> {
+    match int(v, what, name)? {
+        1 => Ok(Released::Deleted),
+        -1 => Ok(Released::AlreadyGone),
+        0 => Ok(Released::NotOurs),
+        _ => Err(error::unexpected(name, what, v)),
+    }
+}
+
+/// RELEASE (or a reader's RELEASE_SHARED), with the history append of
+/// `entry` (its key and record) in the same script where one is given.
+fn release_cmd(books: &Books, token: &str, announce: bool, entry: Option<(&[u8], &str)>) -> Cmd {
+    let released: &[u8] = if announce { &books.released } else { b"" };
+    if books.shared {
+        let mut cmd = match entry {
+            Some((key, _)) => eval(
+                RELEASE_SHARED_RECORDING,
+                &[
+                    &books.readers,
+                    &books.reader_records,
+                    &books.queue,
+                    &books.waiters,
+                    key,
+                ],
+            ),
+            None => eval(
+                RELEASE_SHARED,
+                &[
+                    &books.readers,
+                    &books.reader_records,
+                    &books.queue,
+                    &books.waiters,
+                ],
+            ),
+        };
+        cmd.arg(token).arg(released).arg(books.front());
+        if let Some((_, record)) = entry {
+            history_args(&mut cmd, record);
+        }
+        return cmd;
+    }
+    match entry {
+        None => {
+            let mut cmd = eval(
+                RELEASE,
+                &[
+                    &books.lock,
+                    &books.holder,
+                    &books.queue,
+                    &books.waiters,
+                    books.entries(),
+                ],
+            );
+            cmd.arg(token)
+                .arg(released)
+                .arg(books.front())
+                .arg(books.member(token));
+            cmd
+        }
+        Some((key, record)) => {
+            let mut cmd = eval(
+                RELEASE_RECORDING,
+                &[
+                    &books.lock,
+                    &books.holder,
+                    &books.queue,
+                    &books.waiters,
+                    key,
+                    books.entries(),
+                ],
+            );
+            cmd.arg(token).arg(released).arg(books.front());
+            history_args(&mut cmd, record);
+            cmd.arg(books.member(token));
+            cmd
+        }
+    }
+}
+
+/// --hold: leaves the lock to expire in `left`, recording the exit.
+pub struct Hold {
+    pub books: Arc<Books>,
+    pub token: Arc<str>,
+    pub left: Duration,
+    pub exit_code: u8,
+}
+
+impl Request for Hold {
+    type Answer = Answer;
+
+    fn last_word(&self) -> bool {
+        true
+    }
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        Some(hold_cmd(
+            &self.books,
+            &self.token,
+            self.left,
+            self.exit_code,
+            None,
+        ))
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.books.lock
+    }
+
+    fn writes(&self) -> bool {
+        true
+    }
+
+    fn wrote(&self, _: usize, v: &Value) -> bool {
+        *v == Value::Int(1)
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<Answer, NodeError> {
+        held(&v, name)
+    }
+}
+
+fn held(v: &Value, name: &str) -> Result<Answer, NodeError> {
+    match int(v, "hold script", name)? {
+        1 => Ok(Answer::Granted),
+        0 => Ok(Answer::Refused),
+        _ => Err(error::unexpected(name, "hold script", v)),
+    }
+}
+
+fn hold_cmd(
+    books: &Books,
+    token: &str,
+    left: Duration,
+    exit_code: u8,
+    entry: Option<(&[u8], &str)>,
+) -> Cmd {
+    if books.shared {
+        let mut cmd = match entry {
+            Some((key, _)) => eval(
+                HOLD_SHARED_RECORDING,
+                &[&books.readers, &books.reader_records, key],
+            ),
+            None => eval(HOLD_SHARED, &[&books.readers, &books.reader_records]),
+        };
+        cmd.arg(token).arg(millis(left));
+        if let Some((_, record)) = entry {
+            history_args(&mut cmd, record);
+        }
+        return cmd;
+    }
+    let mut cmd = match entry {
+        Some((key, _)) => eval(
+            HOLD_RECORDING,
+            &[&books.lock, &books.holder, key, books.entries()],
+        ),
+        None => eval(HOLD, &[&books.lock, &books.holder, books.entries()]),
+    };
+    cmd.arg(token)
+        .arg(millis(left))
+        .arg(crate::lock::unix_ms())
+        .arg(exit_code);
+    if let Some((_, record)) = entry {
+        history_args(&mut cmd, record);
+    }
+    cmd.arg(books.member(token));
+    cmd
+}
+
+/// The end of a run on each node: `ending` where the lock may be ours
+/// (`ours`), and the append of `entry` (the history key and the record) to
+/// the run history, in the same script when there are both (see
+/// `lock::history`). The append is a write like any other: with --replicas
+/// N it counts only once N replicas have it, but a release stands either
+/// way.
+pub struct EndRun {
+    pub books: Arc<Books>,
+    pub token: Arc<str>,
+    pub ending: Ending,
+    pub ours: Vec<usize>,
+    pub entry: Option<(Vec<u8>, String)>,
+}
+
+impl EndRun {
+    fn ending(&self, node: usize) -> Option<Ending> {
+        self.ours.contains(&node).then_some(self.ending)
+    }
+
+    fn entry(&self) -> Option<(&[u8], &str)> {
+        self.entry.as_ref().map(|(k, r)| (&k[..], r.as_str()))
+    }
+}
+
+impl Request for EndRun {
+    type Answer = Ended;
+
+    fn last_word(&self) -> bool {
+        true
+    }
+
+    fn command(&self, node: usize) -> Option<Cmd> {
+        let (b, token) = (&self.books, &*self.token);
+        Some(match (self.ending(node), self.entry()) {
+            (Some(Ending::Release), entry) => release_cmd(b, token, true, entry),
+            (Some(Ending::Hold { left, exit_code }), entry) => {
+                hold_cmd(b, token, left, exit_code, entry)
+            }
+            (None, Some((key, record))) => {
+                let mut cmd = eval(APPEND, &[key]);
+                history_args(&mut cmd, record);
+                cmd
+            }
+            (None, None) => return None,
+        })
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.books.lock
+    }
+
+    fn writes(&self) -> bool {
+        true
+    }
+
+    /// WAIT after a hold that took, as for HOLD alone, and after an append;
+    /// a release alone waits for nobody, as RELEASE does.
+    fn wrote(&self, node: usize, v: &Value) -> bool {
+        let hold = matches!(self.ending(node), Some(Ending::Hold { .. }));
+        match (self.ending(node), self.entry.is_some(), v) {
+            (Some(_), true, Value::Array(p)) => {
+                p.get(1) == Some(&Value::Int(1)) || (hold && p.first() == Some(&Value::Int(1)))
+            }
+            (Some(_), false, v) => hold && *v == Value::Int(1),
+            (None, _, v) => *v == Value::Int(1),
+            _ => false,
+        }
+    }
+
+    fn decode(&self, node: usize, v: Value, name: &str) -> Result<Ended, NodeError> {
+        let finish = |lock: &Value| match self.ending(node) {
+            Some(Ending::Release) => released(lock, "release script", name).map(Finish::Released),
+            _ => held(lock, name).map(Finish::Held),
+        };
+        match (self.ending(node), self.entry.is_some()) {
+            (Some(_), true) => {
+                let Value::Array(parts) = &v else {
+                    return Err(error::unexpected(name, "end of run script", &v));
+                };
+                let [lock, append] = parts.as_slice() else {
+                    return Err(error::unexpected(name, "end of run script", &v));
+                };
+                if let Value::ServerError(e) = lock {
+                    return Err(error::server_error(name, e));
+                }
+                Ok(Ended {
+                    lock: Some(finish(lock)?),
+                    recorded: Some(appended(append.clone(), name)),
+                })
+            }
+            (Some(_), false) => Ok(Ended {
+                lock: Some(finish(&v)?),
+                recorded: None,
+            }),
+            (None, _) => Ok(Ended {
+                lock: None,
+                recorded: Some(appended(v, name)),
+            }),
+        }
+    }
+
+    fn unreplicated(&self, answer: Ended, e: NodeError) -> Result<Ended, NodeError> {
+        match answer.lock {
+            // Too few replicas have the hold: it fails here as HOLD alone
+            // would, and the record with it.
+            Some(Finish::Held(Answer::Granted)) => Err(e),
+            lock => Ok(Ended {
+                lock,
+                recorded: Some(answer.recorded.unwrap_or(Ok(())).and(Err(e))),
+            }),
+        }
+    }
+}
+
+/// The history's half: 1, or the failed step and its error, as text
+/// (see `scripts::record`).
+fn appended(v: Value, name: &str) -> Result<(), NodeError> {
+    match v {
+        Value::Int(1) => Ok(()),
+        Value::BulkString(b) => Err(error::script_error(name, &String::from_utf8_lossy(&b))),
+        Value::SimpleString(s) => Err(error::script_error(name, &s)),
+        Value::ServerError(e) => Err(error::server_error(name, &e)),
+        other => Err(error::unexpected(name, "history script", &other)),
+    }
+}
+
+/// The record, and the history's length and lifetime (`HISTORY_CAP`,
+/// `HISTORY_TTL`): the last three arguments of every script that appends.
+fn history_args(cmd: &mut Cmd, record: &str) {
+    cmd.arg(record).arg(HISTORY_CAP).arg(millis(HISTORY_TTL));
+}
+
+/// `unlock --token`: deletes the lock if its token starts with `prefix`.
+pub struct Unlock {
+    pub books: Arc<Books>,
+    pub prefix: Arc<str>,
+}
+
+impl Request for Unlock {
+    type Answer = Released;
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        let b = &self.books;
+        let mut cmd = eval(
+            UNLOCK,
+            &[
+                &b.lock,
+                &b.holder,
+                &b.queue,
+                &b.waiters,
+                &b.readers,
+                &b.reader_records,
+            ],
+        );
+        cmd.arg(&*self.prefix).arg(&b.released).arg(b.front());
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.books.lock
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<Released, NodeError> {
+        released(&v, "unlock script", name)
+    }
+}
+
+/// Gives up our place in the --wait queue, waking its front (`wake`), or
+/// quietly (see FORGET).
+pub struct Leave {
+    pub books: Arc<Books>,
+    pub token: Arc<str>,
+    pub wake: bool,
+}
+
+impl Request for Leave {
+    type Answer = ();
+
+    fn last_word(&self) -> bool {
+        self.wake
+    }
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        let b = &self.books;
+        if self.wake {
+            let mut cmd = eval(LEAVE, &[&b.queue, &b.waiters]);
+            cmd.arg(&*self.token).arg(&b.released).arg(b.front());
+            Some(cmd)
+        } else {
+            let mut cmd = eval(FORGET, &[&b.queue, &b.waiters]);
+            cmd.arg(&*self.token);
+            Some(cmd)
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.books.lock
+    }
+
+    fn decode(&self, _: usize, _: Value, _: &str) -> Result<(), NodeError> {
+        Ok(())
+    }
+}
+
+/// The N of the --limit N holders of the lock's slots (see LIMIT_OF).
+pub struct LimitOf {
+    pub books: Arc<Books>,
+}
+
+impl Request for LimitOf {
+    type Answer = Option<u32>;
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        Some(eval(LIMIT_OF, &[&self.books.slots]))
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.books.lock
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<Option<u32>, NodeError> {
+        match v {
+            Value::Int(n) => Ok(u32::try_from(n).ok()),
+            Value::Nil => Ok(None),
+            other => Err(error::unexpected(name, "limit script", &other)),
+        }
+    }
+}
+
+/// Deletes `key` only while it holds our token.
+pub struct DropOurs {
+    pub key: Vec<u8>,
+    pub token: Arc<str>,
+}
+
+impl Request for DropOurs {
+    type Answer = bool;
+
+    fn last_word(&self) -> bool {
+        true
+    }
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        let mut cmd = eval(DROP, &[&self.key]);
+        cmd.arg(&*self.token);
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<bool, NodeError> {
+        Ok(int(&v, "drop script", name)? == 1)
+    }
+}
+
+/// Raises the fence counter to `t` while the lock holds our token here.
+pub struct CommitFence {
+    pub books: Arc<Books>,
+    pub token: Arc<str>,
+    pub t: u64,
+}
+
+impl Request for CommitFence {
+    type Answer = Answer;
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        let mut cmd = eval(FENCE, &[&self.books.lock, &self.books.fence]);
+        cmd.arg(&*self.token).arg(self.t);
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.books.lock
+    }
+
+    fn writes(&self) -> bool {
+        true
+    }
+
+    fn wrote(&self, _: usize, v: &Value) -> bool {
+        *v == Value::Int(1)
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<Answer, NodeError> {
+        match int(&v, "fence script", name)? {
+            1 => Ok(Answer::Granted),
+            0 => Ok(Answer::Refused),
+            _ => Err(error::unexpected(name, "fence script", &v)),
+        }
+    }
+}
+
+/// Deletes the lock whoever holds it: true if there was one.
+pub struct ForceDelete {
+    pub books: Arc<Books>,
+}
+
+impl Request for ForceDelete {
+    type Answer = bool;
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        let b = &self.books;
+        let mut cmd = eval(
+            FORCE,
+            &[
+                &b.lock,
+                &b.holder,
+                &b.queue,
+                &b.waiters,
+                &b.readers,
+                &b.reader_records,
+            ],
+        );
+        cmd.arg(&b.released).arg(b.front());
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.books.lock
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<bool, NodeError> {
+        Ok(int(&v, "delete script", name)? == 1)
+    }
+}
+
+/// The lock's value, its PTTL, its holder record, how many wait in its
+/// queue and its readers, in one round trip.
+pub struct Inspect {
+    pub books: Arc<Books>,
+}
+
+impl Request for Inspect {
+    type Answer = Inspection;
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        let b = &self.books;
+        Some(eval(
+            INSPECT,
+            &[&b.lock, &b.holder, &b.queue, &b.readers, &b.reader_records],
+        ))
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.books.lock
+    }
+
+    fn decode(&self, _: usize, reply: Value, name: &str) -> Result<Inspection, NodeError> {
+        let bad = || error::unexpected(name, "inspect script", &reply);
+        let Value::Array(parts) = &reply else {
+            return Err(bad());
+        };
+        let value = match parts.first() {
+            Some(Value::BulkString(b)) => Some(b.clone()),
+            Some(Value::Nil) => None,
+            _ => return Err(bad()),
+        };
+        let Some(Value::Int(pttl)) = parts.get(1) else {
+            return Err(bad());
+        };
+        let holder = match parts.get(2) {
+            Some(Value::Array(fields)) => pairs(fields),
+            None | Some(Value::Nil) => Vec::new(),
+            _ => return Err(bad()),
+        };
+        let queued = match parts.get(3) {
+            Some(Value::Int(n)) => *n,
+            _ => 0,
+        };
+        let mut readers = Vec::new();
+        if let Some(Value::Array(flat)) = parts.get(4) {
+            for share in flat.chunks(3) {
+                let [Value::BulkString(token), Value::Int(left_ms), record] = share else {
+                    return Err(bad());
+                };
+                readers.push(Share {
+                    token: token.clone(),
+                    left_ms: *left_ms,
+                    record: match record {
+                        Value::BulkString(json) => crate::lock::record::of_share(json),
+                        _ => Vec::new(),
+                    },
+                });
+            }
+        }
+        Ok(Inspection {
+            value,
+            pttl: *pttl,
+            holder,
+            queued,
+            readers,
+        })
+    }
+}
+
+/// How many keys each SCAN request looks at: a large keyspace costs many
+/// short requests, never one long one.
+const SCAN_COUNT: u32 = 1000;
+
+/// One page of SCAN for the keys matching `pattern`, from each node's own
+/// cursor (on a Cluster, on the master of `near`'s slot); a node whose
+/// cursor is empty is asked nothing.
+pub struct Scan {
+    pub pattern: Vec<u8>,
+    pub near: Vec<u8>,
+    pub cursors: Vec<Vec<u8>>,
+}
+
+impl Request for Scan {
+    /// The next cursor ("0" at the end) and the keys of this page.
+    type Answer = (Vec<u8>, Vec<Vec<u8>>);
+
+    fn command(&self, node: usize) -> Option<Cmd> {
+        let cursor = self.cursors.get(node).filter(|c| !c.is_empty())?;
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(&self.pattern)
+            .arg("COUNT")
+            .arg(SCAN_COUNT);
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.near
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<Self::Answer, NodeError> {
+        redis::from_redis_value(v.clone()).map_err(|_| error::unexpected(name, "SCAN", &v))
+    }
+}
+
+/// Which of each node's `keys` exist, with their type and time left (see
+/// DESCRIBE).
+pub struct Describe {
+    pub near: Vec<u8>,
+    /// Each node's keys; None: the node is asked nothing.
+    pub keys: Vec<Option<Vec<Vec<u8>>>>,
+}
+
+impl Request for Describe {
+    type Answer = Vec<KeyInfo>;
+
+    fn command(&self, node: usize) -> Option<Cmd> {
+        let keys = self.keys.get(node)?.as_ref()?;
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(DESCRIBE).arg(keys.len()).arg(keys);
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.near
+    }
+
+    fn decode(&self, _: usize, reply: Value, name: &str) -> Result<Vec<KeyInfo>, NodeError> {
+        let bad = || error::unexpected(name, "describe script", &reply);
+        let Value::Array(rows) = &reply else {
+            return Err(bad());
+        };
+        rows.iter()
+            .map(|row| match row {
+                Value::Array(f) => match f.as_slice() {
+                    [Value::BulkString(k), Value::BulkString(t), Value::Int(pttl)] => Ok(KeyInfo {
+                        key: k.clone(),
+                        kind: String::from_utf8_lossy(t).into_owned(),
+                        pttl: *pttl,
+                    }),
+                    _ => Err(bad()),
+                },
+                _ => Err(bad()),
+            })
+            .collect()
+    }
+}
+
+/// Deletes each node's `keys` unless the lock is in use, or only looks, or
+/// deletes them whatever it finds, as `how` says (see FORGET_LOCK, whose
+/// order of keys this takes: the five fixed keys, `pairs` pairs of a slot
+/// key and its record, the rest).
+pub struct ForgetLock {
+    pub near: Vec<u8>,
+    /// Each node's keys and slot pairs; None: the node is asked nothing.
+    pub keys: Vec<Option<(Vec<Vec<u8>>, usize)>>,
+    pub how: Forget,
+    pub released: Vec<u8>,
+}
+
+impl Request for ForgetLock {
+    type Answer = Forgotten;
+
+    fn command(&self, node: usize) -> Option<Cmd> {
+        let (keys, pairs) = self.keys.get(node)?.as_ref()?;
+        let how = match self.how {
+            Forget::Check => "check",
+            Forget::Delete => "delete",
+            Forget::Force => "force",
+        };
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(FORGET_LOCK).arg(keys.len()).arg(keys);
+        cmd.arg(how).arg(*pairs).arg(&self.released);
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.near
+    }
+
+    fn decode(&self, _: usize, reply: Value, name: &str) -> Result<Forgotten, NodeError> {
+        let bad = || error::unexpected(name, "forget script", &reply);
+        let Value::Array(parts) = &reply else {
+            return Err(bad());
+        };
+        let [
+            Value::Int(done),
+            why,
+            token,
+            Value::Array(record),
+            Value::Int(waiting),
+            Value::Int(removed),
+        ] = parts.as_slice()
+        else {
+            return Err(bad());
+        };
+        let in_use = match why {
+            Value::Nil => None,
+            Value::BulkString(w) => Some(match w.as_slice() {
+                b"held" => InUse::Held,
+                b"shared" => InUse::Shared,
+                b"slot" => InUse::Slot,
+                b"queued" => InUse::Queued,
+                _ => return Err(bad()),
+            }),
+            _ => return Err(bad()),
+        };
+        let token = match token {
+            Value::BulkString(t) => Some(t.clone()),
+            _ => None,
+        };
+        let mut holder = Vec::new();
+        for pair in record.chunks(2) {
+            match pair {
+                // A reader's record: one JSON object.
+                [Value::BulkString(k), Value::BulkString(v)] if k == b"json" => {
+                    holder = crate::lock::record::of_share(v);
+                }
+                [Value::BulkString(k), Value::BulkString(v)] => holder.push((
+                    String::from_utf8_lossy(k).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                )),
+                _ => {}
+            }
+        }
+        Ok(Forgotten {
+            in_use,
+            token,
+            holder,
+            waiting: *waiting,
+            removed: *removed,
+            refused: *done == 0,
+        })
+    }
+}
+
+/// The server's `run_id` (INFO server): one per server process, whatever
+/// address it is reached at.
+pub struct RunId {
+    pub near: Vec<u8>,
+}
+
+impl Request for RunId {
+    type Answer = Option<String>;
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("server");
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.near
+    }
+
+    fn decode(&self, _: usize, v: Value, _: &str) -> Result<Option<String>, NodeError> {
+        let Value::BulkString(text) = v else {
+            return Ok(None);
+        };
+        Ok(String::from_utf8_lossy(&text)
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|id| id.trim().to_string()))
+    }
+}
+
+/// The newest `count` records of the history at `key`, as stored.
+pub struct History {
+    pub key: Vec<u8>,
+    pub count: usize,
+}
+
+impl Request for History {
+    type Answer = Vec<String>;
+
+    fn command(&self, _: usize) -> Option<Cmd> {
+        let last = isize::try_from(self.count).unwrap_or(isize::MAX) - 1;
+        let mut cmd = redis::cmd("LRANGE");
+        cmd.arg(&self.key).arg(0).arg(last);
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    fn decode(&self, _: usize, v: Value, name: &str) -> Result<Vec<String>, NodeError> {
+        let entries: Vec<Vec<u8>> = redis::from_redis_value(v.clone())
+            .map_err(|_| error::unexpected(name, "LRANGE", &v))?;
+        Ok(entries
+            .into_iter()
+            .map(|e| String::from_utf8_lossy(&e).into_owned())
+            .collect())
+    }
+}
+
+/// A hash as HGETALL answers it, as (field, value) pairs; what is not text
+/// is left out (the record is information only).
+fn pairs(fields: &[Value]) -> Vec<(String, String)> {
+    fields
+        .chunks(2)
+        .filter_map(|pair| match pair {
+            [Value::BulkString(k), Value::BulkString(v)] => Some((
+                String::from_utf8_lossy(k).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            )),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,291 @@
+//! Replies as they arrive: where one whole RESP2 reply ends in a buffer that
+//! grows a read at a time, within bounds a hostile or broken server cannot
+//! stretch. The bytes of a whole reply are then decoded by the redis crate.
+//!
+//! A reply's length is the server's word, so it is checked before anything
+//! is kept for it: a bulk string longer than [`MAX_BULK`], more than
+//! [`MAX_VALUES`] values in one reply, or a line longer than [`MAX_LINE`] is
+//! a protocol error for that node. The scan resumes where the last one
+//! stopped, so a reply that trickles in costs time linear in its bytes.
+
+use std::fmt;
+
+use redis::Value;
+
+/// The longest bulk string a node may send: far above any reply of
+/// redlock-run's (a holder record, a history entry, an INFO section).
+pub(super) const MAX_BULK: usize = 1 << 20;
+
+/// The most values one reply may hold, nested ones included: a SCAN page
+/// of a thousand keys, a history of a hundred runs, a few hundred readers.
+pub(super) const MAX_VALUES: u64 = 64 * 1024;
+
+/// The longest line (a status, an error, a length) a node may send.
+pub(super) const MAX_LINE: usize = 64 * 1024;
+
+/// What is wrong with what a node sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Violation {
+    /// A bulk string of this many bytes.
+    Bulk(u64),
+    /// A reply of at least this many values.
+    Values(u64),
+    /// A line longer than `MAX_LINE`.
+    Line,
+    /// A byte that starts no RESP2 value: the start of what came, for the
+    /// wording (see `error::not_resp`).
+    NotResp(Vec<u8>),
+    /// A length that is no number, or a value not ended by CRLF.
+    Malformed,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::Bulk(n) => write!(
+                f,
+                "the server sent a reply of {n} bytes; redlock-run expects at most {MAX_BULK}"
+            ),
+            Violation::Values(n) => write!(
+                f,
+                "the server sent a reply of {n} values; redlock-run expects at most {MAX_VALUES}"
+            ),
+            Violation::Line => write!(
+                f,
+                "the server sent a line of more than {MAX_LINE} bytes; redlock-run expects less"
+            ),
+            Violation::NotResp(start) => f.write_str(&super::error::not_resp(start)),
+            Violation::Malformed => f.write_str("the server sent a malformed reply"),
+        }
+    }
+}
+
+/// Where the scan of the reply at the front of a buffer stands.
+#[derive(Debug)]
+pub(super) struct Framer {
+    /// The start of the next value's header line.
+    pos: usize,
+    /// Values still to come before the reply is whole.
+    todo: u64,
+    /// Values announced so far (the reply's own included).
+    values: u64,
+    /// Bytes up to here hold no line end of the header at `pos`.
+    searched: usize,
+    /// A bulk string's end (its CRLF included), once its header is read.
+    bulk_end: Option<usize>,
+}
+
+impl Default for Framer {
+    fn default() -> Framer {
+        Framer {
+            pos: 0,
+            todo: 1,
+            values: 1,
+            searched: 0,
+            bulk_end: None,
+        }
+    }
+}
+
+impl Framer {
+    /// The length of the whole reply at the front of `buf`, once all of it
+    /// is there. `buf` must only have grown since the last call; after a
+    /// reply is taken off its front, the framer starts afresh.
+    pub(super) fn scan(&mut self, buf: &[u8]) -> Result<Option<usize>, Violation> {
+        loop {
+            if let Some(end) = self.bulk_end {
+                if buf.len() < end {
+                    return Ok(None);
+                }
+                if &buf[end - 2..end] != b"\r\n" {
+                    return Err(Violation::Malformed);
+                }
+                self.bulk_end = None;
+                self.pos = end;
+                self.searched = end;
+            }
+            if self.todo == 0 {
+                let len = self.pos;
+                *self = Framer::default();
+                return Ok(Some(len));
+            }
+            let from = self.searched.max(self.pos);
+            let Some(nl) = buf[from..].iter().position(|b| *b == b'\n') else {
+                if buf.len() - self.pos > MAX_LINE {
+                    return Err(Violation::Line);
+                }
+                if let Some(&first) = buf.get(self.pos)
+                    && !b"+-:$*".contains(&first)
+                {
+                    return Err(Violation::NotResp(buf[self.pos..].to_vec()));
+                }
+                self.searched = buf.len();
+                return Ok(None);
+            };
+            let end = from + nl + 1;
+            self.header(&buf[self.pos..end])?;
+            self.pos = end;
+            self.searched = end;
+        }
+    }
+
+    /// Takes in one header line (CRLF included).
+    fn header(&mut self, line: &[u8]) -> Result<(), Violation> {
+        if line.len() > MAX_LINE {
+            return Err(Violation::Line);
+        }
+        let Some(text) = line.strip_suffix(b"\r\n") else {
+            return Err(Violation::NotResp(line.to_vec()));
+        };
+        let (kind, rest) = match text.split_first() {
+            Some((k, rest)) => (*k, rest),
+            None => return Err(Violation::Malformed),
+        };
+        self.todo -= 1;
+        match kind {
+            b'+' | b'-' | b':' => Ok(()),
+            b'$' => match length(rest)? {
+                None => Ok(()),
+                Some(n) if n > MAX_BULK as u64 => Err(Violation::Bulk(n)),
+                Some(n) => {
+                    // n is at most MAX_BULK: it fits.
+                    self.bulk_end = Some(self.pos + line.len() + n as usize + 2);
+                    Ok(())
+                }
+            },
+            b'*' => match length(rest)? {
+                None => Ok(()),
+                Some(n) => {
+                    self.values = self.values.saturating_add(n);
+                    if self.values > MAX_VALUES {
+                        return Err(Violation::Values(self.values));
+                    }
+                    self.todo += n;
+                    Ok(())
+                }
+            },
+            _ => Err(Violation::NotResp(line.to_vec())),
+        }
+    }
+}
+
+/// A length from a header: None for -1 (a nil bulk or array).
+fn length(digits: &[u8]) -> Result<Option<u64>, Violation> {
+    let text = std::str::from_utf8(digits).map_err(|_| Violation::Malformed)?;
+    match text.parse::<i64>() {
+        Ok(-1) => Ok(None),
+        Ok(n) => u64::try_from(n).map(Some).map_err(|_| Violation::Malformed),
+        Err(_) => Err(Violation::Malformed),
+    }
+}
+
+/// Decodes one whole reply (as `Framer::scan` measured it).
+pub(super) fn decode(frame: &[u8]) -> Result<Value, Violation> {
+    redis::parse_redis_value(frame).map_err(|_| Violation::Malformed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn whole(bytes: &[u8]) -> Result<Option<usize>, Violation> {
+        Framer::default().scan(bytes)
+    }
+
+    #[test]
+    fn replies_are_whole_or_nothing() {
+        for reply in [
+            &b"+OK\r\n"[..],
+            b"-ERR no\r\n",
+            b":12\r\n",
+            b"$-1\r\n",
+            b"$3\r\na\r\n\r\n",
+            b"*-1\r\n",
+            b"*0\r\n",
+            b"*3\r\n:1\r\n$2\r\nab\r\n*2\r\n$0\r\n\r\n:5\r\n",
+        ] {
+            assert_eq!(whole(reply), Ok(Some(reply.len())), "{reply:?}");
+            // Fed a byte at a time, to one framer: whole only at the end.
+            let mut f = Framer::default();
+            for cut in 0..reply.len() {
+                assert_eq!(f.scan(&reply[..cut]), Ok(None), "{:?}", &reply[..cut]);
+            }
+            assert_eq!(f.scan(reply), Ok(Some(reply.len())));
+            let mut two = reply.to_vec();
+            two.extend_from_slice(b":7\r\n");
+            assert_eq!(whole(&two), Ok(Some(reply.len())));
+        }
+    }
+
+    #[test]
+    fn lengths_past_the_caps_are_refused_before_anything_is_kept() {
+        assert_eq!(
+            whole(b"$99999999999\r\n"),
+            Err(Violation::Bulk(99999999999))
+        );
+        assert_eq!(
+            whole(b"*100000000\r\n"),
+            Err(Violation::Values(100_000_001))
+        );
+        // Nested arrays count together.
+        let mut nested = b"*2\r\n*40000\r\n".to_vec();
+        nested.extend(std::iter::repeat_n(&b":1\r\n"[..], 40000).flatten());
+        nested.extend_from_slice(b"*40000\r\n");
+        assert!(matches!(whole(&nested), Err(Violation::Values(_))));
+        let long = vec![b'+'; MAX_LINE + 2];
+        assert_eq!(whole(&long), Err(Violation::Line));
+        assert_eq!(whole(b"$-5\r\n"), Err(Violation::Malformed));
+        assert_eq!(whole(b"$3\r\nabcXY"), Err(Violation::Malformed));
+    }
+
+    #[test]
+    fn what_no_reply_starts_with_is_named_at_once() {
+        let Err(Violation::NotResp(start)) = whole(b"HTTP/1.1 400 Bad") else {
+            panic!("not named");
+        };
+        assert_eq!(start, b"HTTP/1.1 400 Bad");
+    }
+
+    #[test]
+    fn a_reply_that_trickles_in_is_scanned_once() {
+        // A million-byte bulk string fed in small pieces: each call looks
+        // only at what is new (a rescan from the start would take minutes
+        // in a debug build).
+        let mut reply = format!("${MAX_BULK}\r\n").into_bytes();
+        reply.resize(reply.len() + MAX_BULK, b'x');
+        reply.extend_from_slice(b"\r\n");
+        let mut f = Framer::default();
+        let mut n = 0;
+        while n < reply.len() {
+            n = (n + 7).min(reply.len());
+            let got = f.scan(&reply[..n]);
+            if n < reply.len() {
+                assert_eq!(got, Ok(None));
+            } else {
+                assert_eq!(got, Ok(Some(reply.len())));
+            }
+        }
+        // A line that never ends: found too long once it passes the cap.
+        let mut f = Framer::default();
+        let mut line = b"+".to_vec();
+        let mut result = Ok(None);
+        while result == Ok(None) {
+            line.extend_from_slice(&[b'a'; 1000]);
+            result = f.scan(&line);
+        }
+        assert_eq!(result, Err(Violation::Line));
+        assert!(line.len() < MAX_LINE + 2000);
+    }
+
+    #[test]
+    fn whole_replies_decode() {
+        assert_eq!(decode(b":5\r\n"), Ok(Value::Int(5)));
+        assert_eq!(
+            decode(b"*2\r\n$1\r\na\r\n$-1\r\n"),
+            Ok(Value::Array(vec![
+                Value::BulkString(b"a".to_vec()),
+                Value::Nil
+            ]))
+        );
+    }
+}

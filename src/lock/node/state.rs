@@ -1,0 +1,1009 @@
+//! One node's connections and the requests on them: where each request
+//! goes (the server; the primary its sentinels name; the master of the
+//! lock's hash slot), finding that out when it is not known, following
+//! MOVED, ASK, TRYAGAIN and READONLY, and each request's answer once it
+//! comes. Nothing here waits: whoever drives a round (see `quorum`) polls
+//! the descriptors `interest` lists and calls `progress`.
+
+use std::collections::VecDeque;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+use rustix::event::PollFlags;
+
+use super::Node;
+use super::error::{self, Kind, NodeError, Step};
+use super::link::{Broken, Event, Link, Tag};
+use super::topology::{Place, Topology, tls_to};
+
+/// How many times one request may be sent elsewhere (MOVED, ASK, a
+/// failover) before it fails.
+const REDIRECTS: u8 = 5;
+
+/// The pause before a request a Cluster asked to try again (TRYAGAIN,
+/// CLUSTERDOWN) is sent again.
+const TRY_AGAIN: Duration = Duration::from_millis(20);
+
+/// How late Redis may answer a WAIT after its timeout (see `answered`).
+const WAIT_LATE: Duration = Duration::from_millis(250);
+
+/// Answers kept for requests nobody has asked about yet (a request sent
+/// without waiting, a reply that came after its round).
+const KEPT: usize = 256;
+
+/// A request of the node's, as bytes.
+pub(crate) struct Req {
+    pub(super) ticket: u64,
+    pub(super) bytes: Arc<[u8]>,
+    /// The hash slot of its keys, for a Cluster.
+    pub(super) slot: u16,
+    /// A Sentinel group asks its sentinels where the primary is first.
+    pub(super) recheck: bool,
+    /// The last word on what came before (a release, an undo): see
+    /// `State::submit`.
+    pub(super) last_word: bool,
+    /// --replicas N: once the write is answered, a WAIT for N replicas
+    /// follows it on the same connection (WAIT counts the writes of its own
+    /// connection). Not written with it: a server blocked in WAIT reads a
+    /// connection's end before the release written behind, and drops it.
+    pub(super) wait: Option<u32>,
+    pub(super) submitted: Instant,
+    /// The write's reply, while its WAIT is owed.
+    partial: Option<Value>,
+    redirects: u8,
+    /// A Cluster's ASK: this try goes to that node, after ASKING.
+    ask: Option<Place>,
+    /// Sent with ASKING ahead of it: its first reply is ASKING's.
+    asking: bool,
+    not_before: Option<Instant>,
+    /// Its time ran out and was reported: its reply, if it comes, is late.
+    overdue: bool,
+}
+
+impl Req {
+    pub(super) fn new(ticket: u64, bytes: Arc<[u8]>, slot: u16, now: Instant) -> Req {
+        Req {
+            ticket,
+            bytes,
+            slot,
+            recheck: false,
+            last_word: false,
+            wait: None,
+            submitted: now,
+            partial: None,
+            redirects: 0,
+            ask: None,
+            asking: false,
+            not_before: None,
+            overdue: false,
+        }
+    }
+}
+
+/// What decides where a request goes.
+struct Want {
+    slot: u16,
+    /// A Sentinel group is to be asked first.
+    recheck: bool,
+    ask: Option<Place>,
+}
+
+/// A connection to a data server.
+struct Data {
+    place: Place,
+    link: Link,
+    steps: Vec<Step>,
+}
+
+/// A connection to a sentinel or a cluster seed, asked where the data is.
+struct Probe {
+    place: Place,
+    link: Link,
+    steps: Vec<Step>,
+}
+
+/// A search for the primary (a Sentinel group) or the slot map (a
+/// Cluster) under way.
+struct Search {
+    until: Instant,
+    /// The probes asked, and the ticket of each question.
+    asked: Vec<(Place, u64)>,
+    /// How many places there are to ask.
+    places: usize,
+    /// Why each place that failed did.
+    failed: Vec<(Place, String)>,
+    /// Only to check a primary already known: when no sentinel answers,
+    /// that one is kept.
+    recheck: bool,
+}
+
+/// How a node has fared in this run, for rounds and reports.
+#[derive(Default)]
+pub(super) struct Health {
+    /// A request timed out: rounds that wait for every reply do not wait for
+    /// this node again.
+    pub(super) timed_out: bool,
+    /// The first error it answered (or its first timeout), for the report.
+    pub(super) first_error: Option<String>,
+    /// It answered at least one request without an error.
+    pub(super) answered: bool,
+}
+
+impl Health {
+    fn note<T>(&mut self, result: &Result<T, NodeError>) {
+        match result {
+            Ok(_) => self.answered = true,
+            // This run's own doing: nothing about the node.
+            Err(e) if e.kind() == Kind::Withdrawn => {}
+            Err(e) => {
+                self.timed_out |= e.is_timeout();
+                if self.first_error.is_none() {
+                    self.first_error = Some(e.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// One node's connections and requests.
+#[derive(Default)]
+pub(crate) struct State {
+    data: Vec<Data>,
+    probes: Vec<Probe>,
+    /// A Sentinel group's primary, once named.
+    primary: Option<Place>,
+    /// A Cluster's slot map, once known: (first, last, master).
+    slots: Vec<(u16, u16, Place)>,
+    search: Option<Search>,
+    /// Requests not written yet, in the order they were made.
+    waiting: VecDeque<Req>,
+    /// Requests written and owed a reply, with where they went.
+    flight: Vec<(Req, Place)>,
+    done: VecDeque<(u64, Result<Vec<Value>, NodeError>)>,
+    next: u64,
+    /// The `INFO server` asked on a fresh connection, by ticket.
+    info: Option<u64>,
+    /// The server's `run_id`, once read.
+    pub(super) run_id: Option<String>,
+    /// What happened to the topology, for the log.
+    pub(super) notes: Vec<String>,
+    /// Searches for the primary answered so far (a note on the first).
+    found: usize,
+    pub(super) health: Health,
+    /// A subscriber's: its data connection carries messages (see `watch`).
+    push: bool,
+    messages: Vec<Value>,
+}
+
+impl State {
+    /// The state of a connection of its own for a subscription.
+    pub(super) fn subscriber() -> State {
+        State {
+            push: true,
+            ..State::default()
+        }
+    }
+
+    /// Whether a data connection stands (or is being made).
+    pub(super) fn connected(&self) -> bool {
+        self.data.iter().any(|d| d.link.alive())
+    }
+
+    /// The messages a subscribed connection has received since the last
+    /// call.
+    pub(super) fn messages(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.messages)
+    }
+
+    /// A number for the next request.
+    pub(crate) fn ticket(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    /// Queues `req`: written at once where its connection stands.
+    pub(crate) fn submit(&mut self, node: &Node, req: Req, now: Instant) {
+        if req.last_word {
+            // What was asked before it and is not written yet never will
+            // be: it goes out alone, now, instead of waiting for a
+            // connection or a search the others need. Withdrawn, they were
+            // never applied.
+            for old in std::mem::take(&mut self.waiting) {
+                let why = error::withdrawn(&node.name);
+                self.finish(old.ticket, Err(why));
+            }
+        }
+        self.waiting.push_back(req);
+        self.route(node, now);
+    }
+
+    /// The answer to `ticket`, once it has come (an error when it could not).
+    pub(crate) fn take(&mut self, ticket: u64) -> Option<Result<Vec<Value>, NodeError>> {
+        let at = self.done.iter().position(|(t, _)| *t == ticket)?;
+        self.done.remove(at).map(|(_, r)| r)
+    }
+
+    /// When the oldest request not yet answered (nor given up on) was made.
+    pub(super) fn waiting_since(&self) -> Option<Instant> {
+        let waiting = self.waiting.iter().map(|r| r.submitted);
+        let flying = self
+            .flight
+            .iter()
+            .filter(|(r, _)| !r.overdue)
+            .map(|(r, _)| r.submitted);
+        waiting.chain(flying).min()
+    }
+
+    /// The descriptors to wait on, and for what.
+    pub(super) fn interest(&self) -> Vec<(BorrowedFd<'_>, PollFlags)> {
+        self.data
+            .iter()
+            .map(|d| &d.link)
+            .chain(self.probes.iter().map(|p| &p.link))
+            .filter_map(Link::interest)
+            .collect()
+    }
+
+    /// When `progress` must run next even if no descriptor is ready.
+    pub(super) fn wake(&self, node: &Node) -> Option<Instant> {
+        let links = self
+            .data
+            .iter()
+            .map(|d| &d.link)
+            .chain(self.probes.iter().map(|p| &p.link))
+            .filter_map(Link::wake);
+        let waiting = self
+            .waiting
+            .iter()
+            .map(|r| r.not_before.unwrap_or(r.submitted + node.expiry()));
+        links
+            .chain(waiting)
+            .chain(self.search.as_ref().map(|s| s.until))
+            .min()
+    }
+
+    /// Does what can be done now: answers, failures, searches, writes.
+    pub(crate) fn progress(&mut self, node: &Node, now: Instant) {
+        self.probe(node, now);
+        self.route(node, now);
+        let mut events = Vec::new();
+        let mut i = 0;
+        while i < self.data.len() {
+            self.data[i].link.progress(now, &mut events);
+            let place = self.data[i].place.clone();
+            let steps = self.data[i].steps.clone();
+            let alive = self.data[i].link.alive();
+            for e in events.drain(..) {
+                self.on_data(node, &place, &steps, e, now);
+            }
+            if alive {
+                i += 1;
+            } else {
+                self.data.remove(i);
+            }
+        }
+        // Redirected requests go out now.
+        self.route(node, now);
+        self.expire(node, now);
+        while self.done.len() > KEPT {
+            self.done.pop_front();
+        }
+    }
+
+    /// Ends every connection without losing what was written on it (see
+    /// `Link::close`).
+    pub(super) fn close(&mut self, now: Instant) {
+        for d in &mut self.data {
+            d.link.close(now);
+        }
+        for p in &mut self.probes {
+            p.link.close(now);
+        }
+    }
+
+    /// Writes what waits, in order, where its connection is known; starts
+    /// a search where it is not.
+    fn route(&mut self, node: &Node, now: Instant) {
+        while let Some(front) = self.waiting.front() {
+            if front.not_before.is_some_and(|t| now < t) {
+                return;
+            }
+            // One request at a time on a node, as on a server that answers
+            // in order anyway: a node that stopped answering does not pile
+            // up requests (an extension's WAIT each) that a release would
+            // have to wait behind when it resumes. The last word goes out
+            // behind the one in flight.
+            if !front.last_word && !self.flight.is_empty() {
+                return;
+            }
+            let ticket = front.ticket;
+            let want = Want {
+                slot: front.slot,
+                recheck: front.recheck && front.redirects == 0,
+                ask: front.ask.clone(),
+            };
+            let place = match self.place_for(node, want, now) {
+                Some(Ok(place)) => place,
+                Some(Err(e)) => {
+                    // Unless a search that gave up failed it already.
+                    if self.waiting.front().is_some_and(|r| r.ticket == ticket) {
+                        self.waiting.pop_front();
+                        self.finish(ticket, Err(e));
+                    }
+                    continue;
+                }
+                // A search is under way.
+                None => return,
+            };
+            let Some(mut req) = self.waiting.pop_front() else {
+                return;
+            };
+            let at = match self.data_link(node, &place, now) {
+                Ok(at) => at,
+                Err(e) => {
+                    self.finish(req.ticket, Err(e));
+                    continue;
+                }
+            };
+            let link = &mut self.data[at].link;
+            req.asking = req.ask.take().is_some();
+            if req.asking {
+                let mut bytes = redis::cmd("ASKING").get_packed_command();
+                bytes.extend_from_slice(&req.bytes);
+                link.send(Tag::Ticket(req.ticket), &bytes, 2, Duration::ZERO);
+            } else {
+                link.send(Tag::Ticket(req.ticket), &req.bytes, 1, Duration::ZERO);
+            }
+            // Written now if it can be: a round that does not wait for this
+            // node still gets its request onto the wire.
+            let mut events = Vec::new();
+            link.progress(now, &mut events);
+            let steps = self.data[at].steps.clone();
+            self.flight.push((req, place.clone()));
+            for e in events {
+                self.on_data(node, &place, &steps, e, now);
+            }
+            if !self.data.get(at).is_some_and(|d| d.link.alive()) && at < self.data.len() {
+                self.data.remove(at);
+            }
+        }
+    }
+
+    /// Where `req` goes: None while a search for it is under way (started
+    /// here if need be).
+    fn place_for(
+        &mut self,
+        node: &Node,
+        req: Want,
+        now: Instant,
+    ) -> Option<Result<Place, NodeError>> {
+        match &node.topology {
+            Topology::Server { place, .. } => Some(Ok(place.clone())),
+            Topology::Sentinel { .. } => {
+                match (&self.primary, req.recheck) {
+                    (Some(p), false) => Some(Ok(p.clone())),
+                    _ if self.search.is_some() => None,
+                    _ => {
+                        self.start_search(node, now, self.primary.is_some());
+                        // A search that could not even start leaves the
+                        // request to fail by its own time.
+                        if self.search.is_none() {
+                            return self.primary.clone().map(Ok);
+                        }
+                        None
+                    }
+                }
+            }
+            Topology::Cluster { .. } => {
+                if let Some(ask) = req.ask {
+                    return Some(Ok(ask));
+                }
+                if let Some(p) = self.master_of(req.slot) {
+                    return Some(Ok(p));
+                }
+                if self.search.is_none() {
+                    // Its answer may be in at once (a seed on this host).
+                    self.start_search(node, now, false);
+                    if let Some(p) = self.master_of(req.slot) {
+                        return Some(Ok(p));
+                    }
+                }
+                if self.search.is_none() {
+                    return Some(Err(NodeError::new(
+                        Kind::Topology,
+                        format!(
+                            "{}: no node of the cluster serves the lock's hash slot {} \
+                             (cluster_state not ok?)",
+                            node.name, req.slot
+                        ),
+                        false,
+                    )));
+                }
+                None
+            }
+        }
+    }
+
+    /// The master of a Cluster's `slot`, as far as the slot map says.
+    fn master_of(&self, slot: u16) -> Option<Place> {
+        self.slots
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot))
+            .map(|(_, _, p)| p.clone())
+    }
+
+    /// The data connection to `place`, opened (with its set-up) if there is
+    /// none.
+    fn data_link(&mut self, node: &Node, place: &Place, now: Instant) -> Result<usize, NodeError> {
+        if let Some(at) = self
+            .data
+            .iter()
+            .position(|d| d.place == *place && d.link.alive())
+        {
+            return Ok(at);
+        }
+        let dest = node.names.dest(place, node.timeout, &node.name)?;
+        let tls = match &node.topology {
+            Topology::Server {
+                tls: Some(insecure),
+                ..
+            } => tls_to(&node.tls, place, *insecure, &node.name)?,
+            t if t.tls() => tls_to(&node.tls, place, false, &node.name)?,
+            _ => None,
+        };
+        let (setup, steps) = node.topology.data_setup();
+        let mut link = Link::open(&dest, tls.as_ref(), setup, node.timeout, now);
+        if self.push {
+            link.subscribed();
+        }
+        // One server reached under two names must not get two votes: its
+        // run_id is read ahead of the first reply (see `Lock::same_voter`).
+        // A Cluster's INFO would describe whichever master answers.
+        if !self.push && !matches!(node.topology, Topology::Cluster { .. }) {
+            let ticket = self.ticket();
+            self.info = Some(ticket);
+            let info = redis::cmd("INFO").arg("server").get_packed_command();
+            link.send(Tag::Ticket(ticket), &info, 1, Duration::ZERO);
+        }
+        self.data.push(Data {
+            place: place.clone(),
+            link,
+            steps,
+        });
+        Ok(self.data.len() - 1)
+    }
+
+    /// What a data connection reported.
+    fn on_data(&mut self, node: &Node, place: &Place, steps: &[Step], e: Event, now: Instant) {
+        match e {
+            Event::Answered(Tag::Ticket(t), values) if self.info == Some(t) => {
+                self.info = None;
+                self.run_id = values.first().and_then(run_id_of);
+            }
+            Event::Answered(Tag::Ticket(t), values) => self.answered(node, t, values, now),
+            Event::Overdue(Tag::Ticket(t)) => {
+                if let Some((req, _)) = self.flight.iter_mut().find(|(r, _)| r.ticket == t) {
+                    req.overdue = true;
+                    self.finish(t, Err(error::timed_out(&node.name, node.timeout)));
+                }
+            }
+            Event::Failed(broken, tags) => {
+                for (tag, sent) in tags {
+                    let Tag::Ticket(t) = tag else { continue };
+                    if self.info == Some(t) {
+                        self.info = None;
+                        continue;
+                    }
+                    let Some(at) = self.flight.iter().position(|(r, _)| r.ticket == t) else {
+                        continue;
+                    };
+                    let (req, _) = self.flight.remove(at);
+                    if !req.overdue {
+                        let err = error::broken(&node.name, node.timeout, &broken, steps, sent);
+                        self.finish(t, Err(err));
+                    }
+                }
+                self.lost(node, place, &broken);
+            }
+            Event::Push(v) => self.messages.push(v),
+            Event::Answered(Tag::Setup, _) | Event::Overdue(Tag::Setup) => {}
+        }
+    }
+
+    /// A data connection to `place` broke: the topology is looked up again.
+    fn lost(&mut self, node: &Node, place: &Place, broken: &Broken) {
+        let setup_refused = matches!(broken, Broken::Setup(..));
+        match &node.topology {
+            // A primary that refuses us for good (a password) is not looked
+            // for again and again.
+            Topology::Sentinel { .. }
+                if self.primary.as_ref() == Some(place)
+                    && (!setup_refused || broken_role(broken)) =>
+            {
+                self.primary = None;
+            }
+            Topology::Cluster { .. } => self.slots.retain(|(_, _, p)| p != place),
+            _ => {}
+        }
+    }
+
+    /// A reply to request `t`: its answer, or where to send it again.
+    fn answered(&mut self, node: &Node, t: u64, mut values: Vec<Value>, now: Instant) {
+        let Some(at) = self.flight.iter().position(|(r, _)| r.ticket == t) else {
+            return;
+        };
+        let (mut req, place) = self.flight.remove(at);
+        if let Some(write) = req.partial.take() {
+            // The WAIT's answer: the write's reply goes first.
+            values.insert(0, write);
+            self.finish(t, Ok(values));
+            return;
+        }
+        if req.asking && !values.is_empty() {
+            values.remove(0);
+        }
+        if let (Some(n), Some(first)) = (req.wait, values.first())
+            && !matches!(first, Value::ServerError(_))
+            && !req.overdue
+            && let Some(d) = self
+                .data
+                .iter_mut()
+                .find(|d| d.place == place && d.link.alive())
+        {
+            // Whatever is left of the node timeout, and the reply up to 1/hz
+            // (100 ms by default) late: Redis checks blocked clients'
+            // timeouts from its event loop, and a slow replica must read as
+            // too few acknowledgements, not as a node that did not answer.
+            let left = (req.submitted + node.timeout).saturating_duration_since(now);
+            let wait = redis::cmd("WAIT")
+                .arg(n)
+                .arg(super::millis(left))
+                .get_packed_command();
+            d.link.send(Tag::Ticket(t), &wait, 1, WAIT_LATE);
+            req.partial = values.into_iter().next();
+            self.flight.push((req, place));
+            return;
+        }
+        if let Some(Value::ServerError(e)) = values.first()
+            && !req.overdue
+            && req.redirects < REDIRECTS
+            && now < req.submitted + node.expiry()
+            && self.redirect(node, &mut req, e, now)
+        {
+            req.redirects += 1;
+            // Back in the order it was made: ahead of anything made later.
+            let at = self
+                .waiting
+                .iter()
+                .position(|r| r.ticket > req.ticket)
+                .unwrap_or(self.waiting.len());
+            self.waiting.insert(at, req);
+            return;
+        }
+        self.finish(t, Ok(values));
+    }
+
+    /// Whether error `e` means "send it elsewhere, or again": then `req` is
+    /// made ready for that.
+    fn redirect(
+        &mut self,
+        node: &Node,
+        req: &mut Req,
+        e: &redis::ServerError,
+        now: Instant,
+    ) -> bool {
+        let target = || -> Option<Place> {
+            let addr = e.details()?.split_whitespace().nth(1)?;
+            let (host, port) = addr.rsplit_once(':')?;
+            Some(Place::tcp(host, port.parse().ok()?))
+        };
+        match (&node.topology, e.code()) {
+            (Topology::Sentinel { .. }, "READONLY") => {
+                // Demoted by a failover: ask the sentinels again.
+                self.primary = None;
+                true
+            }
+            (Topology::Cluster { .. }, "MOVED") => match target() {
+                Some(p) => {
+                    self.slots.insert(0, (req.slot, req.slot, p));
+                    true
+                }
+                None => false,
+            },
+            (Topology::Cluster { .. }, "ASK") => match target() {
+                Some(p) => {
+                    req.ask = Some(p);
+                    true
+                }
+                None => false,
+            },
+            (Topology::Cluster { .. }, "TRYAGAIN") => {
+                req.not_before = Some(now + TRY_AGAIN);
+                true
+            }
+            (Topology::Cluster { .. }, "CLUSTERDOWN") => {
+                self.slots.clear();
+                req.not_before = Some(now + TRY_AGAIN);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Requests that waited their whole time without being written: they
+    /// fail, unsent.
+    fn expire(&mut self, node: &Node, now: Instant) {
+        let expiry = node.expiry();
+        let mut kept = VecDeque::with_capacity(self.waiting.len());
+        for req in std::mem::take(&mut self.waiting) {
+            if now >= req.submitted + expiry {
+                self.finish(
+                    req.ticket,
+                    Err(error::timed_out(&node.name, node.timeout).for_request(false)),
+                );
+            } else {
+                kept.push_back(req);
+            }
+        }
+        self.waiting = kept;
+    }
+
+    /// Request `ticket` is answered (or failed): the answer is kept for
+    /// whoever asks, and counts in the node's health whether or not anyone
+    /// does (a reply that came after its round is an answer all the same).
+    fn finish(&mut self, ticket: u64, result: Result<Vec<Value>, NodeError>) {
+        self.health.note(&result);
+        self.done.push_back((ticket, result));
+    }
+
+    /// Asks the sentinels (or the cluster's seeds) where the data is.
+    fn start_search(&mut self, node: &Node, now: Instant, recheck: bool) {
+        let (places, question) = match &node.topology {
+            Topology::Sentinel {
+                sentinels, master, ..
+            } => (
+                sentinels.clone(),
+                redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(master)
+                    .get_packed_command(),
+            ),
+            Topology::Cluster { seeds, .. } => (
+                seeds.clone(),
+                redis::cmd("CLUSTER").arg("SLOTS").get_packed_command(),
+            ),
+            Topology::Server { .. } => return,
+        };
+        let mut search = Search {
+            until: now + node.timeout,
+            asked: Vec::new(),
+            places: places.len(),
+            failed: Vec::new(),
+            recheck,
+        };
+        for place in places {
+            match self.probe_link(node, &place, now) {
+                Ok(at) => {
+                    let ticket = self.ticket();
+                    self.probes[at]
+                        .link
+                        .send(Tag::Ticket(ticket), &question, 1, Duration::ZERO);
+                    search.asked.push((place, ticket));
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    let why = why
+                        .strip_prefix(&format!("{}: ", node.name))
+                        .unwrap_or(&why);
+                    search.failed.push((place, why.to_string()));
+                }
+            }
+        }
+        self.search = Some(search);
+        self.probe(node, now);
+    }
+
+    /// The connection to a sentinel or seed at `place`, opened if need be.
+    fn probe_link(&mut self, node: &Node, place: &Place, now: Instant) -> Result<usize, NodeError> {
+        if let Some(at) = self
+            .probes
+            .iter()
+            .position(|p| p.place == *place && p.link.alive())
+        {
+            return Ok(at);
+        }
+        let (setup, steps) = match &node.topology {
+            Topology::Sentinel { .. } => node.topology.sentinel_setup(),
+            _ => node.topology.data_setup(),
+        };
+        let dest = node.names.dest(place, node.timeout, &node.name)?;
+        let tls = if node.topology.tls() {
+            tls_to(&node.tls, place, false, &node.name)?
+        } else {
+            None
+        };
+        let link = Link::open(&dest, tls.as_ref(), setup, node.timeout, now);
+        self.probes.retain(|p| p.place != *place);
+        self.probes.push(Probe {
+            place: place.clone(),
+            link,
+            steps,
+        });
+        Ok(self.probes.len() - 1)
+    }
+
+    /// Drives the search under way: the first answer settles it.
+    fn probe(&mut self, node: &Node, now: Instant) {
+        let mut events = Vec::new();
+        let mut heard = Vec::new();
+        for p in self.probes.iter_mut() {
+            p.link.progress(now, &mut events);
+            for e in events.drain(..) {
+                heard.push((p.place.clone(), p.steps.clone(), e));
+            }
+        }
+        let Some(mut search) = self.search.take() else {
+            return;
+        };
+        for (place, steps, e) in heard {
+            let asked = |t: u64| search.asked.iter().any(|(p, x)| *p == place && *x == t);
+            match e {
+                Event::Answered(Tag::Ticket(t), values) if asked(t) => {
+                    match self.adopt(node, &place, values) {
+                        Ok(()) => {
+                            self.settled();
+                            return;
+                        }
+                        Err(why) => search.failed.push((place, why)),
+                    }
+                }
+                Event::Failed(broken, tags)
+                    if tags
+                        .iter()
+                        .any(|(tag, _)| matches!(tag, Tag::Ticket(t) if asked(*t))) =>
+                {
+                    let why = match (&node.topology, &broken) {
+                        (Topology::Sentinel { .. }, Broken::Setup(..)) => {
+                            error::SENTINEL_AUTH.to_string()
+                        }
+                        _ => error::broken("", node.timeout, &broken, &steps, false)
+                            .to_string()
+                            .trim_start_matches(": ")
+                            .to_string(),
+                    };
+                    search.failed.push((place, why));
+                }
+                _ => {}
+            }
+        }
+        self.probes.retain(|p| p.link.alive());
+        if now >= search.until || search.failed.len() >= search.places {
+            self.gave_up(node, search);
+        } else {
+            self.search = Some(search);
+        }
+    }
+
+    /// A probe's answer: the primary, or the slot map.
+    fn adopt(&mut self, node: &Node, via: &Place, values: Vec<Value>) -> Result<(), String> {
+        let reply = values.into_iter().next().unwrap_or(Value::Nil);
+        match &node.topology {
+            Topology::Sentinel { master, .. } => {
+                let primary = primary_of(&reply, master)?;
+                if self.primary.as_ref() != Some(&primary) {
+                    let note = match &self.primary {
+                        Some(was) if self.found > 0 => format!(
+                            "{}: the primary of '{master}' is now {} (was {}; named by sentinel {})",
+                            node.name,
+                            primary.authority(),
+                            was.authority(),
+                            via.authority()
+                        ),
+                        _ => format!(
+                            "{}: the primary of '{master}' is {} (named by sentinel {})",
+                            node.name,
+                            primary.authority(),
+                            via.authority()
+                        ),
+                    };
+                    self.notes.push(note);
+                    self.primary = Some(primary);
+                }
+                self.found += 1;
+                Ok(())
+            }
+            Topology::Cluster { .. } => {
+                self.slots = slots_of(&reply, via)?;
+                Ok(())
+            }
+            Topology::Server { .. } => Ok(()),
+        }
+    }
+
+    /// The search found what it looked for: the requests it held go on.
+    fn settled(&mut self) {
+        for req in self.waiting.iter_mut() {
+            req.recheck = false;
+        }
+    }
+
+    /// No probe answered: a recheck keeps the primary it had; otherwise the
+    /// requests waiting for an answer fail.
+    fn gave_up(&mut self, node: &Node, search: Search) {
+        if search.recheck && self.primary.is_some() {
+            self.settled();
+            return;
+        }
+        let parts: Vec<String> = match &node.topology {
+            Topology::Sentinel { sentinels, .. } => sentinels.clone(),
+            Topology::Cluster { seeds, .. } => seeds.clone(),
+            Topology::Server { .. } => Vec::new(),
+        }
+        .iter()
+        .map(|place| {
+            let why = search
+                .failed
+                .iter()
+                .find(|(p, _)| p == place)
+                .map_or("no answer", |(_, w)| w.as_str());
+            format!("{}: {why}", place.authority())
+        })
+        .collect();
+        let what = match &node.topology {
+            Topology::Sentinel { master, .. } => format!(
+                "no sentinel named a primary for '{master}' within {} ({})",
+                humantime::format_duration(node.timeout),
+                parts.join("; ")
+            ),
+            _ => format!(
+                "no seed node of the cluster could be reached: {}",
+                parts.join("; ")
+            ),
+        };
+        let timeout = search.failed.is_empty();
+        let err = NodeError::new(
+            if timeout {
+                Kind::Timeout
+            } else {
+                Kind::Topology
+            },
+            format!("{}: {what}", node.name),
+            false,
+        );
+        for req in std::mem::take(&mut self.waiting) {
+            self.finish(req.ticket, Err(err.clone()));
+        }
+    }
+}
+
+/// Whether a set-up was refused because the server is not a primary.
+fn broken_role(b: &Broken) -> bool {
+    matches!(b, Broken::Setup(_, why) if why.contains("not one"))
+}
+
+/// `SENTINEL get-master-addr-by-name`'s answer.
+fn primary_of(reply: &Value, master: &str) -> Result<Place, String> {
+    match reply {
+        Value::Array(parts) => match parts.as_slice() {
+            [Value::BulkString(host), Value::BulkString(port)] => {
+                let host = String::from_utf8_lossy(host);
+                let port = std::str::from_utf8(port)
+                    .ok()
+                    .and_then(|p| p.parse().ok())
+                    .ok_or("named a primary with no port")?;
+                Ok(Place::tcp(&host, port))
+            }
+            _ => Err(format!("unexpected answer: {reply:?}")),
+        },
+        Value::Nil => Err(format!(
+            "knows no healthy primary named '{master}' (is the name right? during a failover, \
+             none is named until a replica is promoted)"
+        )),
+        Value::ServerError(e) if matches!(e.code(), "NOAUTH" | "WRONGPASS") => {
+            Err(error::SENTINEL_AUTH.to_string())
+        }
+        Value::ServerError(e) => Err(error::one_line(&e.to_string())),
+        other => Err(format!("unexpected answer: {other:?}")),
+    }
+}
+
+/// `CLUSTER SLOTS`' answer: each range with its master. A master named
+/// with an empty host is at the address of the node asked.
+fn slots_of(reply: &Value, asked: &Place) -> Result<Vec<(u16, u16, Place)>, String> {
+    let Value::Array(ranges) = reply else {
+        return match reply {
+            Value::ServerError(e) => Err(error::one_line(&e.to_string())),
+            other => Err(format!("unexpected answer to CLUSTER SLOTS: {other:?}")),
+        };
+    };
+    let int = |v: &Value| match v {
+        Value::Int(n) => u16::try_from(*n).ok(),
+        _ => None,
+    };
+    let mut slots = Vec::new();
+    for range in ranges {
+        let Value::Array(parts) = range else { continue };
+        let (Some(first), Some(last), Some(Value::Array(master))) = (
+            parts.first().and_then(int),
+            parts.get(1).and_then(int),
+            parts.get(2),
+        ) else {
+            continue;
+        };
+        let (Some(Value::BulkString(host)), Some(port)) =
+            (master.first(), master.get(1).and_then(int))
+        else {
+            continue;
+        };
+        let host = String::from_utf8_lossy(host);
+        let place = match (host.as_ref(), asked) {
+            ("" | "?", Place::Tcp { host, .. }) => Place::tcp(host, port),
+            _ => Place::tcp(&host, port),
+        };
+        slots.push((first, last, place));
+    }
+    if slots.is_empty() {
+        return Err("the cluster serves no slot yet (cluster_state not ok?)".to_string());
+    }
+    Ok(slots)
+}
+
+/// The `run_id` in a reply to `INFO server`; None from an error (INFO
+/// renamed away, or refused by an ACL) or a server that does not say.
+fn run_id_of(v: &Value) -> Option<String> {
+    let Value::BulkString(text) = v else {
+        return None;
+    };
+    std::str::from_utf8(text)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .map(|id| id.trim().to_string())
+        .filter(|id| !id.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_run_id_is_read_from_info() {
+        let info =
+            Value::BulkString(b"# Server\r\nredis_version:7.0.0\r\nrun_id:0123abcd\r\n".to_vec());
+        assert_eq!(run_id_of(&info).as_deref(), Some("0123abcd"));
+        assert_eq!(run_id_of(&Value::Okay), None);
+    }
+
+    #[test]
+    fn a_cluster_slot_map_names_each_range_master() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let reply = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(8191),
+                Value::Array(vec![bulk("10.0.0.1"), Value::Int(7000), bulk("id1")]),
+            ]),
+            Value::Array(vec![
+                Value::Int(8192),
+                Value::Int(16383),
+                Value::Array(vec![bulk(""), Value::Int(7001), bulk("id2")]),
+            ]),
+        ]);
+        let asked = Place::tcp("127.0.0.1", 7000);
+        let slots = slots_of(&reply, &asked).expect("parses");
+        assert_eq!(slots[0], (0, 8191, Place::tcp("10.0.0.1", 7000)));
+        assert_eq!(slots[1], (8192, 16383, Place::tcp("127.0.0.1", 7001)));
+    }
+
+    #[test]
+    fn a_sentinels_answer_names_the_primary_or_why_not() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        assert_eq!(
+            primary_of(&Value::Array(vec![bulk("127.0.0.1"), bulk("6380")]), "m"),
+            Ok(Place::tcp("127.0.0.1", 6380))
+        );
+        assert!(primary_of(&Value::Nil, "m").is_err_and(|e| e.contains("no healthy primary")));
+    }
+}
