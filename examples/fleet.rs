@@ -174,6 +174,7 @@ fn host(lock: Lock, queue: Queue, log: Log, key: usize, shared: &Shared) -> Outc
         }
         Acquired::Busy(_) => Kind::Busy,
         Acquired::Unavailable(why) | Acquired::SameServer(why) => Kind::Unavailable(why),
+        Acquired::FenceExhausted => Kind::Unavailable("the fence counter is at its maximum".into()),
     };
     // What every run does last (it reads only replies already in).
     let _ = lock.outcomes(&log);

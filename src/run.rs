@@ -667,6 +667,23 @@ fn wait_loop(
                 log.error(ev("usage", msg).outcome("usage"));
                 return Err(Exit::Usage);
             }
+            // No later try can do better: not retried under --wait.
+            Acquired::FenceExhausted => {
+                log.error(
+                    ev(
+                        "unavailable",
+                        format!(
+                            "cannot take lock '{}': its fence counter is at its maximum, {}, \
+                             the largest integer Redis holds, so no fencing token above it \
+                             exists; the command was not run",
+                            config.name,
+                            crate::lock::FENCE_MAX
+                        ),
+                    )
+                    .outcome("unavailable"),
+                );
+                return Err(Exit::Unavailable);
+            }
             Acquired::Busy(b) => {
                 busy = b;
                 None
