@@ -112,7 +112,7 @@ fn config(key: &str, args: &Args) -> Result<Config, String> {
         .try_get_matches_from(&argv)
         .map_err(|e| e.to_string())?;
     let parsed = Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
-    parsed.into_config()
+    parsed.into_config().map_err(|e| e.to_string())
 }
 
 /// The lock as `run::run_locked` builds it.

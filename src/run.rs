@@ -70,10 +70,13 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     }
     let config = match cli.into_config() {
         Ok(c) => c,
-        Err(msg) => {
+        Err(cli::Unusable::Usage(msg)) => {
             Log::new(0, format, "").error(ev("usage", msg).outcome("usage"));
             return Exit::Usage;
         }
+        // Told to stop while an option's file was waited on: nothing is
+        // held, so it stops at once, as a signal ends a wait for the lock.
+        Err(cli::Unusable::Signal(sig)) => return Exit::Signal(sig),
     };
     run(&config, blocked, guard)
 }

@@ -95,7 +95,7 @@ pub fn run(admin: Admin) -> Exit {
 }
 
 fn connect(target: &Target) -> Result<(Resolved, Vec<Arc<Node>>), String> {
-    let mut resolved = target.resolve()?;
+    let mut resolved = target.resolve().map_err(|e| e.to_string())?;
     resolved.options.timeout = target.node_timeout.unwrap_or(DEFAULT_NODE_TIMEOUT);
     let nodes = resolved
         .urls

@@ -25,6 +25,7 @@ mod node_io;
 mod one_name;
 mod operability;
 mod operator;
+mod option_files;
 mod outcomes;
 mod readme;
 mod safety;
