@@ -8,6 +8,7 @@
 mod support;
 
 mod bookkeeping;
+mod clocks;
 mod completion;
 mod connect;
 mod containers;
