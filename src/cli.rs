@@ -784,7 +784,7 @@ pub fn misplaced_subcommand(args: &[OsString]) -> Option<String> {
 
 /// `word` as a shell would need it typed, any password in a URL masked.
 fn shell_word(word: &str) -> String {
-    let word = if word.contains("://") {
+    let word = if word.contains("://") || word.contains('@') {
         node::redact(word)
     } else {
         word.to_string()

@@ -20,10 +20,45 @@ pub struct NodeError {
     superseded: bool,
 }
 
+/// The secrets this process uses (passwords from URLs, files and the
+/// environment), filled as nodes are made (`Node::new`). A server may repeat
+/// what it was sent in its error (`unknown command 'HELLO', with args
+/// beginning with: '3' 'AUTH' 'default' '<password>'`), and that text goes
+/// into our messages: every message of a `NodeError` is made without them.
+static SECRETS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Adds `secret` to those no message may show.
+pub(super) fn keep_secret(secret: &str) {
+    let mut known = SECRETS.lock().unwrap_or_else(|p| p.into_inner());
+    if !secret.is_empty() && !known.iter().any(|s| s == secret) {
+        known.push(secret.to_string());
+        // Longest first: a secret inside another is not left half shown.
+        known.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    }
+}
+
+/// `text` with each of `secrets` replaced by `***`.
+pub fn without_secrets(text: &str, secrets: &[String]) -> String {
+    secrets
+        .iter()
+        .filter(|s| !s.is_empty())
+        .fold(text.to_string(), |t, s| t.replace(s.as_str(), "***"))
+}
+
+/// `msg` without the secrets in use (see `SECRETS`).
+fn scrubbed(msg: String) -> String {
+    let known = SECRETS.lock().unwrap_or_else(|p| p.into_inner());
+    if known.iter().any(|s| msg.contains(s.as_str())) {
+        without_secrets(&msg, &known)
+    } else {
+        msg
+    }
+}
+
 impl NodeError {
     pub(super) fn new(msg: String) -> NodeError {
         NodeError {
-            msg,
+            msg: scrubbed(msg),
             timeout: false,
             unsent: false,
             unreplicated: false,
@@ -33,7 +68,7 @@ impl NodeError {
 
     pub(super) fn timed_out(msg: String) -> NodeError {
         NodeError {
-            msg,
+            msg: scrubbed(msg),
             timeout: true,
             unsent: false,
             unreplicated: false,
@@ -170,7 +205,7 @@ pub(super) fn wording(name: &str, timeout: Duration, e: &redis::RedisError) -> N
         one_line(&e.to_string())
     };
     NodeError {
-        msg: format!("{name}: {what}"),
+        msg: scrubbed(format!("{name}: {what}")),
         timeout: timed_out,
         unsent: false,
         unreplicated: false,
@@ -365,6 +400,20 @@ pub(super) fn is_tls_error(e: &redis::RedisError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_taken_out_of_server_text() {
+        let secrets = ["p@ss".to_string(), "p%40ss".to_string()];
+        assert_eq!(
+            without_secrets(
+                "unknown command 'HELLO', with args beginning with: '3' 'AUTH' 'u' 'p@ss'",
+                &secrets
+            ),
+            "unknown command 'HELLO', with args beginning with: '3' 'AUTH' 'u' '***'"
+        );
+        assert_eq!(without_secrets("x p%40ss y", &secrets), "x *** y");
+        assert_eq!(without_secrets("nothing", &[String::new()]), "nothing");
+    }
 
     #[test]
     fn a_missing_password_is_named_whatever_redis_answers() {

@@ -330,6 +330,13 @@ impl Node {
     /// without its password.
     pub fn new(url: &str, opts: &Options) -> Result<Node, String> {
         let name = redact(url);
+        let passwords = [&opts.password, &opts.sentinel_password];
+        for secret in url::secrets(url)
+            .iter()
+            .chain(passwords.into_iter().flatten())
+        {
+            error::keep_secret(secret);
+        }
         let target = Arc::new(Target::new(url::parse(url, &name)?, &name, opts)?);
         let notes = Arc::new(Mutex::new(Vec::new()));
         let line = Arc::new(Mutex::new(Line::default()));
