@@ -1092,11 +1092,12 @@ pub struct Holder {
 
 impl Holder {
     fn of(record: &[(String, String)]) -> Holder {
+        // Read from a node, shown to a terminal: escaped (see `printable`).
         let field = |name: &str| {
             record
                 .iter()
                 .find(|(k, _)| k == name)
-                .map_or("?", |(_, v)| v.as_str())
+                .map_or("?".into(), |(_, v)| crate::log::printable(v))
         };
         Holder {
             who: format!("{}@{} pid {}", field("user"), field("host"), field("pid")),
