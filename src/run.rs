@@ -180,11 +180,13 @@ fn run(config: &Config, blocked: signals::Blocked, guard: Option<Guard>) -> Exit
         )
         .field("lock", if config.shared { "shared" } else { "exclusive" })
     });
+    // A warning, as for the metrics file: the job's own status is what cron
+    // and systemd must see.
     if let Some(path) = &config.report
         && let Err(e) = report::write(path, config, &stats, exit, started_at, started.elapsed())
     {
         Log::new(0, log::Format::Text, "").error(format!(
-            "cannot write --report {}: {}",
+            "warning: cannot write --report {}: {}",
             path.display(),
             os_message(&e)
         ));
