@@ -112,7 +112,7 @@ fn config(key: &str, args: &Args) -> Result<Config, String> {
         .try_get_matches_from(&argv)
         .map_err(|e| e.to_string())?;
     let parsed = Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
-    parsed.into_config()
+    parsed.into_config().map_err(|e| e.to_string())
 }
 
 /// The lock as `run::run_locked` builds it.
@@ -170,6 +170,7 @@ fn host(lock: Lock, queue: Queue, log: Log, key: usize, shared: &Shared) -> Outc
         }
         Acquired::Busy(_) => Kind::Busy,
         Acquired::Unavailable(why) | Acquired::SameServer(why) => Kind::Unavailable(why),
+        Acquired::FenceExhausted => Kind::Unavailable("the fence counter is at its maximum".into()),
     };
     // What every run does last (it reads only replies already in).
     let _ = lock.outcomes(&log);

@@ -11,6 +11,7 @@ use crate::lock::keys::Keys;
 use crate::lock::node;
 use crate::lock::redlock;
 use crate::log::Format;
+use crate::option_file::{self, PASSWORD_CAP, PEM_CAP, ReadError};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -119,6 +120,71 @@ pub struct Target {
     pub tls_insecure: bool,
 }
 
+/// Why a command line makes no run.
+#[derive(Debug)]
+pub enum Unusable {
+    /// A usage error (64), worded in one line.
+    Usage(String),
+    /// This forwarded signal arrived while an option's file was waited on (a
+    /// FIFO with no writer yet): the run stops as a signal stops it.
+    Signal(i32),
+}
+
+impl From<String> for Unusable {
+    fn from(msg: String) -> Unusable {
+        Unusable::Usage(msg)
+    }
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unusable::Usage(msg) => f.write_str(msg),
+            Unusable::Signal(sig) => write!(f, "stopped by signal {sig}"),
+        }
+    }
+}
+
+/// The file `flag` names, read with `cap` (see `option_file`); its errors
+/// worded, naming the file.
+fn read_option_file(flag: &str, path: &std::path::Path, cap: usize) -> Result<Vec<u8>, Unusable> {
+    let shown = path.display();
+    option_file::read(path, cap).map_err(|e| match e {
+        ReadError::Io(e) => Unusable::Usage(format!("cannot read {flag} {shown}: {e}")),
+        ReadError::TooLong(cap) => Unusable::Usage(format!(
+            "{flag} {shown} is longer than {}, more than such a file holds: is it the right \
+             file?",
+            if cap >= 1 << 20 {
+                format!("{} MiB", cap >> 20)
+            } else {
+                format!("{} KiB", cap >> 10)
+            }
+        )),
+        ReadError::Empty => Unusable::Usage(format!("{flag} {shown} is empty")),
+        ReadError::Stopped(sig) => Unusable::Signal(sig),
+    })
+}
+
+/// A password from the file `flag` names (its first line, without the line
+/// break a file written by `echo` ends in), else from the variable `var`.
+fn secret(
+    flag: &str,
+    path: Option<&std::path::Path>,
+    var: &str,
+) -> Result<Option<String>, Unusable> {
+    let Some(path) = path else {
+        return Ok(std::env::var(var).ok().filter(|p| !p.is_empty()));
+    };
+    let bytes = read_option_file(flag, path, PASSWORD_CAP)?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| format!("{flag} {} is not UTF-8", path.display()))?;
+    let password = text.trim_end_matches(['\n', '\r']);
+    if password.is_empty() {
+        return Err(format!("{flag} {} is empty but for a line break", path.display()).into());
+    }
+    Ok(Some(password.to_string()))
+}
+
 /// A `Target` checked: the lock's name, its Redis keys, the node URLs.
 #[derive(Clone, Debug)]
 pub struct Resolved {
@@ -132,7 +198,7 @@ pub struct Resolved {
 }
 
 impl Target {
-    pub fn resolve(&self) -> Result<Resolved, String> {
+    pub fn resolve(&self) -> Result<Resolved, Unusable> {
         let name = self.key.clone().unwrap_or_default();
         let keys = Keys::new(self.prefix.as_bytes(), name.as_bytes())?;
         // Not a clap default: an error about this node must be able to say
@@ -144,25 +210,17 @@ impl Target {
             split_urls(&self.redis)
         };
         if urls.is_empty() {
-            return Err("--redis names no node".into());
+            return Err(Unusable::Usage("--redis names no node".into()));
         }
-        let read = |flag: &str, path: &std::path::Path| {
-            std::fs::read(path).map_err(|e| format!("cannot read {flag} {}: {e}", path.display()))
-        };
-        let secret = |flag: &str, path: &Option<std::path::PathBuf>, var: &str| match path {
-            Some(path) => {
-                let bytes = read(flag, path)?;
-                let text = String::from_utf8(bytes)
-                    .map_err(|_| format!("{flag} {} is not UTF-8", path.display()))?;
-                // A file written by `echo` ends in a newline that is not part of it.
-                Ok::<_, String>(Some(text.trim_end_matches(['\n', '\r']).to_string()))
-            }
-            None => Ok(std::env::var(var).ok().filter(|p| !p.is_empty())),
-        };
-        let password = secret("--password-file", &self.password_file, "REDLOCK_PASSWORD")?;
+        let read = |flag: &str, path: &std::path::Path| read_option_file(flag, path, PEM_CAP);
+        let password = secret(
+            "--password-file",
+            self.password_file.as_deref(),
+            "REDLOCK_PASSWORD",
+        )?;
         let sentinel_password = secret(
             "--sentinel-password-file",
-            &self.sentinel_password_file,
+            self.sentinel_password_file.as_deref(),
             "REDLOCK_SENTINEL_PASSWORD",
         )?;
         let options = node::Options {
@@ -726,7 +784,7 @@ pub fn misplaced_subcommand(args: &[OsString]) -> Option<String> {
 
 /// `word` as a shell would need it typed, any password in a URL masked.
 fn shell_word(word: &str) -> String {
-    let word = if word.contains("://") {
+    let word = if word.contains("://") || word.contains('@') {
         node::redact(word)
     } else {
         word.to_string()
@@ -894,15 +952,22 @@ impl Config {
 }
 
 impl Cli {
+    /// The run's configuration: the option files read (see `Target::resolve`)
+    /// and the values checked (see `check`).
+    pub fn into_config(self) -> Result<Config, Unusable> {
+        let resolved = self.target.resolve()?;
+        self.check(resolved).map_err(Unusable::Usage)
+    }
+
     /// Checks what clap cannot: relations between values. Errors are one line.
-    pub fn into_config(self) -> Result<Config, String> {
+    fn check(self, resolved: Resolved) -> Result<Config, String> {
         let Resolved {
             name,
             keys,
             urls,
             defaulted,
             mut options,
-        } = self.target.resolve()?;
+        } = resolved;
         if let Some(t) = &self.timeout {
             return Err(format!(
                 "--timeout {t} is ambiguous: --wait {t} waits up to {t} for a busy lock (flock -w, \
@@ -1034,6 +1099,7 @@ mod tests {
         Cli::from_arg_matches(&m)
             .map_err(|e| e.to_string())?
             .into_config()
+            .map_err(|e| e.to_string())
     }
 
     fn misplaced(line: &str) -> Option<String> {

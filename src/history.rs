@@ -73,12 +73,12 @@ fn non_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 
 /// A wall-clock time as RFC 3339 in UTC to the millisecond
 /// (`2026-11-30T03:00:00.012Z`), as records, `--report` and the JSON log
-/// write it.
+/// write it (see `rfc3339` for clocks outside 1970..=9999).
 pub mod time_ms {
     use super::*;
 
     pub fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&humantime::format_rfc3339_millis(*t))
+        s.serialize_str(&rfc3339(*t))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
@@ -151,9 +151,27 @@ impl Record {
     }
 }
 
-/// Unix time to the millisecond, in UTC, as `2026-11-30T03:00:00.012Z`.
+/// Unix time to the millisecond, in UTC, as `2026-11-30T03:00:00.012Z`;
+/// a time outside what RFC 3339 writes as the nearest one it does (see
+/// `writable`).
 pub fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_millis(t).to_string()
+    humantime::format_rfc3339_millis(writable(t)).to_string()
+}
+
+/// The last moment with a four-digit year: 9999-12-31T23:59:59.999Z.
+const LAST_WRITABLE: Duration = Duration::from_millis(253_402_300_799_999);
+
+/// `t` moved into 1970-01-01T00:00:00Z..=9999-12-31T23:59:59.999Z. A host
+/// clock can be anywhere, and humantime panics on a time before 1970 and
+/// fails on one past 9999 (which serde_json and `to_string` turn into a
+/// panic): the first time written after the command ran would end the run
+/// with the lock still held. Clamped, such a time still reads back.
+pub fn writable(t: SystemTime) -> SystemTime {
+    match t.duration_since(UNIX_EPOCH) {
+        Err(_) => UNIX_EPOCH,
+        Ok(d) if d > LAST_WRITABLE => UNIX_EPOCH + LAST_WRITABLE,
+        Ok(_) => t,
+    }
 }
 
 /// A wall-clock time cut to whole milliseconds, as a record keeps it.
@@ -355,5 +373,19 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_micros(1_500_999);
         assert_eq!(to_millis(t), UNIX_EPOCH + Duration::from_millis(1_500));
         assert_eq!(rfc3339(to_millis(t)), "1970-01-01T00:00:01.500Z");
+    }
+
+    #[test]
+    fn clocks_outside_four_digit_years_are_written_clamped() {
+        let before = UNIX_EPOCH - Duration::from_secs(2_000_000_000);
+        let after = UNIX_EPOCH + Duration::from_secs(254_000_000_000);
+        assert_eq!(rfc3339(before), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(after), "9999-12-31T23:59:59.999Z");
+        for t in [before, after] {
+            let mut r = record("a", 0);
+            r.started_at = t;
+            let back = Record::from_json(&r.to_json().expect("written")).expect("read back");
+            assert_eq!(back.started_at, writable(t));
+        }
     }
 }

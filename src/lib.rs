@@ -10,6 +10,7 @@ pub mod history;
 pub mod lock;
 pub mod log;
 pub mod metrics;
+pub mod option_file;
 pub mod outcome;
 pub mod process;
 pub mod report;

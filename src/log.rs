@@ -178,7 +178,9 @@ impl Log {
 
     fn line(&self, level: &str, e: &Entry, time: SystemTime) -> String {
         match self.format {
-            Format::Text => format!("redlock-run: {}\n", e.msg),
+            // Messages carry what nodes said (holder records, server
+            // errors): never raw to a terminal.
+            Format::Text => format!("redlock-run: {}\n", printable(&e.msg)),
             Format::Json => {
                 let line = Line {
                     time,
@@ -200,6 +202,37 @@ impl Log {
             }
         }
     }
+}
+
+/// `text` as a terminal may be shown it: every control character (C0, DEL,
+/// C1) and every bidirectional-text control written as an escape (`\e`,
+/// `\n`, `\x07`, `\u{202e}`), the rest as it is. Whoever can write a
+/// lock's keys writes what `status`, `history` and a busy run print of its
+/// holder (host, user, command, token): an escape sequence there would
+/// retitle or clear an operator's terminal, and a line break would forge a
+/// line. JSON needs none of this: it escapes control characters itself and
+/// keeps the value as stored.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    fn unsafe_to_show(c: char) -> bool {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !text.chars().any(unsafe_to_show) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\x1b' => out.push_str("\\e"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_ascii() && unsafe_to_show(c) => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if unsafe_to_show(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// A duration for a message, as precise as a reader wants it: `350ms`,
@@ -313,6 +346,17 @@ pub fn flush(limit: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_printable_text_is_shown() {
+        assert!(matches!(
+            printable("web3 ✓"),
+            std::borrow::Cow::Borrowed("web3 ✓")
+        ));
+        assert_eq!(printable("\x1b]0;x\x07"), "\\e]0;x\\x07");
+        assert_eq!(printable("a\nb\tc\r\x7f"), "a\\nb\\tc\\r\\x7f");
+        assert_eq!(printable("\u{9b}2J \u{202e}txt"), "\\u{9b}2J \\u{202e}txt");
+    }
     use std::time::UNIX_EPOCH;
 
     const AT: Duration = Duration::from_millis(1_796_007_600_012);

@@ -70,10 +70,13 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     }
     let config = match cli.into_config() {
         Ok(c) => c,
-        Err(msg) => {
+        Err(cli::Unusable::Usage(msg)) => {
             Log::new(0, format, "").error(ev("usage", msg).outcome("usage"));
             return Exit::Usage;
         }
+        // Told to stop while an option's file was waited on: nothing is
+        // held, so it stops at once, as a signal ends a wait for the lock.
+        Err(cli::Unusable::Signal(sig)) => return Exit::Signal(sig),
     };
     run(&config, blocked, guard)
 }
@@ -177,11 +180,13 @@ fn run(config: &Config, blocked: signals::Blocked, guard: Option<Guard>) -> Exit
         )
         .field("lock", if config.shared { "shared" } else { "exclusive" })
     });
+    // A warning, as for the metrics file: the job's own status is what cron
+    // and systemd must see.
     if let Some(path) = &config.report
         && let Err(e) = report::write(path, config, &stats, exit, started_at, started.elapsed())
     {
         Log::new(0, log::Format::Text, "").error(format!(
-            "cannot write --report {}: {}",
+            "warning: cannot write --report {}: {}",
             path.display(),
             os_message(&e)
         ));
@@ -661,6 +666,23 @@ fn wait_loop(
             Acquired::SameServer(msg) => {
                 log.error(ev("usage", msg).outcome("usage"));
                 return Err(Exit::Usage);
+            }
+            // No later try can do better: not retried under --wait.
+            Acquired::FenceExhausted => {
+                log.error(
+                    ev(
+                        "unavailable",
+                        format!(
+                            "cannot take lock '{}': its fence counter is at its maximum, {}, \
+                             the largest integer Redis holds, so no fencing token above it \
+                             exists; the command was not run",
+                            config.name,
+                            crate::lock::FENCE_MAX
+                        ),
+                    )
+                    .outcome("unavailable"),
+                );
+                return Err(Exit::Unavailable);
             }
             Acquired::Busy(b) => {
                 busy = b;

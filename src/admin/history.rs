@@ -11,6 +11,7 @@ use crate::history::{self, Record};
 use crate::lock::history::HISTORY_CAP;
 use crate::lock::node::{self, Nodes};
 use crate::lock::redlock;
+use crate::log::printable;
 
 /// What the nodes hold, merged.
 pub struct Found {
@@ -87,7 +88,7 @@ pub fn run(args: &HistoryArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
         print!("{}", table(&found.runs));
     }
     for e in &found.errors {
-        eprintln!("redlock-run: warning: {e}");
+        eprintln!("redlock-run: warning: {}", printable(e));
     }
     let quorum = redlock::quorum(nodes.len());
     if found.answered < quorum {
@@ -106,9 +107,9 @@ pub fn run(args: &HistoryArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
 pub fn describe(r: &Record) -> String {
     format!(
         "last run: {} (exit {}) on {} pid {}, started {}, took {}, {} attempt{}",
-        r.outcome,
+        printable(&r.outcome),
         r.exit_code,
-        r.host,
+        printable(&r.host),
         r.pid,
         history::rfc3339(r.started_at),
         history::show_ms(r.duration_ms),
@@ -139,12 +140,12 @@ fn table(runs: &[Record]) -> String {
         let mut row = vec![
             history::rfc3339(r.started_at),
             history::show_ms(r.duration_ms),
-            r.outcome.clone(),
+            printable(&r.outcome).into_owned(),
             r.exit_code.to_string(),
             r.attempts.to_string(),
-            one_line(&r.host),
+            printable(&r.host).into_owned(),
             r.pid.to_string(),
-            r.id.chars().take(8).collect(),
+            printable(&r.id.chars().take(8).collect::<String>()).into_owned(),
         ];
         if fenced {
             row.push(r.fencing_token.map_or("-".into(), |t| t.to_string()));
@@ -170,13 +171,6 @@ fn table(runs: &[Record]) -> String {
     out
 }
 
-/// A host name as a table cell: no line breaks or control characters.
-fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,16 +192,16 @@ mod tests {
             shared: false,
         };
         let mut b = a.clone();
-        b.host = "db\n1".into();
+        b.host = "db\n1\x1b]0;x\x07".into();
         b.outcome = "failed".into();
         b.exit_code = 3;
         b.attempts = 3;
         let t = table(&[a.clone(), b.clone()]);
         assert_eq!(
             t,
-            "STARTED                   DURATION  OUTCOME  EXIT  ATTEMPTS  HOST  PID    TOKEN\n\
-             2026-11-30T03:00:00.012Z  6m 52s    ok       0     1         web3  22306  5c0b1050\n\
-             2026-11-30T03:00:00.012Z  6m 52s    failed   3     3         db?1  22306  5c0b1050\n"
+            "STARTED                   DURATION  OUTCOME  EXIT  ATTEMPTS  HOST             PID    TOKEN\n\
+             2026-11-30T03:00:00.012Z  6m 52s    ok       0     1         web3             22306  5c0b1050\n\
+             2026-11-30T03:00:00.012Z  6m 52s    failed   3     3         db\\n1\\e]0;x\\x07  22306  5c0b1050\n"
         );
         a.fencing_token = Some(17);
         let t = table(&[a.clone(), b]);

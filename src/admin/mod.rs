@@ -22,6 +22,7 @@ mod history;
 mod status;
 mod unlock;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +32,7 @@ use crate::lock::keys::Keys;
 use crate::lock::node::{self, Books, Inspection, Nodes, Request};
 use crate::lock::quorum::{self, Reply};
 use crate::lock::redlock;
+use crate::log::printable;
 
 /// No TTL to scale from here: the run's default for a 30 s lock.
 const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -40,9 +42,13 @@ const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(1);
 /// undoing (keys an unlock or forget removed before stay removed).
 pub(crate) fn answer(args: std::fmt::Arguments, newline: bool) {
     use std::io::Write;
+    // Each field from a node is escaped where it is shown; this catches any
+    // other text from one (a server's error) the same way, line by line.
+    let text = std::fmt::format(args);
+    let lines: Vec<Cow<str>> = text.split('\n').map(printable).collect();
     let mut out = std::io::stdout().lock();
     let written = out
-        .write_fmt(args)
+        .write_all(lines.join("\n").as_bytes())
         .and_then(|()| {
             if newline {
                 out.write_all(b"\n")
@@ -95,7 +101,7 @@ pub fn run(admin: Admin) -> Exit {
 }
 
 fn connect(target: &Target) -> Result<(Resolved, Nodes), String> {
-    let mut resolved = target.resolve()?;
+    let mut resolved = target.resolve().map_err(|e| e.to_string())?;
     resolved.options.timeout = target.node_timeout.unwrap_or(DEFAULT_NODE_TIMEOUT);
     let nodes = Nodes::new(&resolved.urls, &resolved.options)?;
     if let Some(msg) = nodes.same_server() {
@@ -228,12 +234,13 @@ fn by_node<T>(n: usize, replies: Vec<Reply<T>>) -> PerNode<T> {
     out
 }
 
-/// A field of a holder record, or "?".
-fn record_field<'a>(record: &'a [(String, String)], name: &str) -> &'a str {
+/// A field of a holder record, or "?", as a terminal may show it (see
+/// `printable`: whoever can write the lock's keys wrote it).
+fn record_field<'a>(record: &'a [(String, String)], name: &str) -> Cow<'a, str> {
     record
         .iter()
         .find(|(k, _)| k == name)
-        .map_or("?", |(_, v)| v.as_str())
+        .map_or("?".into(), |(_, v)| printable(v))
 }
 
 /// "ci@runner4 pid 4242 (deploy.sh), token 5c0b1050…": who holds a lock,
@@ -264,7 +271,8 @@ fn record_of(found: &PerNode<Inspection>, token: &[u8]) -> Vec<(String, String)>
 /// The first 8 characters of a token: what `status` shows and `unlock
 /// --token` accepts.
 fn token_prefix(v: &[u8]) -> String {
-    String::from_utf8_lossy(v).chars().take(8).collect()
+    let prefix: String = String::from_utf8_lossy(v).chars().take(8).collect();
+    printable(&prefix).into_owned()
 }
 
 /// A `--json` answer: one line on stdout.

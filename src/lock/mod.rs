@@ -118,6 +118,29 @@ pub enum Acquired {
     /// Two nodes answered from one server (see `Lock::same_voter`): a usage
     /// error, worded. Undone on every node.
     SameServer(String),
+    /// --fence: the counter is at `FENCE_MAX`, so no token above it can be
+    /// handed out, now or on any later try. Released on every node.
+    FenceExhausted,
+}
+
+/// The largest fencing token: Redis integers are signed 64-bit, so a counter
+/// above it could not be INCRed or compared as one by anyone else's tooling.
+pub const FENCE_MAX: u64 = i64::MAX as u64;
+
+/// Why the second phase of --fence handed out no token.
+enum Unfenced {
+    /// The counter is at `FENCE_MAX` (see `next_fence`).
+    Exhausted,
+    /// Not recorded on a quorum in time: worded for the log.
+    Unrecorded(String),
+}
+
+/// The token after the largest counter a quorum read: `None` at the top of
+/// the range, where handing out a token would mean one that is not above
+/// the counter (or above what Redis can hold as an integer).
+fn next_fence(counters: impl IntoIterator<Item = u64>) -> Option<u64> {
+    let max = counters.into_iter().max().unwrap_or(0);
+    max.checked_add(1).filter(|t| *t <= FENCE_MAX)
 }
 
 /// Why the lock was busy, as the refusing nodes said.
@@ -393,7 +416,10 @@ impl Lock {
                         // Held, but without a token to show for it: give it
                         // back for real (waiters may go ahead).
                         self.release(log);
-                        Acquired::Unavailable(why)
+                        match why {
+                            Unfenced::Exhausted => Acquired::FenceExhausted,
+                            Unfenced::Unrecorded(why) => Acquired::Unavailable(why),
+                        }
                     }
                 }
             }
@@ -560,7 +586,7 @@ impl Lock {
     /// those nodes, each only while it still holds our token, and must land
     /// on a quorum. Any later holder's quorum shares a node with this one,
     /// where it will read at least t.
-    fn commit_fence(&self, deadline: Stamp, log: &Log) -> Result<u64, String> {
+    fn commit_fence(&self, deadline: Stamp, log: &Log) -> Result<u64, Unfenced> {
         let granted: Vec<(usize, u64)> = self
             .last_round
             .lock()
@@ -576,13 +602,7 @@ impl Lock {
                 _ => None,
             })
             .collect();
-        let t = granted
-            .iter()
-            .map(|(_, c)| *c)
-            .max()
-            .unwrap_or(0)
-            .checked_add(1)
-            .ok_or("the fence counter is at its maximum")?;
+        let t = next_fence(granted.iter().map(|(_, c)| *c)).ok_or(Unfenced::Exhausted)?;
         let which: Vec<usize> = granted.iter().map(|(i, _)| *i).collect();
         let (books, token) = (self.books(), Arc::clone(&self.token));
         let replies = quorum::on_each(
@@ -611,13 +631,15 @@ impl Lock {
             })
         });
         if committed < redlock::quorum(self.nodes.len()) {
-            return Err(format!(
+            return Err(Unfenced::Unrecorded(format!(
                 "the fencing token was recorded on only {committed} of {} nodes",
                 self.nodes.len()
-            ));
+            )));
         }
         if clock::now() >= deadline {
-            return Err("recording the fencing token took the whole TTL".into());
+            return Err(Unfenced::Unrecorded(
+                "recording the fencing token took the whole TTL".into(),
+            ));
         }
         Ok(t)
     }
@@ -1087,11 +1109,12 @@ pub struct Holder {
 
 impl Holder {
     fn of(record: &[(String, String)]) -> Holder {
+        // Read from a node, shown to a terminal: escaped (see `printable`).
         let field = |name: &str| {
             record
                 .iter()
                 .find(|(k, _)| k == name)
-                .map_or("?", |(_, v)| v.as_str())
+                .map_or("?".into(), |(_, v)| crate::log::printable(v))
         };
         Holder {
             who: format!("{}@{} pid {}", field("user"), field("host"), field("pid")),
@@ -1269,5 +1292,15 @@ mod tests {
                 .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
         );
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn the_next_fence_is_exact_and_stops_at_the_top() {
+        assert_eq!(next_fence([]), Some(1));
+        assert_eq!(next_fence([(1 << 53) + 1, 1 << 53]), Some((1 << 53) + 2));
+        assert_eq!(next_fence([FENCE_MAX - 1, 3]), Some(FENCE_MAX));
+        assert_eq!(next_fence([FENCE_MAX]), None);
+        // A counter someone set beyond what Redis holds as an integer.
+        assert_eq!(next_fence([u64::MAX]), None);
     }
 }

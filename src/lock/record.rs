@@ -200,14 +200,103 @@ fn closing_quote(word: &str) -> &str {
     }
 }
 
+/// Programs that take a password as the word after a short flag (or
+/// attached to it: `-wSECRET`), with that flag; the middle field names the
+/// one subcommand where the flag is a password, when the program's other
+/// subcommands use it otherwise (`docker login -p`, `docker run -p 80:80`).
+/// Any `-pSECRET` is masked whatever the program (mysql, mariadb, 7z).
+const PASSWORD_FLAGS: &[(&str, Option<&str>, &str)] = &[
+    ("sshpass", None, "-p"),
+    ("rabbitmqadmin", None, "-p"),
+    ("mongo", None, "-p"),
+    ("mongosh", None, "-p"),
+    ("mongodump", None, "-p"),
+    ("mongorestore", None, "-p"),
+    ("mongoexport", None, "-p"),
+    ("mongoimport", None, "-p"),
+    ("ncftp", None, "-p"),
+    ("ncftpget", None, "-p"),
+    ("ncftpput", None, "-p"),
+    ("mosquitto_pub", None, "-P"),
+    ("mosquitto_sub", None, "-P"),
+    ("sqlcmd", None, "-P"),
+    ("bcp", None, "-P"),
+    ("zip", None, "-P"),
+    ("unzip", None, "-P"),
+    ("ldapsearch", None, "-w"),
+    ("ldapmodify", None, "-w"),
+    ("ldapadd", None, "-w"),
+    ("ldapdelete", None, "-w"),
+    ("ldapwhoami", None, "-w"),
+    ("ldappasswd", None, "-w"),
+    ("docker", Some("login"), "-p"),
+    ("podman", Some("login"), "-p"),
+    ("nerdctl", Some("login"), "-p"),
+    ("buildah", Some("login"), "-p"),
+];
+
+/// The password flags of the command a line is in (see `PASSWORD_FLAGS`):
+/// a word that names such a program (by its base name, wherever it stands:
+/// after `sudo`, `timeout 5`, `env X=1`) brings its flag in, or waits for
+/// its subcommand; a word that ends a command (`;`, `|`, `&`) clears them.
+#[derive(Default)]
+struct PasswordFlags {
+    now: Vec<&'static str>,
+    after: Vec<(&'static str, &'static str)>,
+}
+
+impl PasswordFlags {
+    fn see(&mut self, bare: &str) {
+        if let Some(i) = self.after.iter().position(|(sub, _)| *sub == bare) {
+            let (_, flag) = self.after.swap_remove(i);
+            self.now.push(flag);
+        }
+        for (program, sub, flag) in PASSWORD_FLAGS {
+            if basename(bare) == *program {
+                match sub {
+                    None => self.now.push(flag),
+                    Some(sub) => self.after.push((sub, flag)),
+                }
+            }
+        }
+    }
+
+    fn end_command(&mut self, bare: &str) {
+        if bare.ends_with([';', '|', '&']) {
+            self.now.clear();
+            self.after.clear();
+        }
+    }
+
+    /// Whether `bare` is a password flag; a program takes its password
+    /// once, so the flag is used up (`sshpass -p X ssh -p 22`: a port).
+    fn takes_next(&mut self, bare: &str) -> bool {
+        let i = self.now.iter().position(|flag| *flag == bare);
+        i.map(|i| self.now.swap_remove(i)).is_some()
+    }
+
+    /// `word` with a password attached to a flag (`-wSECRET`) masked, the
+    /// flag used up.
+    fn attached(&mut self, word: &str) -> Option<String> {
+        let i = self
+            .now
+            .iter()
+            .position(|flag| word.len() > flag.len() && word.starts_with(flag))?;
+        Some(format!("{}***", self.now.swap_remove(i)))
+    }
+}
+
 /// Masks every word of a command line (`(word, blanks after it)` pairs) and
 /// joins them again: the password in every URL's user-info (all of what
 /// comes before the last `@`, as `https://TOKEN@host` has no `:`), the value
-/// of every `secret=value` and `Secret-Header: value`, mysql's `-pSECRET`,
-/// curl's `-uuser:SECRET`, and the word after a flag that names a secret
-/// (`--password X`, `-a X`) or after `-u` (its password).
+/// of every `secret=value` and `Secret-Header: value`, `-pSECRET` (mysql),
+/// curl's `-uuser:SECRET`, the word after a flag that names a secret
+/// (`--password X`, `-a X`) or after `-u` (its password), and the word after
+/// (or attached to) the password flag of a program known to take one so
+/// (`sshpass -p X`, see `PASSWORD_FLAGS`).
 fn mask_words(words: &[(String, String)]) -> String {
     let mut out = String::new();
+    let mut flags = PasswordFlags::default();
     // What the previous word asked of this one.
     enum Next {
         Plain,
@@ -226,16 +315,18 @@ fn mask_words(words: &[(String, String)]) -> String {
                 word.clone()
             }
             Next::HeaderValue => format!("***{}", closing_quote(word)),
-            Next::Plain => mask(word),
+            Next::Plain => flags.attached(word).unwrap_or_else(|| mask(word)),
         };
         let bare = word.trim_matches(['\'', '"']);
-        if is_secret_flag(bare) {
+        flags.see(bare);
+        if flags.takes_next(bare) || is_secret_flag(bare) {
             next = Next::Secret;
         } else if is_user_flag(bare) {
             next = Next::UserColon;
         } else if bare.ends_with(':') && names_secret(bare.trim_end_matches(':')) {
             next = Next::HeaderValue;
         }
+        flags.end_command(bare);
         out.push_str(&masked);
         out.push_str(gap);
     }
@@ -526,6 +617,32 @@ mod tests {
             ),
             (&["tool", "--password", "hunter2"], "tool --password ***"),
             (&["tool", "--password=hunter2"], "tool --password=***"),
+            (
+                &["sshpass", "-p", "hunter2", "ssh", "-p", "22", "h"],
+                "sshpass -p *** ssh -p 22 h",
+            ),
+            (
+                &["/usr/bin/sshpass", "-phunter2", "ssh", "h"],
+                "/usr/bin/sshpass -p*** ssh h",
+            ),
+            (
+                &["sudo", "ldapsearch", "-x", "-w", "hunter2", "-b", "dc=x"],
+                "sudo ldapsearch -x -w *** -b dc=x",
+            ),
+            (&["ldapwhoami", "-whunter2"], "ldapwhoami -w***"),
+            (
+                &["docker", "login", "-u", "me", "-p", "hunter2", "r.io"],
+                "docker login -u me -p *** r.io",
+            ),
+            (
+                &["docker", "run", "-p", "8080:80", "img"],
+                "docker run -p 8080:80 img",
+            ),
+            (
+                &["zip", "-P", "hunter2", "a.zip", "f"],
+                "zip -P *** a.zip f",
+            ),
+            (&["tar", "-P", "-cf", "a.tar", "f"], "tar -P -cf a.tar f"),
         ];
         for (words, want) in cases {
             assert_eq!(
@@ -565,6 +682,14 @@ mod tests {
                 "tool --password *** && next",
             ),
             ("tool  --api-key\thunter2", "tool  --api-key\t***"),
+            (
+                "sshpass -p hunter2 rsync -r src h:dst && sshpass -p x2 ssh h",
+                "sshpass -p *** rsync -r src h:dst && sshpass -p *** ssh h",
+            ),
+            (
+                "timeout 30 sshpass -p 'hunter2' ssh h; zip -P x a.zip",
+                "timeout 30 sshpass -p ***' ssh h; zip -P *** a.zip",
+            ),
         ] {
             let got = shell(line);
             assert_eq!(got, format!("/bin/sh -c {want}"), "{line}");

@@ -76,6 +76,39 @@ pub fn open(blocked: Blocked) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// A signalfd for the forwarded signals that the calling thread blocks now
+/// (none before `block`, or after `unblock`: they then act as usual), for a
+/// wait that must end when one arrives before the signal thread runs (see
+/// `option_file`). A signal read from it is taken: its caller stops.
+pub fn blocked_here() -> io::Result<Option<OwnedFd>> {
+    // SAFETY: sigset manipulation on local values; a null new mask only
+    // reads this thread's mask.
+    let set = unsafe {
+        let mut now: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        let mut any = false;
+        for sig in FORWARDED {
+            if libc::sigismember(&now, sig) == 1 {
+                libc::sigaddset(&mut set, sig);
+                any = true;
+            }
+        }
+        if !any {
+            return Ok(None);
+        }
+        set
+    };
+    // SAFETY: a valid mask; a new descriptor is returned or -1.
+    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor, owned by nothing else.
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
 /// The next pending signal on a signalfd from `open`, if any.
 pub fn take(fd: &OwnedFd) -> Option<i32> {
     // SAFETY: a zeroed plain-data struct, read into whole.

@@ -832,6 +832,66 @@ fn no_secret_of_a_shell_line_leaves_the_host() {
     }
 }
 
+/// `sshpass -p SECRET` (a program known to take its password as the word
+/// after `-p`), in a `-c` line and in argv: with `--record-command masked`
+/// no key on any node and no `status` output holds SECRET while the lock is
+/// held, and the record keeps the rest (`ssh -p 22`, a port, stays).
+#[test]
+fn sshpass_dash_p_is_masked() {
+    const SECRET: &str = "Pw-sshpass-4417";
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let dir = tempdir();
+    // A stand-in for sshpass, so that the argv form runs (and holds the
+    // lock) on a host without it.
+    let fake = dir.join("sshpass");
+    fs::write(&fake, format!("#!/bin/sh\ntouch held\n{WAIT_FOR_GO}\n")).expect("fake sshpass");
+    fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let line = format!(": sshpass -p {SECRET} ssh -p 22 h uptime; touch held; {WAIT_FOR_GO}");
+    let forms: [(&str, Vec<String>, &str); 2] = [
+        (
+            "-c",
+            vec!["-c".into(), line],
+            "/bin/sh -c : sshpass -p *** ssh -p 22 h uptime;",
+        ),
+        (
+            "argv",
+            ["--", "./sshpass", "-p", SECRET, "ssh", "-p", "22", "h"]
+                .map(String::from)
+                .to_vec(),
+            "./sshpass -p *** ssh -p 22 h",
+        ),
+    ];
+    for (form, args, want) in forms {
+        for f in ["held", "go"] {
+            let _ = fs::remove_file(dir.join(f));
+        }
+        let running = base(&urls, "sshpass", &dir)
+            .args(["--record-command", "masked"])
+            .args(&args)
+            .spawn();
+        await_marker(&dir, "held", &running);
+        cluster.await_on_all(lock_key("sshpass"));
+        let status = Test::new()
+            .args(["status", "-r", &urls, "-k", "sshpass"])
+            .run();
+        let mut seen = vec![("status".to_string(), status.stdout)];
+        for (i, node) in cluster.iter().enumerate() {
+            seen.push((format!("node {i}"), everything_on(node)));
+        }
+        let command = recorded_command(&cluster[0], "sshpass");
+        touch(&dir, "go");
+        running.wait().assert_code(0);
+        for (place, text) in &seen {
+            assert!(
+                !text.contains(SECRET),
+                "[{form}] {SECRET} in {place}:\n{text}"
+            );
+        }
+        assert!(command.starts_with(want), "[{form}] {command}");
+    }
+}
+
 // ---------------------------------------------------------------------------
 // 8. Files written by redlock-run
 // ---------------------------------------------------------------------------

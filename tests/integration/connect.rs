@@ -1088,6 +1088,87 @@ fn passwords_with_url_delimiters_work_and_are_never_printed() {
     assert!(!dir.has("ran"));
 }
 
+/// A node argument that does not parse as a URL (a `/` or the `:` missing
+/// after the scheme, no scheme at all) is still shown with whatever may be
+/// its user-info hidden: in the run's error, in `status`'s and `history`'s,
+/// and in the line that says a subcommand's options go after it.
+#[test]
+fn a_password_in_a_node_argument_that_does_not_parse_is_never_printed() {
+    let dir = tempdir();
+    for url in [
+        format!("redis:/:{SECRET}@127.0.0.1:6379"),
+        format!(":{SECRET}@127.0.0.1"),
+        format!("redis//:{SECRET}@127.0.0.1"),
+        format!("redis:/locker:{SECRET}@127.0.0.1/0"),
+        format!("{SECRET}@127.0.0.1"),
+    ] {
+        let runs = [
+            base(&url, "unparsed", &dir)
+                .args(["-vvv", "-c", "touch ran"])
+                .run(),
+            Test::new()
+                .args(["status", "-r", &url, "-k", "unparsed"])
+                .run(),
+            Test::new()
+                .args(["history", "-r", &url, "-k", "unparsed", "--json"])
+                .run(),
+            Test::new()
+                .args(["-k", "unparsed", "status", "-r", &url])
+                .run(),
+        ];
+        for out in runs {
+            assert_eq!(out.code, Some(64), "{url}\n{out}");
+            let all = format!("{}{}", out.stdout, out.stderr);
+            assert!(
+                !all.contains(SECRET),
+                "{url}: the password was printed\n{out}"
+            );
+            assert!(
+                all.contains(":***@") || all.contains("'***@"),
+                "{url}\n{out}"
+            );
+        }
+    }
+    assert!(!dir.has("ran"));
+}
+
+/// A server that repeats what it was sent: Redis answers a command it does
+/// not know with its first arguments, and an AUTH renamed away carries the
+/// password. Our own secrets are taken out of any server text shown,
+/// whether the password came in the URL or from --password-file.
+#[test]
+fn a_server_that_repeats_our_password_does_not_get_it_printed() {
+    let node = RedisNode::start_with(&["--rename-command", "AUTH", ""]);
+    let dir = tempdir();
+    let file = dir.join("password");
+    fs::write(&file, format!("{SECRET}\n")).expect("write password file");
+    let port = node.port();
+    let in_url = format!("redis://:{SECRET}@127.0.0.1:{port}");
+    let bare = format!("redis://127.0.0.1:{port}");
+    let runs = [
+        base(&in_url, "echo", &dir).args(["-vvv", "-c", "touch ran"]),
+        base(&bare, "echo", &dir)
+            .arg("--password-file")
+            .arg(&file)
+            .args(["-vvv", "-c", "touch ran"]),
+        Test::new().args(["status", "-r", &in_url, "-k", "echo"]),
+        Test::new()
+            .args(["status", "-r", &bare, "-k", "echo", "--password-file"])
+            .arg(&file),
+    ];
+    for test in runs {
+        let out = test.run();
+        assert_eq!(out.code, Some(69), "{out}");
+        let all = format!("{}{}", out.stdout, out.stderr);
+        assert!(!all.contains(SECRET), "the password was printed\n{out}");
+        // The server's own words are still shown, the password cut out.
+        assert!(all.contains("the node refused AUTH"), "{out}");
+        assert!(all.contains("'AUTH', with args beginning with: '***'"), "{out}");
+    }
+    assert!(!dir.has("ran"));
+    assert!(node.keys().is_empty(), "keys left: {:?}", node.keys());
+}
+
 // ---------------------------------------------------------------------------
 // 4. Unix socket, IPv6, db numbers
 // ---------------------------------------------------------------------------

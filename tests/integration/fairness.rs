@@ -360,66 +360,6 @@ fn redis_work_per_run_does_not_grow_with_waiters() {
 // The queue by the nodes' clocks, dead head waiters, dropped subscriptions
 // ---------------------------------------------------------------------------
 
-/// A shared object that moves the wall clock (CLOCK_REALTIME, gettimeofday,
-/// time) of whatever it is preloaded into by `SKEW_SECONDS`, leaving the
-/// monotonic and boot clocks alone: a host whose clock is off.
-fn clock_shim(dir: &TempDir) -> std::path::PathBuf {
-    let source = dir.join("skew.c");
-    let object = dir.join("skew.so");
-    fs::write(
-        &source,
-        r#"
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdlib.h>
-#include <sys/time.h>
-#include <time.h>
-
-static long skew(void) {
-    const char *s = getenv("SKEW_SECONDS");
-    return s ? atol(s) : 0;
-}
-
-int clock_gettime(clockid_t id, struct timespec *ts) {
-    static int (*real)(clockid_t, struct timespec *);
-    if (!real) real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
-    int r = real(id, ts);
-    if (r == 0 && ts && (id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE)) ts->tv_sec += skew();
-    return r;
-}
-
-int gettimeofday(struct timeval *tv, void *tz) {
-    static int (*real)(struct timeval *, void *);
-    if (!real) real = (int (*)(struct timeval *, void *))dlsym(RTLD_NEXT, "gettimeofday");
-    int r = real(tv, tz);
-    if (r == 0 && tv) tv->tv_sec += skew();
-    return r;
-}
-
-time_t time(time_t *t) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    if (t) *t = ts.tv_sec;
-    return ts.tv_sec;
-}
-"#,
-    )
-    .expect("write the shim's source");
-    let out = std::process::Command::new("gcc")
-        .args(["-shared", "-fPIC", "-O2", "-o"])
-        .arg(&object)
-        .arg(&source)
-        .arg("-ldl")
-        .output()
-        .expect("gcc is needed to build the clock shim");
-    assert!(
-        out.status.success(),
-        "gcc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    object
-}
-
 /// How far apart the earliest and the latest `started_at` of `name`'s
 /// history are, in seconds (`history --json`).
 fn history_spread(cluster: &Cluster, name: &str) -> f64 {
@@ -448,7 +388,7 @@ fn a_waiter_whose_clock_is_behind_is_served_in_its_turn() {
     let cluster = Cluster::new(3);
     let urls = cluster.urls();
     let dir = tempdir();
-    let shim = clock_shim(&dir);
+    let shim = crate::support::clock_shim(&dir);
     // The shim works on what it is preloaded into.
     let date = std::process::Command::new("date")
         .arg("+%s")

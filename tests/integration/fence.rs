@@ -582,3 +582,118 @@ fn status_with_limit_shows_each_slot() {
     out.assert_code(0);
     assert_eq!(json_verdicts(&out.stdout), ["free", "free"], "{out}");
 }
+
+// ---------------------------------------------------------------------------
+// 4. Counters past 2^53 and at the top of the 64-bit range
+// ---------------------------------------------------------------------------
+
+/// Unavailable: the lock cannot be taken with a token (EX_UNAVAILABLE).
+const UNAVAILABLE: i32 = 69;
+
+/// Sets the fence counter of `name` to `value` (no expiry) on every node.
+fn seed_counter(cluster: &Cluster, name: &str, value: u64) {
+    for node in cluster.iter() {
+        let reply: String = node.cmd(redis::cmd("SET").arg(fence_key(name)).arg(value));
+        assert_eq!(reply, "OK", "seed the counter on {}", node.url());
+    }
+}
+
+/// One fenced run that echoes its token.
+fn fenced(cluster: &Cluster, name: &str, dir: &TempDir) -> RunOutput {
+    base(&cluster.urls(), name, dir)
+        .args(["--fence", "--ttl", "5s", "-v", "-c"])
+        .arg("echo $REDLOCK_FENCING_TOKEN; touch ran")
+        .run()
+}
+
+/// A Lua number is a double, exact only up to 2^53: a counter compared and
+/// raised as one stops rising there (2^53 + 1 rounds to 2^53), and the same
+/// token is handed out again and again. Counters seeded from a clock or an
+/// ID generator live in this range.
+#[test]
+fn fence_tokens_keep_rising_past_two_to_the_53() {
+    const START_AT: u64 = (1 << 53) - 1;
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let name = "fence-2-53";
+    seed_counter(&cluster, name, START_AT);
+    let mut tokens = Vec::new();
+    for _ in 0..4 {
+        let out = fenced(&cluster, name, &dir);
+        out.assert_code(0);
+        let t = echoed_token(&out);
+        assert_eq!(recorded(&out, 3).0, t, "{out}");
+        tokens.push(t);
+    }
+    println!("counter at 2^53-1 = {START_AT}: tokens {tokens:?}");
+    assert_eq!(
+        tokens,
+        (START_AT + 1..=START_AT + 4).collect::<Vec<u64>>(),
+        "tokens after {START_AT}"
+    );
+    let counters: Vec<u64> = cluster.iter().map(|n| counter(n, name)).collect();
+    assert_eq!(
+        counters.iter().max(),
+        Some(&tokens[3]),
+        "the counter must equal the last token: {counters:?}"
+    );
+}
+
+/// The previous layout's counter is compared as an integer too: 2^53 + 1
+/// beside 2^53 (the same double) is the larger, and the next token is above
+/// it.
+#[test]
+fn the_legacy_counter_is_compared_as_an_integer() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let name = "fence-legacy-2-53";
+    seed_counter(&cluster, name, 1 << 53);
+    let legacy = crate::support::keys(name).legacy_fence();
+    for node in cluster.iter() {
+        let reply: String = node.cmd(redis::cmd("SET").arg(&legacy).arg((1u64 << 53) + 1));
+        assert_eq!(reply, "OK");
+    }
+    let out = fenced(&cluster, name, &dir);
+    out.assert_code(0);
+    assert_eq!(echoed_token(&out), (1 << 53) + 2, "{out}");
+}
+
+/// Redis integers are signed 64-bit: the counter's last value is i64::MAX.
+/// From 2^63 - 2 one more run gets i64::MAX; the next is refused (69, one
+/// line saying why), its command does not run, and the lock is given back.
+#[test]
+fn fence_tokens_never_repeat_at_the_top_of_the_range() {
+    const START_AT: u64 = i64::MAX as u64 - 1;
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let name = "fence-2-63";
+    seed_counter(&cluster, name, START_AT);
+    let first = fenced(&cluster, name, &dir);
+    first.assert_code(0);
+    assert_eq!(echoed_token(&first), i64::MAX as u64, "{first}");
+    fs::remove_file(dir.join("ran")).expect("the first run's marker");
+    let mut tokens = vec![echoed_token(&first)];
+    for _ in 0..2 {
+        let out = fenced(&cluster, name, &dir);
+        assert!(
+            !dir.has("ran"),
+            "a run past the top of the range ran its command\n{out}"
+        );
+        if out.code == Some(0) {
+            tokens.push(echoed_token(&out));
+        }
+        out.assert_code(UNAVAILABLE);
+        let line = out
+            .stderr_lines()
+            .into_iter()
+            .find(|l| l.starts_with("redlock-run: ") && l.contains("maximum"))
+            .unwrap_or_else(|| panic!("no line saying the counter is at its maximum\n{out}"));
+        assert!(line.contains("9223372036854775807"), "{line}");
+    }
+    let unique: BTreeSet<u64> = tokens.iter().copied().collect();
+    assert_eq!(unique.len(), tokens.len(), "a token repeated: {tokens:?}");
+    for node in cluster.iter() {
+        assert!(!node.exists(lock_key(name)), "lock left on {}", node.url());
+        assert_eq!(counter(node, name), i64::MAX as u64, "{}", node.url());
+    }
+}

@@ -8,6 +8,7 @@
 mod support;
 
 mod bookkeeping;
+mod clocks;
 mod completion;
 mod connect;
 mod containers;
@@ -25,6 +26,7 @@ mod node_io;
 mod one_name;
 mod operability;
 mod operator;
+mod option_files;
 mod outcomes;
 mod readme;
 mod safety;

@@ -663,3 +663,77 @@ fn an_answer_that_cannot_be_written_is_one_line_and_74() {
         );
     }
 }
+
+/// Whoever can write a lock's keys writes its holder record and its history:
+/// a `host` with an OSC title sequence (`\e]0;x\a`) and a `user` with a
+/// screen clear reach no terminal raw, in `status`, the busy and waiting
+/// lines or `history`; `status --json` and `history --json` keep the value.
+#[test]
+fn what_nodes_hold_reaches_a_terminal_escaped() {
+    const HOST: &str = "evil\x1b]0;x\x07host";
+    const USER: &str = "u\x1b[2J";
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let url = node.url();
+    let k = keys("hostile");
+    let running = base(&url, "hostile", &dir)
+        .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "held", &running);
+    let _: i64 = node.cmd(
+        redis::cmd("HSET")
+            .arg(k.holder(None))
+            .arg("host")
+            .arg(HOST)
+            .arg("user")
+            .arg(USER),
+    );
+    let raw = |text: &str| text.contains(['\x1b', '\x07']);
+    let shown = "u\\e[2J@evil\\e]0;x\\x07host";
+    let text = status(&url, "hostile", &[]);
+    text.assert_code(1);
+    assert!(!raw(&text.stdout) && text.stdout.contains(shown), "{text}");
+    let busy = base(&url, "hostile", &dir).args(["-c", "true"]).run();
+    busy.assert_code(75);
+    assert!(!raw(&busy.stderr) && busy.stderr.contains(shown), "{busy}");
+    let waiting = base(&url, "hostile", &dir)
+        .args(["--wait", "300ms", "-c", "true"])
+        .run();
+    waiting.assert_code(75);
+    assert!(
+        !raw(&waiting.stderr) && waiting.stderr.contains(&format!("held by {shown}")),
+        "{waiting}"
+    );
+    let json = status(&url, "hostile", &["--json"]);
+    let held = python(
+        "import json, sys; h = json.load(sys.stdin)['holder']; print(repr((h['host'], h['user'])))",
+        &json.stdout,
+    );
+    assert_eq!(
+        held.trim(),
+        "('evil\\x1b]0;x\\x07host', 'u\\x1b[2J')",
+        "{json}"
+    );
+    touch(&dir, "go");
+    running.wait().assert_code(0);
+
+    let record = r#"{"id":"feedface00000000","host":"evil\u001b]0;x\u0007host","pid":1,"user":"u","started_at":"2026-11-30T03:00:00.012Z","duration_ms":5,"outcome":"ok\u001b[2J","exit_code":0,"attempts":1,"fencing_token":null}"#;
+    let _: i64 = node.cmd(redis::cmd("LPUSH").arg(k.history()).arg(record));
+    let history = Test::new()
+        .args(["history", "-r", &url, "-k", "hostile"])
+        .expect_code(0);
+    assert!(
+        !raw(&history.stdout) && history.stdout.contains("evil\\e]0;x\\x07host"),
+        "{history}"
+    );
+    let last = status(&url, "hostile", &[]);
+    assert!(!raw(&last.stdout), "{last}");
+    let history = Test::new()
+        .args(["history", "-r", &url, "-k", "hostile", "--json"])
+        .expect_code(0);
+    let hosts = python(
+        "import json, sys; print(repr([r['host'] for r in json.load(sys.stdin)]))",
+        &history.stdout,
+    );
+    assert!(hosts.contains("'evil\\x1b]0;x\\x07host'"), "{hosts}");
+}

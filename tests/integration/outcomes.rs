@@ -1210,6 +1210,45 @@ fn metrics_file_problems() {
     );
 }
 
+/// A `--report` that cannot be written after the run (its file system
+/// full: a 16 KiB tmpfs, filled first, in a mount namespace of the run's
+/// own) is a warning, like the metrics file's, and the exit status stays the
+/// command's.
+#[test]
+fn a_report_on_a_full_disk_is_a_warning() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let full = dir.join("full");
+    fs::create_dir(&full).expect("dir");
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut unshare = vec!["unshare", "--mount"];
+    if !root {
+        // A user namespace of its own lets anyone mount a tmpfs.
+        unshare.push("--map-root-user");
+    }
+    let script = r#"mount -t tmpfs -o size=16k tmpfs "$FULL" || exit 99
+head -c 1M /dev/zero > "$FULL/fill" 2>/dev/null
+exec "$0" "$@""#;
+    let out = base(&node.url(), "full", &dir)
+        .wrapped_in(unshare.into_iter().chain(["sh", "-c", script]))
+        .env("FULL", &full)
+        .arg("--report")
+        .arg(full.join("report.json"))
+        .args(["-c", "touch ran"])
+        .run();
+    out.assert_code(0).assert_one_error_line();
+    assert!(
+        out.stderr.starts_with(&format!(
+            "redlock-run: warning: cannot write --report {}/report.json: ",
+            full.display()
+        )),
+        "{out}"
+    );
+    assert!(dir.has("ran"), "{out}");
+    assert!(node.keys().is_empty(), "keys left: {:?}", node.keys());
+}
+
 // ---------------------------------------------------------------------------
 // Node health in --metrics-file
 // ---------------------------------------------------------------------------

@@ -72,6 +72,20 @@ impl NodeError {
         self.kind == Kind::Unreplicated
     }
 
+    /// The error with each of `secrets` (the passwords in use) taken out of
+    /// its text: a server may repeat what it was sent in its error
+    /// (`unknown command 'HELLO', with args beginning with: '3' 'AUTH'
+    /// 'default' '<password>'`), and that text goes into our messages.
+    pub(super) fn without(mut self, secrets: &[String]) -> NodeError {
+        if secrets
+            .iter()
+            .any(|s| !s.is_empty() && self.msg.contains(s.as_str()))
+        {
+            self.msg = without_secrets(&self.msg, secrets);
+        }
+        self
+    }
+
     /// The same failure for another request that met it (a connection that
     /// failed under several), with that request's own `sent`.
     pub(super) fn for_request(&self, sent: bool) -> NodeError {
@@ -80,6 +94,16 @@ impl NodeError {
             ..self.clone()
         }
     }
+}
+
+/// `text` with each of `secrets` replaced by `***`, the longest first (a
+/// secret inside another is not left half shown).
+pub fn without_secrets(text: &str, secrets: &[String]) -> String {
+    let mut sorted: Vec<&String> = secrets.iter().filter(|s| !s.is_empty()).collect();
+    sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    sorted
+        .into_iter()
+        .fold(text.to_string(), |t, s| t.replace(s.as_str(), "***"))
 }
 
 /// A step of a connection's set-up.
@@ -180,7 +204,12 @@ fn refused_setup(name: &str, steps: &[Step], replies: &[Value], why: &str) -> No
                         .to_string()
                 }
                 Some(Step::Auth) if e.code() == "NOPERM" => permission_denied(&text),
-                Some(Step::Auth) => wrong_password(),
+                Some(Step::Auth)
+                    if e.code() == "WRONGPASS" || text.contains("invalid password") =>
+                {
+                    wrong_password()
+                }
+                Some(Step::Auth) => format!("the node refused AUTH ({} {text})", e.code()),
                 Some(Step::Select(db)) if e.code() == "NOPERM" => format!(
                     "the node refused SELECT {db}: the server's ACL denies this user SELECT; \
                      allow it (+select) or use database 0"
@@ -352,6 +381,20 @@ mod tests {
             Value::ServerError(e) => e,
             other => panic!("not an error: {other:?}"),
         }
+    }
+
+    #[test]
+    fn secrets_are_taken_out_of_server_text() {
+        let secrets = ["p@ss".to_string(), "p%40ss".to_string()];
+        assert_eq!(
+            without_secrets(
+                "unknown command 'HELLO', with args beginning with: '3' 'AUTH' 'u' 'p@ss'",
+                &secrets
+            ),
+            "unknown command 'HELLO', with args beginning with: '3' 'AUTH' 'u' '***'"
+        );
+        assert_eq!(without_secrets("x p%40ss y", &secrets), "x *** y");
+        assert_eq!(without_secrets("nothing", &[String::new()]), "nothing");
     }
 
     #[test]

@@ -291,13 +291,21 @@ pub struct Node {
     tls: tls::Tls,
     /// Names looked up for the run, shared by its nodes.
     names: Arc<Names>,
+    /// The passwords in use (every node's, and the options'): no message
+    /// shows them, whatever a server repeats of what it was sent.
+    secrets: Arc<[String]>,
     state: Mutex<State>,
 }
 
 impl Node {
     /// Parses the URL and applies `opts`; no I/O. The error names the node
     /// without its password.
-    fn new(url: &str, opts: &Options, names: Arc<Names>) -> Result<Node, String> {
+    fn new(
+        url: &str,
+        opts: &Options,
+        names: Arc<Names>,
+        secrets: Arc<[String]>,
+    ) -> Result<Node, String> {
         let name = redact(url);
         let topology = Topology::new(url::parse(url, &name)?, &name, opts)?;
         let tls = tls::Tls::new(opts);
@@ -313,6 +321,7 @@ impl Node {
             topology,
             tls,
             names,
+            secrets,
             state: Mutex::new(State::default()),
         })
     }
@@ -388,6 +397,16 @@ impl Node {
     /// The answer of this node (node `index` of the round) to `request`,
     /// from its raw replies.
     pub(crate) fn answer<R: Request + ?Sized>(
+        &self,
+        request: &R,
+        index: usize,
+        raw: Result<Vec<redis::Value>, NodeError>,
+    ) -> Result<R::Answer, NodeError> {
+        self.decode(request, index, raw)
+            .map_err(|e| e.without(&self.secrets))
+    }
+
+    fn decode<R: Request + ?Sized>(
         &self,
         request: &R,
         index: usize,
@@ -495,9 +514,16 @@ impl Nodes {
     /// The nodes `urls` name, reached as `opts` says; no I/O.
     pub fn new(urls: &[String], opts: &Options) -> Result<Nodes, String> {
         let names = Arc::new(Names::default());
+        let passwords = [&opts.password, &opts.sentinel_password];
+        let secrets: Arc<[String]> = urls
+            .iter()
+            .flat_map(|u| url::secrets(u))
+            .chain(passwords.into_iter().flatten().cloned())
+            .filter(|s| !s.is_empty())
+            .collect();
         let list = urls
             .iter()
-            .map(|u| Node::new(u, opts, Arc::clone(&names)).map(Arc::new))
+            .map(|u| Node::new(u, opts, Arc::clone(&names), Arc::clone(&secrets)).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Nodes {
             list,

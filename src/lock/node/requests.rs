@@ -232,10 +232,12 @@ fn take(reply: Value, fence: bool, name: &str) -> Result<Granted, NodeError> {
     let fence = match (fence, answer, parts.get(1)) {
         (false, _, _) | (_, Answer::Refused, _) => None,
         (true, _, None | Some(Value::Nil)) => Some(0),
+        // The counter's decimal string, parsed exactly: never through a
+        // double, which is exact only up to 2^53.
         (true, _, Some(Value::BulkString(b))) => Some(
             std::str::from_utf8(b)
                 .ok()
-                .and_then(|t| t.parse().ok())
+                .and_then(|t| t.parse::<u64>().ok())
                 .ok_or_else(|| bad(&reply))?,
         ),
         (true, _, Some(_)) => return Err(bad(&reply)),

@@ -218,6 +218,32 @@ end
     };
 }
 
+// The --fence counters, compared as 64-bit integers. A Lua number is a
+// double, exact only up to 2^53: `tonumber` of two neighbouring counters
+// above it can be equal, and a counter raised by such a comparison stops
+// rising. So a counter stays a decimal string: `counter` gives its canonical
+// form (no leading zeros) or nil for anything else, and `above` compares
+// two canonical ones by length, then lexically, which for decimals without
+// leading zeros is their order as integers.
+macro_rules! counter_lua {
+    () => {
+        "\
+local function counter(s)
+  if type(s) ~= 'string' or not string.match(s, '^%d+$') then
+    return nil
+  end
+  return (string.gsub(s, '^0+(%d)', '%1'))
+end
+local function above(a, b)
+  if #a ~= #b then
+    return #a > #b
+  end
+  return a > b
+end
+"
+    };
+}
+
 // Every script touches the lock's books only while the lock holds our token.
 // Calls that only inform (the holder record, the PUBLISH that wakes waiters)
 // go through pcall: an ACL that denies them must not cost a lock or a
@@ -254,6 +280,7 @@ pub(super) const ACQUIRE: &str = concat!(
     queue_lua!(),
     slots_lua!(),
     readers_lua!(),
+    counter_lua!(),
     "local token, mode, n = ARGV[1], ARGV[5], tonumber(ARGV[7])\n",
     "local place, lapse_ahead = false, false\n",
     gate_lua!(),
@@ -318,9 +345,8 @@ if #ARGV > 7 then
 end
 if ARGV[3] == '1' then
   local fence = redis.call('GET', KEYS[3])
-  local old = redis.pcall('GET', KEYS[10])
-  if type(old) == 'string' and tonumber(old)
-      and (not fence or tonumber(old) > (tonumber(fence) or 0)) then
+  local old = counter(redis.pcall('GET', KEYS[10]))
+  if old and (not fence or above(old, counter(fence) or '0')) then
     fence = old
   end
   return {1, fence}
@@ -694,16 +720,21 @@ end
 return 0";
 
 /// --fence, second phase: raise the counter to ARGV[2] (never lower it), only
-/// while the lock holds our token here.
-pub(super) const FENCE: &str = "\
+/// while the lock holds our token here. Compared as an integer (see
+/// `counter_lua`): as doubles, 2^53 + 1 is not above 2^53 and the counter
+/// would stop rising.
+pub(super) const FENCE: &str = concat!(
+    counter_lua!(),
+    "\
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-local c = tonumber(redis.call('GET', KEYS[2]) or '0')
-if c < tonumber(ARGV[2]) then
+local c = counter(redis.call('GET', KEYS[2]) or '0') or '0'
+if above(ARGV[2], c) then
   redis.call('SET', KEYS[2], ARGV[2])
 end
-return 1";
+return 1"
+);
 
 /// `unlock --force`: deletes whatever holds the lock (its key and record,
 /// KEYS[1] and KEYS[2], and every reader's share, KEYS[5] and KEYS[6]), and

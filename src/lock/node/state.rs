@@ -212,7 +212,7 @@ impl State {
             // never applied.
             for old in std::mem::take(&mut self.waiting) {
                 let why = error::withdrawn(&node.name);
-                self.finish(old.ticket, Err(why));
+                self.finish(node, old.ticket, Err(why));
             }
         }
         self.waiting.push_back(req);
@@ -330,7 +330,7 @@ impl State {
                     // Unless a search that gave up failed it already.
                     if self.waiting.front().is_some_and(|r| r.ticket == ticket) {
                         self.waiting.pop_front();
-                        self.finish(ticket, Err(e));
+                        self.finish(node, ticket, Err(e));
                     }
                     continue;
                 }
@@ -343,7 +343,7 @@ impl State {
             let at = match self.data_link(node, &place, now) {
                 Ok(at) => at,
                 Err(e) => {
-                    self.finish(req.ticket, Err(e));
+                    self.finish(node, req.ticket, Err(e));
                     continue;
                 }
             };
@@ -486,7 +486,7 @@ impl State {
             Event::Overdue(Tag::Ticket(t)) => {
                 if let Some((req, _)) = self.flight.iter_mut().find(|(r, _)| r.ticket == t) {
                     req.overdue = true;
-                    self.finish(t, Err(error::timed_out(&node.name, node.timeout)));
+                    self.finish(node, t, Err(error::timed_out(&node.name, node.timeout)));
                 }
             }
             Event::Failed(broken, tags) => {
@@ -502,7 +502,7 @@ impl State {
                     let (req, _) = self.flight.remove(at);
                     if !req.overdue {
                         let err = error::broken(&node.name, node.timeout, &broken, steps, sent);
-                        self.finish(t, Err(err));
+                        self.finish(node, t, Err(err));
                     }
                 }
                 self.lost(node, place, &broken);
@@ -538,7 +538,7 @@ impl State {
         if let Some(write) = req.partial.take() {
             // The WAIT's answer: the write's reply goes first.
             values.insert(0, write);
-            self.finish(t, Ok(values));
+            self.finish(node, t, Ok(values));
             return;
         }
         if req.asking && !values.is_empty() {
@@ -582,7 +582,7 @@ impl State {
             self.waiting.insert(at, req);
             return;
         }
-        self.finish(t, Ok(values));
+        self.finish(node, t, Ok(values));
     }
 
     /// Whether error `e` means "send it elsewhere, or again": then `req` is
@@ -640,6 +640,7 @@ impl State {
         for req in std::mem::take(&mut self.waiting) {
             if now >= req.submitted + expiry {
                 self.finish(
+                    node,
                     req.ticket,
                     Err(error::timed_out(&node.name, node.timeout).for_request(false)),
                 );
@@ -653,7 +654,8 @@ impl State {
     /// Request `ticket` is answered (or failed): the answer is kept for
     /// whoever asks, and counts in the node's health whether or not anyone
     /// does (a reply that came after its round is an answer all the same).
-    fn finish(&mut self, ticket: u64, result: Result<Vec<Value>, NodeError>) {
+    fn finish(&mut self, node: &Node, ticket: u64, result: Result<Vec<Value>, NodeError>) {
+        let result = result.map_err(|e| e.without(&node.secrets));
         self.health.note(&result);
         self.done.push_back((ticket, result));
     }
@@ -873,7 +875,7 @@ impl State {
             false,
         );
         for req in std::mem::take(&mut self.waiting) {
-            self.finish(req.ticket, Err(err.clone()));
+            self.finish(node, req.ticket, Err(err.clone()));
         }
     }
 }

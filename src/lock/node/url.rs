@@ -217,17 +217,32 @@ pub fn push_masked_authority(out: &mut String, authority: &str) {
     }
 }
 
-/// The URL with any password replaced by `***`, for logs and errors.
-/// Works on text that does not parse, since that is when it gets printed.
-/// Everything between `://` and the last `@` is user-info: a password may
-/// hold `/`, `?`, `#` and `@`, and a URL parser (ours or the crate's) that
-/// cut the authority at the first of them would show the rest.
-pub fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
+/// Where `url`'s authority (user-info, host, port) is: after `://`; in text
+/// that does not parse as a URL (`redis:/:pw@h`, `:pw@h`, `redis//:pw@h`),
+/// after its leading scheme-like word and the `:` and `/` that follow it,
+/// since whatever comes before an `@` there may be user-info too. It ends at
+/// the first `/`, `?` or `#` after the last `@` (or after its start, when
+/// there is no `@`): everything between `://` and the last `@` is user-info,
+/// as a password may hold `/`, `?`, `#` and `@`, and a URL parser (ours or
+/// the crate's) that cut the authority at the first of them would show the
+/// rest.
+fn authority(url: &str) -> std::ops::Range<usize> {
+    let start = match url.find("://") {
+        Some(i) => i + 3,
+        None => {
+            let word = url
+                .find(|c: char| !(c.is_ascii_alphanumeric() || "+.-".contains(c)))
+                .unwrap_or(url.len());
+            let lead = word
+                + url[word..]
+                    .find(|c: char| c != ':' && c != '/')
+                    .unwrap_or(url.len() - word);
+            // A word with no `:` or `/` after it is no scheme (`pw@h`).
+            if lead == word { 0 } else { lead }
+        }
     };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = match rest.rfind('@') {
+    let rest = &url[start..];
+    let len = match rest.rfind('@') {
         Some(at) => {
             at + 1
                 + rest[at + 1..]
@@ -236,26 +251,82 @@ pub fn redact(url: &str) -> String {
         }
         None => rest.find(['/', '?', '#']).unwrap_or(rest.len()),
     };
-    let mut out = url[..scheme_end + 3].to_string();
-    push_masked_authority(&mut out, &rest[..authority_end]);
-    out.push_str(&rest[authority_end..]);
-    // unix:///path?pass=secret
+    start..start + len
+}
+
+/// Whether a query's key names a password (`unix:///path?pass=secret`).
+fn is_password_key(k: &str) -> bool {
+    k.eq_ignore_ascii_case("pass") || k.eq_ignore_ascii_case("password")
+}
+
+/// The URL with any password replaced by `***`, for logs and errors.
+/// Works on text that does not parse, since that is when it gets printed
+/// (see `authority`).
+pub fn redact(url: &str) -> String {
+    let authority = authority(url);
+    let mut out = url[..authority.start].to_string();
+    push_masked_authority(&mut out, &url[authority.clone()]);
+    out.push_str(&url[authority.end..]);
     if let Some(q) = out.find('?') {
         let (base, query) = out.split_at(q + 1);
         let query: Vec<String> = query
             .split('&')
             .map(|kv| match kv.split_once('=') {
-                Some((k, _))
-                    if k.eq_ignore_ascii_case("pass") || k.eq_ignore_ascii_case("password") =>
-                {
-                    format!("{k}=***")
-                }
+                Some((k, _)) if is_password_key(k) => format!("{k}=***"),
                 _ => kv.to_string(),
             })
             .collect();
         out = format!("{base}{}", query.join("&"));
     }
     out
+}
+
+/// The secrets in `url`, the parts `redact` hides: the password of its
+/// user-info (all of a lone user-info), as written and percent-decoded, and
+/// a query's `pass` or `password`.
+pub fn secrets(url: &str) -> Vec<String> {
+    let authority = authority(url);
+    let mut found = Vec::new();
+    if let Some(at) = url[authority.clone()].rfind('@') {
+        let info = &url[authority.start..authority.start + at];
+        found.push(info.split_once(':').map_or(info, |(_, pw)| pw).to_string());
+    }
+    if let Some((_, query)) = url[authority.end..].split_once('?') {
+        found.extend(
+            query
+                .split('&')
+                .filter_map(|kv| kv.split_once('=').filter(|(k, _)| is_password_key(k)))
+                .map(|(_, v)| v.to_string()),
+        );
+    }
+    let decoded: Vec<String> = found.iter().map(|s| percent_decoded(s)).collect();
+    found.extend(decoded);
+    found.retain(|s| !s.is_empty());
+    found
+}
+
+/// `%XX` escapes decoded (an invalid one left as it is).
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -301,6 +372,34 @@ mod tests {
         assert_eq!(
             redact("rediss+cluster://:s3cret@h1,h2"),
             "rediss+cluster://:***@h1,h2"
+        );
+    }
+
+    #[test]
+    fn redact_hides_what_may_be_user_info_in_text_that_does_not_parse() {
+        for (text, shown) in [
+            ("redis:/:PW@h", "redis:/:***@h"),
+            (":PW@h", ":***@h"),
+            ("redis//:PW@h", "redis//:***@h"),
+            ("redis:/u:PW@h/0", "redis:/u:***@h/0"),
+            ("PW@h", "***@h"),
+            ("redis:/:P@W/x@h:1", "redis:/:***@h:1"),
+            ("redis:/h?password=PW", "redis:/h?password=***"),
+            ("lock1:6379", "lock1:6379"),
+        ] {
+            assert_eq!(redact(text), shown, "{text}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_what_redact_hides() {
+        assert_eq!(secrets("redis://h:1"), Vec::<String>::new());
+        assert_eq!(secrets("redis://u:s3cret@h"), ["s3cret", "s3cret"]);
+        assert_eq!(secrets("redis://:p%40ss@h"), ["p%40ss", "p@ss"]);
+        assert_eq!(secrets("redis:/:PW@h"), ["PW", "PW"]);
+        assert_eq!(
+            secrets("unix:///r.sock?db=1&pass=s3cret"),
+            ["s3cret", "s3cret"]
         );
     }
 

@@ -1,0 +1,127 @@
+//! The files that options name (`--password-file`, `--sentinel-password-file`,
+//! `--tls-ca`, `--tls-cert`, `--tls-key`), read whole but bounded.
+//!
+//! Not `std::fs::read`, for two reasons. It reads until end of file, and some
+//! files never end: `/dev/zero` given by mistake grows the run until the kernel
+//! kills it. And `open(2)` of a FIFO blocks until a writer opens it, while
+//! SIGTERM and SIGINT are already blocked (`process::signals` takes them from a
+//! signalfd later): a secret pipe whose writer never comes would hold the run
+//! until SIGKILL. So a file is opened with O_NONBLOCK, which returns at once for
+//! a FIFO, read only up to a cap, and waited on with poll(2) beside a signalfd
+//! for the signals this thread blocks, so that a run told to stop stops.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use crate::process::signals;
+
+/// The most a password file may hold: a password, or a token of a few lines.
+pub const PASSWORD_CAP: usize = 4 * 1024;
+
+/// The most a PEM file may hold: a CA bundle (the system's is a few hundred
+/// KB), a certificate chain or a key.
+pub const PEM_CAP: usize = 4 * 1024 * 1024;
+
+/// Why a file gave no contents.
+#[derive(Debug)]
+pub enum ReadError {
+    /// It could not be opened or read.
+    Io(io::Error),
+    /// It holds more than the cap (bytes).
+    TooLong(usize),
+    /// It holds nothing.
+    Empty,
+    /// This forwarded signal arrived while the file was waited on.
+    Stopped(i32),
+}
+
+/// The contents of `path`, at most `cap` bytes; waits (for a FIFO's writer,
+/// say) only until a signal that this thread blocks arrives.
+pub fn read(path: &Path, cap: usize) -> Result<Vec<u8>, ReadError> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(ReadError::Io)?;
+    let stop = signals::blocked_here().map_err(ReadError::Io)?;
+    let mut contents = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    // A FIFO opened without a writer reads as end of file at once: the first
+    // read waits for poll(2), which says "ready" only once a writer has come
+    // (with data, or gone again).
+    let mut ready = false;
+    loop {
+        if !ready {
+            wait_readable(&file, stop.as_ref())?;
+        }
+        match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) if contents.len() + n > cap => return Err(ReadError::TooLong(cap)),
+            Ok(n) => {
+                contents.extend_from_slice(&chunk[..n]);
+                ready = true;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready = false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ReadError::Io(e)),
+        }
+    }
+    if contents.is_empty() {
+        return Err(ReadError::Empty);
+    }
+    Ok(contents)
+}
+
+/// Waits until `file` can be read, or a signal arrives on `stop`.
+fn wait_readable(file: &File, stop: Option<&OwnedFd>) -> Result<(), ReadError> {
+    let mut fds = [file.as_raw_fd(), stop.map_or(-1, AsRawFd::as_raw_fd)].map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    loop {
+        // SAFETY: two valid pollfd structs (a negative fd is skipped); no
+        // timeout, a signal on `stop` ends the wait.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(ReadError::Io(e));
+        }
+        if let Some(sig) = stop.and_then(signals::take) {
+            return Err(ReadError::Stopped(sig));
+        }
+        if fds[0].revents != 0 {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_up_to_the_cap_and_no_further() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"pw\n").expect("write");
+        assert_eq!(read(&path, 3).expect("fits"), b"pw\n");
+        assert!(matches!(read(&path, 2), Err(ReadError::TooLong(2))));
+        std::fs::write(&path, b"").expect("write");
+        assert!(matches!(read(&path, 2), Err(ReadError::Empty)));
+        assert!(matches!(
+            read(Path::new("/dev/zero"), 1000),
+            Err(ReadError::TooLong(1000))
+        ));
+        assert!(matches!(
+            read(&dir.path().join("none"), 10),
+            Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound
+        ));
+    }
+}
