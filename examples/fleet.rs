@@ -117,13 +117,13 @@ fn config(key: &str, args: &Args) -> Result<Config, String> {
 
 /// The lock as `run::run_locked` builds it.
 fn build(config: &Config) -> Result<Lock, String> {
-    let nodes = Nodes::new(&config.urls, &config.options)?;
+    let nodes = Nodes::new(&config.urls, &config.options).map_err(|e| e.to_string())?;
     Lock::new(
         nodes,
         config.keys.clone(),
         config.ttl,
         config.node_timeout,
-        record::holder(config),
+        record::holder(&config.program, config.record_command, config.ttl),
         config.taking(),
     )
     .map_err(|e| e.to_string())

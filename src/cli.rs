@@ -9,9 +9,11 @@ use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand, ValueHint};
 use crate::exit;
 use crate::lock::keys::Keys;
 use crate::lock::node;
+pub use crate::lock::record::RecordCommand;
 use crate::lock::redlock;
 use crate::log::Format;
 use crate::option_file::{self, PASSWORD_CAP, PEM_CAP, ReadError};
+pub use crate::program::Program;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -343,6 +345,38 @@ pub enum Admin {
     Unlock(UnlockArgs),
     History(HistoryArgs),
     Forget(ForgetArgs),
+}
+
+impl Admin {
+    /// The lock and nodes the subcommand is about, as given.
+    pub fn target(&self) -> &Target {
+        match self {
+            Admin::Status(a) => &a.target,
+            Admin::Unlock(a) => &a.target,
+            Admin::History(a) => &a.target,
+            Admin::Forget(a) => &a.target,
+        }
+    }
+
+    /// What the subcommand is asked, in the subcommands' own terms.
+    pub fn ask(&self) -> crate::admin::Ask {
+        use crate::admin::Ask;
+        match self {
+            Admin::Status(a) => Ask::Status {
+                json: a.json,
+                limit: a.limit,
+                keys: a.keys,
+            },
+            Admin::Unlock(a) => Ask::Unlock {
+                token: a.token.clone(),
+            },
+            Admin::History(a) => Ask::History {
+                json: a.json,
+                count: a.count,
+            },
+            Admin::Forget(a) => Ask::Forget { force: a.force },
+        }
+    }
 }
 
 /// Each subcommand's name and what `--help` says of it. Their options are
@@ -797,15 +831,6 @@ fn shell_word(word: &str) -> String {
     }
 }
 
-/// What the holder record keeps of the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum RecordCommand {
-    /// The program's name only.
-    Name,
-    /// The command line, what looks like a credential masked, cut to 200 characters.
-    Masked,
-}
-
 /// What to do with processes the command leaves behind when it exits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Leftovers {
@@ -879,23 +904,6 @@ fn duration(s: &str, max: Duration, zero: bool) -> Result<Duration, String> {
         return Err(format!("'{s}' is too long: at most {limit}"));
     }
     Ok(d)
-}
-
-/// What to run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Program {
-    Shell(String),
-    Argv(Vec<OsString>),
-}
-
-impl Program {
-    /// How to name the command in messages.
-    pub fn describe(&self) -> String {
-        match self {
-            Program::Shell(_) => "/bin/sh -c".into(),
-            Program::Argv(argv) => format!("'{}'", argv[0].to_string_lossy()),
-        }
-    }
 }
 
 /// Validated settings with every default resolved.

@@ -10,7 +10,7 @@
 //! this version does not know are ignored.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -31,7 +31,7 @@ pub struct Record {
     pub user: String,
     /// When the first attempt started (or, for a run whose command never
     /// started, when the lock was taken), to the millisecond. Required.
-    #[serde(with = "time_ms")]
+    #[serde(with = "crate::wall::time_ms")]
     pub started_at: SystemTime,
     /// Until the last attempt's process tree was gone.
     #[serde(default)]
@@ -71,22 +71,6 @@ fn non_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(s)
 }
 
-/// A wall-clock time as RFC 3339 in UTC to the millisecond
-/// (`2026-11-30T03:00:00.012Z`), as records, `--report` and the JSON log
-/// write it (see `rfc3339` for clocks outside 1970..=9999).
-pub mod time_ms {
-    use super::*;
-
-    pub fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&rfc3339(*t))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_rfc3339(&text).map_err(serde::de::Error::custom)
-    }
-}
-
 /// `shared` as the record's `lock` field: "shared" or "exclusive". Any other
 /// word (a kind a newer version adds) reads as exclusive.
 mod lock_word {
@@ -115,10 +99,10 @@ impl Record {
     ) -> Record {
         Record {
             id: token.to_string(),
-            host: crate::lock::record::hostname(),
+            host: crate::host::hostname(),
             pid: std::process::id(),
-            user: crate::lock::record::user_name(),
-            started_at: to_millis(started_at),
+            user: crate::host::user_name(),
+            started_at: crate::wall::to_millis(started_at),
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             outcome: Outcome::of(exit, false).word().to_string(),
             exit_code: exit.code(),
@@ -151,37 +135,6 @@ impl Record {
     }
 }
 
-/// Unix time to the millisecond, in UTC, as `2026-11-30T03:00:00.012Z`;
-/// a time outside what RFC 3339 writes as the nearest one it does (see
-/// `writable`).
-pub fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_millis(writable(t)).to_string()
-}
-
-/// The last moment with a four-digit year: 9999-12-31T23:59:59.999Z.
-const LAST_WRITABLE: Duration = Duration::from_millis(253_402_300_799_999);
-
-/// `t` moved into 1970-01-01T00:00:00Z..=9999-12-31T23:59:59.999Z. A host
-/// clock can be anywhere, and humantime panics on a time before 1970 and
-/// fails on one past 9999 (which serde_json and `to_string` turn into a
-/// panic): the first time written after the command ran would end the run
-/// with the lock still held. Clamped, such a time still reads back.
-pub fn writable(t: SystemTime) -> SystemTime {
-    match t.duration_since(UNIX_EPOCH) {
-        Err(_) => UNIX_EPOCH,
-        Ok(d) if d > LAST_WRITABLE => UNIX_EPOCH + LAST_WRITABLE,
-        Ok(_) => t,
-    }
-}
-
-/// A wall-clock time cut to whole milliseconds, as a record keeps it.
-pub fn to_millis(t: SystemTime) -> SystemTime {
-    let ms = t
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    UNIX_EPOCH + Duration::from_millis(ms)
-}
-
 /// The nodes' lists as one: every run once (by id), newest start first; runs
 /// that started in the same millisecond by id, so every reader agrees.
 pub fn merge(lists: impl IntoIterator<Item = Vec<Record>>) -> Vec<Record> {
@@ -206,6 +159,8 @@ pub fn show_ms(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wall::{rfc3339, to_millis, writable};
+    use std::time::UNIX_EPOCH;
 
     fn record(id: &str, start_ms: u64) -> Record {
         Record {

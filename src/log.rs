@@ -53,7 +53,7 @@ impl Serialize for Fields {
 /// One line of `--log-format json`; absent fields are left out.
 #[derive(Serialize)]
 struct Line<'a> {
-    #[serde(with = "crate::history::time_ms")]
+    #[serde(with = "crate::wall::time_ms")]
     time: SystemTime,
     level: &'a str,
     event: &'a str,

@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::cli::Config;
 use crate::exit::Exit;
+use crate::lock::keys::Keys;
 use crate::lock::{NodeOutcome, NodeVote};
 use crate::log;
 use crate::outcome::Outcome;
@@ -42,9 +42,9 @@ struct Report<'a> {
     redis_key: String,
     host: String,
     pid: u32,
-    #[serde(with = "crate::history::time_ms")]
+    #[serde(with = "crate::wall::time_ms")]
     started_at: SystemTime,
-    #[serde(with = "crate::history::time_ms")]
+    #[serde(with = "crate::wall::time_ms")]
     ended_at: SystemTime,
     /// "shared" (--shared) or "exclusive".
     lock: &'static str,
@@ -76,9 +76,17 @@ struct NodeAcquire<'a> {
     error: Option<&'a str>,
 }
 
+/// The lock a run took, as the report names it.
+pub struct Lock<'a> {
+    pub name: &'a str,
+    pub keys: &'a Keys,
+    /// --shared: a reader.
+    pub shared: bool,
+}
+
 pub fn write(
     path: &Path,
-    config: &Config,
+    lock: &Lock,
     stats: &Stats,
     exit: Exit,
     started_at: SystemTime,
@@ -87,13 +95,13 @@ pub fn write(
     let nodes = stats.nodes.lock().unwrap_or_else(|p| p.into_inner());
     let count = |f: fn(&NodeVote) -> bool| nodes.iter().filter(|o| f(&o.acquire)).count();
     let report = Report {
-        key: &config.name,
-        redis_key: crate::lock::keys::show(config.keys.lock()),
-        host: crate::lock::record::hostname(),
+        key: lock.name,
+        redis_key: crate::lock::keys::show(lock.keys.lock()),
+        host: crate::host::hostname(),
         pid: std::process::id(),
         started_at,
         ended_at: started_at + duration,
-        lock: if config.shared { "shared" } else { "exclusive" },
+        lock: if lock.shared { "shared" } else { "exclusive" },
         acquired: stats.acquired.load(Relaxed),
         waited_ms: stats.waited_ms.load(Relaxed),
         nodes: nodes.len(),

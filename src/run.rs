@@ -66,7 +66,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     if let Some(admin) = cli.admin {
         // status and unlock hold nothing: signals act on them as usual.
         blocked.unblock();
-        return crate::admin::run(admin);
+        return run_admin(&admin);
     }
     let config = match cli.into_config() {
         Ok(c) => c,
@@ -183,7 +183,18 @@ fn run(config: &Config, blocked: signals::Blocked, guard: Option<Guard>) -> Exit
     // A warning, as for the metrics file: the job's own status is what cron
     // and systemd must see.
     if let Some(path) = &config.report
-        && let Err(e) = report::write(path, config, &stats, exit, started_at, started.elapsed())
+        && let Err(e) = report::write(
+            path,
+            &report::Lock {
+                name: &config.name,
+                keys: &config.keys,
+                shared: config.shared,
+            },
+            &stats,
+            exit,
+            started_at,
+            started.elapsed(),
+        )
     {
         Log::new(0, log::Format::Text, "").error(format!(
             "warning: cannot write --report {}: {}",
@@ -238,6 +249,40 @@ fn record_metrics(
     }
 }
 
+/// A subcommand: the lock and its nodes from the command line, then the
+/// subcommand itself.
+fn run_admin(admin: &cli::Admin) -> Exit {
+    let target = admin.target();
+    if target.tls_insecure {
+        eprintln!(
+            "redlock-run: --tls-insecure: certificates and host names of rediss:// nodes are not \
+             checked"
+        );
+    }
+    let (subject, nodes) = match target.resolve() {
+        Ok(r) => {
+            let mut options = r.options;
+            options.timeout = target.node_timeout.unwrap_or_default();
+            let subject = crate::admin::Subject {
+                name: r.name,
+                keys: r.keys,
+            };
+            (subject, crate::admin::nodes(&r.urls, options))
+        }
+        Err(e) => {
+            eprintln!("redlock-run: {e}");
+            return Exit::Usage;
+        }
+    };
+    match nodes {
+        Ok(nodes) => crate::admin::run(&admin.ask(), &subject, &nodes),
+        Err(msg) => {
+            eprintln!("redlock-run: {msg}");
+            Exit::Usage
+        }
+    }
+}
+
 fn run_locked(
     config: &Config,
     stats: &Arc<Stats>,
@@ -248,7 +293,7 @@ fn run_locked(
     let nodes = match Nodes::new(&config.urls, &config.options) {
         Ok(n) => n,
         Err(msg) => {
-            log.error(msg);
+            log.error(msg.to_string());
             return Exit::Usage;
         }
     };
@@ -257,7 +302,7 @@ fn run_locked(
         config.keys.clone(),
         config.ttl,
         config.node_timeout,
-        record::holder(config),
+        record::holder(&config.program, config.record_command, config.ttl),
         config.taking(),
     ) {
         Ok(l) => Arc::new(l),

@@ -15,15 +15,15 @@
 
 use std::collections::HashSet;
 
+use super::Subject;
 use super::{PerNode, by_node, helper_keys, holder_line, scan_limit, token_prefix};
-use crate::cli::{ForgetArgs, Resolved};
 use crate::exit::{self, Exit};
 use crate::lock::keys::Keys;
-use crate::lock::node::{Forget, ForgetLock, Forgotten, InUse, Nodes};
+use crate::lock::node::{Forget, ForgetLock, Forgotten, InUse, NodeError, Nodes};
 use crate::lock::quorum;
 use crate::lock::redlock;
 
-pub fn run(args: &ForgetArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
+pub fn run(lock: &Subject, nodes: &Nodes, force: bool) -> Exit {
     let keys = lock.keys.clone();
     let limit = scan_limit(nodes);
     let mut arranged: PerNode<(Vec<Vec<u8>>, usize)> = helper_keys(nodes, &keys, limit)
@@ -33,7 +33,7 @@ pub fn run(args: &ForgetArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
     // First a look on every node, deleting nothing: a lock in use on one
     // node is left alone on all of them (where it is not held, a node
     // missed the holder's acquire), so "left alone" means nothing went.
-    if !args.force {
+    if !force {
         let looked = forget(nodes, &keys, &arranged, Forget::Check, limit);
         let seen: Vec<&Forgotten> = looked.iter().flatten().flatten().collect();
         if let Some(line) = in_use(&lock.name, &seen) {
@@ -61,17 +61,11 @@ pub fn run(args: &ForgetArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
             }
         }
     }
-    let how = if args.force {
-        Forget::Force
-    } else {
-        Forget::Delete
-    };
+    let how = if force { Forget::Force } else { Forget::Delete };
     let results = forget(nodes, &keys, &arranged, how, limit);
     let done: Vec<&Forgotten> = results.iter().flatten().flatten().collect();
     let was = in_use(&lock.name, &done);
-    if args.force
-        && let Some(line) = &was
-    {
+    if force && let Some(line) = &was {
         println!("was in use: {line}");
     }
     let removed: i64 = done.iter().map(|f| f.removed).sum();
@@ -122,7 +116,7 @@ fn left_alone(f: &Forgotten) -> String {
 }
 
 /// "  redis://lock1:6379: removed 3 keys", a line per node.
-fn report(nodes: &Nodes, lines: impl Iterator<Item = Option<Result<String, String>>>) {
+fn report(nodes: &Nodes, lines: impl Iterator<Item = Option<Result<String, NodeError>>>) {
     for (node, line) in nodes.iter().zip(lines) {
         let text = match line {
             None => "no answer in time".to_string(),
@@ -136,7 +130,7 @@ fn report(nodes: &Nodes, lines: impl Iterator<Item = Option<Result<String, Strin
 /// `verdict`, unless fewer than a quorum of the nodes answered.
 fn unless_unavailable<T>(
     nodes: &Nodes,
-    answers: &[Option<Result<T, String>>],
+    answers: &[Option<Result<T, NodeError>>],
     verdict: Exit,
 ) -> Exit {
     let answered = answers.iter().flatten().flatten().count();

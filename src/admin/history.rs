@@ -4,8 +4,8 @@
 //! answers holds every run that ended with a quorum of nodes up, whichever
 //! nodes were down at the time.
 
+use super::Subject;
 use super::on_all;
-use crate::cli::{HistoryArgs, Resolved};
 use crate::exit::Exit;
 use crate::history::{self, Record};
 use crate::lock::history::HISTORY_CAP;
@@ -25,7 +25,7 @@ pub struct Found {
 
 /// The newest `count` runs of the lock over all nodes (at least a node's
 /// whole list is read from each, so that the merge picks the newest overall).
-pub fn read(lock: &Resolved, nodes: &Nodes, count: usize) -> Found {
+pub fn read(lock: &Subject, nodes: &Nodes, count: usize) -> Found {
     let key = lock.keys.history();
     let per_node = count.max(HISTORY_CAP);
     let replies = on_all(
@@ -52,7 +52,7 @@ pub fn read(lock: &Resolved, nodes: &Nodes, count: usize) -> Found {
                         .collect(),
                 );
             }
-            Some(Err(e)) => found.errors.push(e),
+            Some(Err(e)) => found.errors.push(e.to_string()),
             None => found.errors.push(format!(
                 "{}: no answer in time (--node-timeout)",
                 node.name()
@@ -65,7 +65,7 @@ pub fn read(lock: &Resolved, nodes: &Nodes, count: usize) -> Found {
 }
 
 /// The run that ended last, for `status`.
-pub fn last_run(lock: &Resolved, nodes: &Nodes) -> Option<Record> {
+pub fn last_run(lock: &Subject, nodes: &Nodes) -> Option<Record> {
     let key = lock.keys.history();
     // The newest entry of each list is its last append, that is, the run
     // that ended last there.
@@ -78,9 +78,9 @@ pub fn last_run(lock: &Resolved, nodes: &Nodes) -> Option<Record> {
         .max_by(|a, b| a.ended_at().cmp(&b.ended_at()).then(b.id.cmp(&a.id)))
 }
 
-pub fn run(args: &HistoryArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
-    let found = read(lock, nodes, args.count as usize);
-    if args.json {
+pub fn run(lock: &Subject, nodes: &Nodes, json: bool, count: u32) -> Exit {
+    let found = read(lock, nodes, count as usize);
+    if json {
         super::print_json(&found.runs);
     } else if found.runs.is_empty() {
         println!("no runs of lock '{}' recorded", lock.name);
@@ -111,7 +111,7 @@ pub fn describe(r: &Record) -> String {
         r.exit_code,
         printable(&r.host),
         r.pid,
-        history::rfc3339(r.started_at),
+        crate::wall::rfc3339(r.started_at),
         history::show_ms(r.duration_ms),
         r.attempts,
         if r.attempts == 1 { "" } else { "s" }
@@ -138,7 +138,7 @@ fn table(runs: &[Record]) -> String {
     }
     for r in runs {
         let mut row = vec![
-            history::rfc3339(r.started_at),
+            crate::wall::rfc3339(r.started_at),
             history::show_ms(r.duration_ms),
             printable(&r.outcome).into_owned(),
             r.exit_code.to_string(),

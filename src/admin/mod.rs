@@ -26,10 +26,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cli::{Admin, Resolved, Target};
 use crate::exit::Exit;
 use crate::lock::keys::Keys;
-use crate::lock::node::{self, Books, Inspection, Nodes, Request};
+use crate::lock::node::{self, Books, Inspection, NodeError, Nodes, Request};
 use crate::lock::quorum::{self, Reply};
 use crate::lock::redlock;
 use crate::log::printable;
@@ -66,7 +65,66 @@ pub(crate) fn answer(args: std::fmt::Arguments, newline: bool) {
     }
 }
 
-pub fn run(admin: Admin) -> Exit {
+/// The lock a subcommand is about.
+pub struct Subject {
+    pub name: String,
+    pub keys: Keys,
+}
+
+/// What a subcommand is asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ask {
+    Status {
+        json: bool,
+        limit: Option<u32>,
+        keys: bool,
+    },
+    /// With a token, where the lock holds it; without (--force), whatever
+    /// holds it.
+    Unlock {
+        token: Option<String>,
+    },
+    History {
+        json: bool,
+        count: u32,
+    },
+    Forget {
+        force: bool,
+    },
+}
+
+/// Why the nodes given cannot be asked: a usage error.
+#[derive(Debug)]
+pub enum Unaskable {
+    Node(node::BadNode),
+    /// Two of them are one server, worded.
+    SameServer(String),
+}
+
+impl std::fmt::Display for Unaskable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unaskable::Node(e) => e.fmt(f),
+            Unaskable::SameServer(msg) => f.write_str(msg),
+        }
+    }
+}
+
+/// The nodes a subcommand asks: `urls` reached as `options` say (the node
+/// timeout unset: a second), each server once.
+pub fn nodes(urls: &[String], mut options: node::Options) -> Result<Nodes, Unaskable> {
+    if options.timeout.is_zero() {
+        options.timeout = DEFAULT_NODE_TIMEOUT;
+    }
+    let nodes = Nodes::new(urls, &options).map_err(Unaskable::Node)?;
+    match nodes.same_server() {
+        Some(msg) => Err(Unaskable::SameServer(msg)),
+        None => Ok(nodes),
+    }
+}
+
+/// Runs the subcommand `ask` about `lock` on `nodes`.
+pub fn run(ask: &Ask, lock: &Subject, nodes: &Nodes) -> Exit {
     // The answer goes to stdout; when its reader goes away (`status | head -1`)
     // end as ls(1) does, killed by SIGPIPE, not with a panic over a write
     // nobody reads. Nothing is spawned here, so the disposition is ours alone.
@@ -74,40 +132,12 @@ pub fn run(admin: Admin) -> Exit {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let target = match &admin {
-        Admin::Status(a) => &a.target,
-        Admin::Unlock(a) => &a.target,
-        Admin::History(a) => &a.target,
-        Admin::Forget(a) => &a.target,
-    };
-    if target.tls_insecure {
-        eprintln!(
-            "redlock-run: --tls-insecure: certificates and host names of rediss:// nodes are not checked"
-        );
+    match ask {
+        Ask::Status { json, limit, keys } => status::run(lock, nodes, *json, *limit, *keys),
+        Ask::Unlock { token } => unlock::run(lock, nodes, token.as_deref()),
+        Ask::History { json, count } => history::run(lock, nodes, *json, *count),
+        Ask::Forget { force } => forget::run(lock, nodes, *force),
     }
-    let (resolved, nodes) = match connect(target) {
-        Ok(r) => r,
-        Err(msg) => {
-            eprintln!("redlock-run: {msg}");
-            return Exit::Usage;
-        }
-    };
-    match &admin {
-        Admin::Status(a) => status::run(a, &resolved, &nodes),
-        Admin::Unlock(a) => unlock::run(a, &resolved, &nodes),
-        Admin::History(a) => history::run(a, &resolved, &nodes),
-        Admin::Forget(a) => forget::run(a, &resolved, &nodes),
-    }
-}
-
-fn connect(target: &Target) -> Result<(Resolved, Nodes), String> {
-    let mut resolved = target.resolve().map_err(|e| e.to_string())?;
-    resolved.options.timeout = target.node_timeout.unwrap_or(DEFAULT_NODE_TIMEOUT);
-    let nodes = Nodes::new(&resolved.urls, &resolved.options)?;
-    if let Some(msg) = nodes.same_server() {
-        return Err(msg);
-    }
-    Ok((resolved, nodes))
 }
 
 fn limit(nodes: &Nodes) -> Duration {
@@ -125,7 +155,7 @@ const SCAN_LIMIT: Duration = Duration::from_secs(60);
 
 /// Each node's answer, in node order: `None` for a node that did not answer
 /// in time, the error worded for people.
-type PerNode<T> = Vec<Option<Result<T, String>>>;
+type PerNode<T> = Vec<Option<Result<T, NodeError>>>;
 
 /// Runs `request` on every node; the answers in node order.
 fn on_all<R: Request + 'static>(nodes: &Nodes, request: R) -> PerNode<R::Answer> {
@@ -179,7 +209,7 @@ fn scan_all(
                     cursors[r.node] = if next == b"0" { Vec::new() } else { next };
                 }
                 Err(e) => {
-                    found[r.node] = Some(Err(e.to_string()));
+                    found[r.node] = Some(Err(e));
                     cursors[r.node].clear();
                 }
             }
@@ -229,7 +259,7 @@ fn inspect_all(nodes: &Nodes, books: &Books) -> PerNode<Inspection> {
 fn by_node<T>(n: usize, replies: Vec<Reply<T>>) -> PerNode<T> {
     let mut out: PerNode<T> = (0..n).map(|_| None).collect();
     for r in replies {
-        out[r.node] = Some(r.result.map_err(|e| e.to_string()));
+        out[r.node] = Some(r.result);
     }
     out
 }

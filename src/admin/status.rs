@@ -8,15 +8,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::Subject;
 use super::{
     helper_keys, inspect_all, on_all, on_all_within, record_field, record_of, scan_limit,
     token_prefix,
 };
-use crate::cli::{Resolved, StatusArgs};
 use crate::exit::Exit;
 use crate::history::Record;
 use crate::lock::keys::show;
-use crate::lock::node::{self, Books, Inspection, KeyInfo, Nodes};
+use crate::lock::node::{self, Books, Inspection, KeyInfo, Kind, NodeError, Nodes};
 use crate::lock::redlock;
 
 use serde::Serialize;
@@ -37,7 +37,7 @@ enum Verdict {
 }
 
 /// Each token the answering nodes hold, and on how many, most first.
-fn copies(found: &[Option<Result<Inspection, String>>]) -> Vec<(&[u8], usize)> {
+fn copies(found: &[Option<Result<Inspection, NodeError>>]) -> Vec<(&[u8], usize)> {
     let mut counts: BTreeMap<&[u8], usize> = BTreeMap::new();
     for i in found.iter().flatten().flatten() {
         if let Some(v) = &i.value {
@@ -49,7 +49,7 @@ fn copies(found: &[Option<Result<Inspection, String>>]) -> Vec<(&[u8], usize)> {
     all
 }
 
-fn verdict(n: usize, found: &[Option<Result<Inspection, String>>]) -> Verdict {
+fn verdict(n: usize, found: &[Option<Result<Inspection, NodeError>>]) -> Verdict {
     let answered = found.iter().flatten().flatten().count();
     let quorum = redlock::quorum(n);
     if answered < quorum {
@@ -72,7 +72,7 @@ fn verdict(n: usize, found: &[Option<Result<Inspection, String>>]) -> Verdict {
 /// with no expiry).
 fn stale_copies(
     n: usize,
-    found: &[Option<Result<Inspection, String>>],
+    found: &[Option<Result<Inspection, NodeError>>],
     verdict: &Verdict,
 ) -> Vec<(Vec<u8>, usize, i64)> {
     // Without a quorum's answers no copy is known to be stale.
@@ -110,7 +110,7 @@ struct Reader {
 
 /// Every reader's share found, by token, most nodes first: a share on a
 /// quorum holds, one on a minority is stale (as a copy of the lock is).
-fn readers(found: &[Option<Result<Inspection, String>>]) -> Vec<Reader> {
+fn readers(found: &[Option<Result<Inspection, NodeError>>]) -> Vec<Reader> {
     let mut all: BTreeMap<&[u8], Reader> = BTreeMap::new();
     for share in found.iter().flatten().flatten().flat_map(|i| &i.readers) {
         let r = all.entry(&share.token).or_insert_with(|| Reader {
@@ -168,7 +168,7 @@ fn describe_stale(n: usize, (token, on, left): &(Vec<u8>, usize, i64)) -> String
 /// With --limit (or a slot count found beside the lock), every slot in turn
 /// (text), or one object with a `slots` array (JSON). Exit 0 while any slot
 /// is free, 1 when all are held.
-pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
+pub fn run(lock: &Subject, nodes: &Nodes, json: bool, limit: Option<u32>, keys: bool) -> Exit {
     // One server under two addresses of its own: see `node::same_server`.
     if nodes.len() > 1 {
         let near = lock.keys.lock().to_vec();
@@ -182,12 +182,13 @@ pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
             return Exit::Usage;
         }
     }
-    let limit = args.limit.or_else(|| recorded_limit(lock, nodes));
+    let asked_limit = limit;
+    let limit = limit.or_else(|| recorded_limit(lock, nodes));
     let last = super::history::last_run(lock, nodes);
-    let listed = args.keys.then(|| key_lists(lock, nodes));
+    let listed = keys.then(|| key_lists(lock, nodes));
     let keys = || listed.as_ref().map(|l| keys_doc(nodes, l));
     let Some(n) = limit else {
-        let (exit, doc) = status_of(args.json, lock, None, nodes);
+        let (exit, doc) = status_of(json, lock, None, nodes);
         if let Some(lock) = doc {
             super::print_json(&StatusDoc {
                 lock,
@@ -204,7 +205,7 @@ pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
         }
         return exit;
     };
-    if args.limit.is_none() && !args.json {
+    if asked_limit.is_none() && !json {
         println!(
             "lock '{}' is a semaphore of {n} slots (--limit {n}):",
             lock.name
@@ -213,11 +214,11 @@ pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
     let mut exits = Vec::new();
     let mut slots = Vec::new();
     for i in 0..n {
-        let (exit, doc) = status_of(args.json, lock, Some((i, n)), nodes);
+        let (exit, doc) = status_of(json, lock, Some((i, n)), nodes);
         exits.push(exit);
         slots.extend(doc);
     }
-    if args.json {
+    if json {
         super::print_json(&SlotsDoc {
             limit: n,
             slots,
@@ -242,11 +243,11 @@ pub fn run(args: &StatusArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
 }
 
 /// Each node's answer to `--keys`.
-type KeyLists = Vec<Option<Result<Vec<KeyInfo>, String>>>;
+type KeyLists = super::PerNode<Vec<KeyInfo>>;
 
 /// `--keys`: every key of the lock that exists on each node, its main key
 /// first, found as `forget` finds them.
-fn key_lists(lock: &Resolved, nodes: &Nodes) -> KeyLists {
+fn key_lists(lock: &Subject, nodes: &Nodes) -> KeyLists {
     let keys = &lock.keys;
     let limit = scan_limit(nodes);
     let found = helper_keys(nodes, keys, limit);
@@ -311,7 +312,7 @@ fn left(pttl: i64) -> String {
 struct NodeKeys<'a> {
     node: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
+    error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     keys: Option<Vec<KeyDoc<'a>>>,
 }
@@ -337,8 +338,8 @@ fn keys_doc<'a>(nodes: &'a Nodes, lists: &'a KeyLists) -> Vec<NodeKeys<'a>> {
                 keys: None,
             };
             match list {
-                None => doc.error = Some("no answer in time (--node-timeout)"),
-                Some(Err(e)) => doc.error = Some(e),
+                None => doc.error = Some("no answer in time (--node-timeout)".into()),
+                Some(Err(e)) => doc.error = Some(e.to_string()),
                 Some(Ok(keys)) => {
                     doc.keys = Some(
                         keys.iter()
@@ -358,7 +359,7 @@ fn keys_doc<'a>(nodes: &'a Nodes, lists: &'a KeyLists) -> Vec<NodeKeys<'a>> {
 
 /// The --limit N of the holders of the lock's slots, if any node has one
 /// (the largest: holders of one name agree, see `scripts::ACQUIRE`).
-fn recorded_limit(lock: &Resolved, nodes: &Nodes) -> Option<u32> {
+fn recorded_limit(lock: &Subject, nodes: &Nodes) -> Option<u32> {
     let books = Arc::new(crate::lock::books(&lock.keys, None, None));
     on_all(nodes, node::LimitOf { books })
         .into_iter()
@@ -372,7 +373,7 @@ fn recorded_limit(lock: &Resolved, nodes: &Nodes) -> Option<u32> {
 /// object unprinted.
 fn status_of(
     json: bool,
-    lock: &Resolved,
+    lock: &Subject,
     slot: Option<(u32, u32)>,
     nodes: &Nodes,
 ) -> (Exit, Option<LockDoc>) {
@@ -394,11 +395,11 @@ fn status_of(
 
 /// What `status` found about one lock, ready to show.
 struct Status<'a> {
-    lock: &'a Resolved,
+    lock: &'a Subject,
     slot: Option<u32>,
     books: &'a Books,
     nodes: &'a Nodes,
-    found: Vec<Option<Result<Inspection, String>>>,
+    found: Vec<Option<Result<Inspection, NodeError>>>,
     verdict: Verdict,
     /// The winning token's holder record, when held.
     record: Vec<(String, String)>,
@@ -561,11 +562,11 @@ struct StaleDoc {
 impl<'a> Status<'a> {
     /// What the nodes' answers say together.
     fn of(
-        lock: &'a Resolved,
+        lock: &'a Subject,
         slot: Option<u32>,
         books: &'a Books,
         nodes: &'a Nodes,
-        found: Vec<Option<Result<Inspection, String>>>,
+        found: Vec<Option<Result<Inspection, NodeError>>>,
     ) -> Self {
         let quorum = redlock::quorum(nodes.len());
         let (readers, stale_shares): (Vec<Reader>, Vec<Reader>) =
@@ -639,9 +640,11 @@ impl<'a> Status<'a> {
         for (node, f) in nodes.iter().zip(found) {
             let line = match f {
                 None => "no answer in time (unreachable)".to_string(),
-                // A node that answered "who are you?" is reachable: the
-                // error says what it wants.
-                Some(Err(e)) if e.contains("authentication") => e.clone(),
+                // A node that answered at all (refused our password, an
+                // ACL, a script) is reachable: the error says what it wants.
+                Some(Err(e)) if !matches!(e.kind(), Kind::Timeout | Kind::Unreachable) => {
+                    e.to_string()
+                }
                 Some(Err(e)) => format!("{e} (unreachable)"),
                 Some(Ok(i)) if i.value.is_none() && !i.readers.is_empty() => {
                     let n = i.readers.len();
@@ -763,7 +766,7 @@ impl<'a> Status<'a> {
                 };
                 match f {
                     None => doc.error = Some("no answer in time (--node-timeout)".into()),
-                    Some(Err(e)) => doc.error = Some(e.clone()),
+                    Some(Err(e)) => doc.error = Some(e.to_string()),
                     Some(Ok(i)) => {
                         doc.reachable = true;
                         doc.held = Some(i.value.is_some());
@@ -838,7 +841,7 @@ impl<'a> Status<'a> {
 mod tests {
     use super::*;
 
-    fn held(v: &str) -> Option<Result<Inspection, String>> {
+    fn held(v: &str) -> Option<Result<Inspection, NodeError>> {
         Some(Ok(Inspection {
             value: Some(v.as_bytes().to_vec()),
             pttl: 1000,
@@ -848,7 +851,7 @@ mod tests {
         }))
     }
 
-    fn free() -> Option<Result<Inspection, String>> {
+    fn free() -> Option<Result<Inspection, NodeError>> {
         Some(Ok(Inspection::default()))
     }
 
@@ -913,13 +916,10 @@ mod tests {
         Nodes::new(&urls, &Default::default()).expect("nodes")
     }
 
-    fn resolved() -> Resolved {
-        Resolved {
+    fn resolved() -> Subject {
+        Subject {
             name: "deploy".into(),
             keys: crate::lock::keys::Keys::new(b"lock:", b"deploy").expect("keys"),
-            urls: Vec::new(),
-            defaulted: false,
-            options: Default::default(),
         }
     }
 
@@ -952,7 +952,9 @@ mod tests {
                 pttl: 29_650,
                 ..Default::default()
             })),
-            Some(Err("redis://lock3:6379: connection refused".into())),
+            Some(Err(crate::lock::node::test_error_saying(
+                "redis://lock3:6379: connection refused",
+            ))),
         ];
         let (lock, nodes) = (resolved(), nodes());
         let books = crate::lock::books(&lock.keys, None, None);
@@ -975,7 +977,9 @@ mod tests {
                 },
             ])),
             None,
-            Some(Err("redis://lock3:6379: connection refused".into())),
+            Some(Err(crate::lock::node::test_error_saying(
+                "redis://lock3:6379: connection refused",
+            ))),
         ];
         let doc = StatusDoc {
             lock: status.json(),

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
+use super::Subject;
 use super::{holder_line, inspect_all, on_all, record_of};
-use crate::cli::{Resolved, UnlockArgs};
 use crate::exit::{self, Exit};
-use crate::lock::node::{self, Nodes, Released, Share};
+use crate::lock::node::{self, NodeError, Nodes, Released, Share};
 use crate::lock::redlock;
 
 /// Fewest characters of a token `--token` takes: what `status` shows.
@@ -20,9 +20,10 @@ enum Done {
     Absent,
 }
 
-pub fn run(args: &UnlockArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
+/// `token` given: where the lock holds it; none (--force): whatever holds it.
+pub fn run(lock: &Subject, nodes: &Nodes, token: Option<&str>) -> Exit {
     let books = Arc::new(crate::lock::books(&lock.keys, None, None));
-    let results: Vec<Option<Result<Done, String>>> = match &args.token {
+    let results: Vec<Option<Result<Done, NodeError>>> = match token {
         Some(token) => {
             if token.chars().count() < MIN_PREFIX {
                 eprintln!(
@@ -31,7 +32,7 @@ pub fn run(args: &UnlockArgs, lock: &Resolved, nodes: &Nodes) -> Exit {
                 );
                 return Exit::Usage;
             }
-            let (token, b): (Arc<str>, _) = (token.as_str().into(), Arc::clone(&books));
+            let (token, b): (Arc<str>, _) = (token.into(), Arc::clone(&books));
             on_all(
                 nodes,
                 node::Unlock {

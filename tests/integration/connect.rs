@@ -1163,7 +1163,10 @@ fn a_server_that_repeats_our_password_does_not_get_it_printed() {
         assert!(!all.contains(SECRET), "the password was printed\n{out}");
         // The server's own words are still shown, the password cut out.
         assert!(all.contains("the node refused AUTH"), "{out}");
-        assert!(all.contains("'AUTH', with args beginning with: '***'"), "{out}");
+        assert!(
+            all.contains("'AUTH', with args beginning with: '***'"),
+            "{out}"
+        );
     }
     assert!(!dir.has("ran"));
     assert!(node.keys().is_empty(), "keys left: {:?}", node.keys());

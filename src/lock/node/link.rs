@@ -57,7 +57,7 @@ pub(super) enum Broken {
     Tls(String),
     /// The server refused the set-up, or its answer failed the check: the
     /// set-up's replies.
-    Setup(Vec<Value>, String),
+    Setup(Vec<Value>, &'static str),
     /// The server ended the connection: `first`, before any reply on it;
     /// `reset`, with a reset; `partial`, in the middle of a reply.
     Closed {
@@ -109,7 +109,7 @@ pub(super) struct TlsTo {
 pub(super) struct Setup {
     pub(super) bytes: Vec<u8>,
     pub(super) replies: usize,
-    pub(super) check: fn(&[Value]) -> Result<(), String>,
+    pub(super) check: fn(&[Value]) -> Result<(), &'static str>,
 }
 
 enum Socket {
@@ -202,7 +202,7 @@ pub(super) struct Link {
     queued: u64,
     flushed: u64,
     owed: VecDeque<Owed>,
-    check: fn(&[Value]) -> Result<(), String>,
+    check: fn(&[Value]) -> Result<(), &'static str>,
     inbuf: Vec<u8>,
     framer: Framer,
     /// A reply has been read on this connection.
@@ -654,14 +654,10 @@ impl Link {
             return Ok(());
         };
         if done.tag == Tag::Setup {
-            let refused = done
-                .got
-                .iter()
-                .find_map(|v| match v {
-                    Value::ServerError(e) => Some(e.to_string()),
-                    _ => None,
-                })
-                .map_or_else(|| (self.check)(&done.got), Err);
+            let refused = match done.got.iter().any(|v| matches!(v, Value::ServerError(_))) {
+                true => Err("the server refused the set-up"),
+                false => (self.check)(&done.got),
+            };
             if let Err(why) = refused {
                 return Err(Broken::Setup(done.got, why));
             }

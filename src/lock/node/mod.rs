@@ -270,6 +270,36 @@ pub enum Released {
     NotOurs,
 }
 
+/// What is wrong with how a node is given (its URL, the TLS files it
+/// needs): a usage error, found before anything is sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BadNode {
+    /// The URL does not parse, or names what redlock-run cannot use.
+    Url { name: String, why: String },
+    /// The TLS files cannot be used for it.
+    Tls { name: String, why: String },
+}
+
+impl BadNode {
+    fn url(name: &str, why: &str) -> BadNode {
+        BadNode::Url {
+            name: name.to_string(),
+            why: why.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for BadNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BadNode::Url { name, why } => write!(f, "invalid Redis URL '{name}': {why}"),
+            BadNode::Tls { name, why } => write!(f, "cannot use Redis node '{name}': {why}"),
+        }
+    }
+}
+
+impl std::error::Error for BadNode {}
+
 /// What a node's run looked like, for the report and the closing warning.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fared {
@@ -305,14 +335,16 @@ impl Node {
         opts: &Options,
         names: Arc<Names>,
         secrets: Arc<[String]>,
-    ) -> Result<Node, String> {
+    ) -> Result<Node, BadNode> {
         let name = redact(url);
         let topology = Topology::new(url::parse(url, &name)?, &name, opts)?;
         let tls = tls::Tls::new(opts);
         if topology.tls() {
             // Bad TLS files are a usage error, found before anything runs.
-            tls.config(false)
-                .map_err(|e| format!("cannot use Redis node '{name}': {e}"))?;
+            tls.config(false).map_err(|e| BadNode::Tls {
+                name: name.clone(),
+                why: e.to_string(),
+            })?;
         }
         Ok(Node {
             name,
@@ -512,7 +544,7 @@ impl std::ops::Deref for Nodes {
 
 impl Nodes {
     /// The nodes `urls` name, reached as `opts` says; no I/O.
-    pub fn new(urls: &[String], opts: &Options) -> Result<Nodes, String> {
+    pub fn new(urls: &[String], opts: &Options) -> Result<Nodes, BadNode> {
         let names = Arc::new(Names::default());
         let passwords = [&opts.password, &opts.sentinel_password];
         let secrets: Arc<[String]> = urls
@@ -661,6 +693,12 @@ pub(crate) fn test_error(kind: Kind, sent: bool) -> NodeError {
     NodeError::new(kind, "test".into(), sent)
 }
 
+/// An error that says `msg`, for tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) fn test_error_saying(msg: &str) -> NodeError {
+    NodeError::new(Kind::Unreachable, msg.into(), false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -680,6 +718,8 @@ mod tests {
             let err = Nodes::new(&[url.to_string()], &Options::default())
                 .err()
                 .expect("must fail");
+            assert!(matches!(err, BadNode::Url { .. }), "{err}");
+            let err = err.to_string();
             assert!(err.starts_with("invalid Redis URL"), "{err}");
             assert!(!err.contains("pw@"), "{err}");
         }

@@ -758,7 +758,7 @@ impl State {
                             self.settled();
                             return;
                         }
-                        Err(why) => search.failed.push((place, why)),
+                        Err(why) => search.failed.push((place, why.to_string())),
                     }
                 }
                 Event::Failed(broken, tags)
@@ -789,7 +789,7 @@ impl State {
     }
 
     /// A probe's answer: the primary, or the slot map.
-    fn adopt(&mut self, node: &Node, via: &Place, values: Vec<Value>) -> Result<(), String> {
+    fn adopt(&mut self, node: &Node, via: &Place, values: Vec<Value>) -> Result<(), Unfound> {
         let reply = values.into_iter().next().unwrap_or(Value::Nil);
         match &node.topology {
             Topology::Sentinel { master, .. } => {
@@ -885,8 +885,41 @@ fn broken_role(b: &Broken) -> bool {
     matches!(b, Broken::Setup(_, why) if why.contains("not one"))
 }
 
+/// Why a sentinel or a seed did not say where the data is.
+#[derive(Debug, PartialEq)]
+enum Unfound {
+    /// The sentinel knows no healthy primary of that name.
+    NoPrimary(String),
+    /// The sentinel refused our credentials.
+    SentinelAuth,
+    /// An error reply.
+    Refused(String),
+    /// An answer of another shape.
+    Unexpected(String),
+    /// The cluster serves no slot.
+    NoSlots,
+}
+
+impl std::fmt::Display for Unfound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unfound::NoPrimary(master) => write!(
+                f,
+                "knows no healthy primary named '{master}' (is the name right? during a \
+                 failover, none is named until a replica is promoted)"
+            ),
+            Unfound::SentinelAuth => f.write_str(error::SENTINEL_AUTH),
+            Unfound::Refused(text) => f.write_str(text),
+            Unfound::Unexpected(what) => write!(f, "unexpected answer: {what}"),
+            Unfound::NoSlots => {
+                f.write_str("the cluster serves no slot yet (cluster_state not ok?)")
+            }
+        }
+    }
+}
+
 /// `SENTINEL get-master-addr-by-name`'s answer.
-fn primary_of(reply: &Value, master: &str) -> Result<Place, String> {
+fn primary_of(reply: &Value, master: &str) -> Result<Place, Unfound> {
     match reply {
         Value::Array(parts) => match parts.as_slice() {
             [Value::BulkString(host), Value::BulkString(port)] => {
@@ -894,30 +927,27 @@ fn primary_of(reply: &Value, master: &str) -> Result<Place, String> {
                 let port = std::str::from_utf8(port)
                     .ok()
                     .and_then(|p| p.parse().ok())
-                    .ok_or("named a primary with no port")?;
+                    .ok_or_else(|| Unfound::Unexpected("a primary with no port".into()))?;
                 Ok(Place::tcp(&host, port))
             }
-            _ => Err(format!("unexpected answer: {reply:?}")),
+            _ => Err(Unfound::Unexpected(format!("{reply:?}"))),
         },
-        Value::Nil => Err(format!(
-            "knows no healthy primary named '{master}' (is the name right? during a failover, \
-             none is named until a replica is promoted)"
-        )),
+        Value::Nil => Err(Unfound::NoPrimary(master.to_string())),
         Value::ServerError(e) if matches!(e.code(), "NOAUTH" | "WRONGPASS") => {
-            Err(error::SENTINEL_AUTH.to_string())
+            Err(Unfound::SentinelAuth)
         }
-        Value::ServerError(e) => Err(error::one_line(&e.to_string())),
-        other => Err(format!("unexpected answer: {other:?}")),
+        Value::ServerError(e) => Err(Unfound::Refused(error::one_line(&e.to_string()))),
+        other => Err(Unfound::Unexpected(format!("{other:?}"))),
     }
 }
 
 /// `CLUSTER SLOTS`' answer: each range with its master. A master named
 /// with an empty host is at the address of the node asked.
-fn slots_of(reply: &Value, asked: &Place) -> Result<Vec<(u16, u16, Place)>, String> {
+fn slots_of(reply: &Value, asked: &Place) -> Result<Vec<(u16, u16, Place)>, Unfound> {
     let Value::Array(ranges) = reply else {
         return match reply {
-            Value::ServerError(e) => Err(error::one_line(&e.to_string())),
-            other => Err(format!("unexpected answer to CLUSTER SLOTS: {other:?}")),
+            Value::ServerError(e) => Err(Unfound::Refused(error::one_line(&e.to_string()))),
+            other => Err(Unfound::Unexpected(format!("{other:?}"))),
         };
     };
     let int = |v: &Value| match v {
@@ -947,7 +977,7 @@ fn slots_of(reply: &Value, asked: &Place) -> Result<Vec<(u16, u16, Place)>, Stri
         slots.push((first, last, place));
     }
     if slots.is_empty() {
-        return Err("the cluster serves no slot yet (cluster_state not ok?)".to_string());
+        return Err(Unfound::NoSlots);
     }
     Ok(slots)
 }
@@ -1006,6 +1036,9 @@ mod tests {
             primary_of(&Value::Array(vec![bulk("127.0.0.1"), bulk("6380")]), "m"),
             Ok(Place::tcp("127.0.0.1", 6380))
         );
-        assert!(primary_of(&Value::Nil, "m").is_err_and(|e| e.contains("no healthy primary")));
+        assert_eq!(
+            primary_of(&Value::Nil, "m"),
+            Err(Unfound::NoPrimary("m".into()))
+        );
     }
 }

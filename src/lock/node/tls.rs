@@ -21,8 +21,8 @@ pub(super) struct Tls {
     ca: Option<Vec<u8>>,
     client: Option<(Vec<u8>, Vec<u8>)>,
     insecure: bool,
-    config: OnceLock<Result<Arc<ClientConfig>, String>>,
-    insecure_config: OnceLock<Result<Arc<ClientConfig>, String>>,
+    config: OnceLock<Result<Arc<ClientConfig>, Unusable>>,
+    insecure_config: OnceLock<Result<Arc<ClientConfig>, Unusable>>,
 }
 
 impl Tls {
@@ -38,7 +38,7 @@ impl Tls {
 
     /// The configuration for a connection; `insecure` from the URL
     /// (`#insecure`) or `--tls-insecure`.
-    pub(super) fn config(&self, insecure: bool) -> Result<Arc<ClientConfig>, String> {
+    pub(super) fn config(&self, insecure: bool) -> Result<Arc<ClientConfig>, Unusable> {
         let insecure = insecure || self.insecure;
         let cell = if insecure {
             &self.insecure_config
@@ -48,11 +48,11 @@ impl Tls {
         cell.get_or_init(|| self.build(insecure)).clone()
     }
 
-    fn build(&self, insecure: bool) -> Result<Arc<ClientConfig>, String> {
+    fn build(&self, insecure: bool) -> Result<Arc<ClientConfig>, Unusable> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?;
+            .map_err(|e| Unusable::new("TLS", e))?;
         let builder = if insecure {
             builder
                 .dangerous()
@@ -67,25 +67,25 @@ impl Tls {
             Some((cert, key)) => {
                 let chain = CertificateDer::pem_slice_iter(cert)
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| format!("--tls-cert: {e}"))?;
-                let key =
-                    PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("--tls-key: {e}"))?;
+                    .map_err(|e| Unusable::new("--tls-cert", e))?;
+                let key = PrivateKeyDer::from_pem_slice(key)
+                    .map_err(|e| Unusable::new("--tls-key", e))?;
                 builder
                     .with_client_auth_cert(chain, key)
-                    .map_err(|e| format!("--tls-cert/--tls-key: {e}"))?
+                    .map_err(|e| Unusable::new("--tls-cert/--tls-key", e))?
             }
         };
         Ok(Arc::new(config))
     }
 
     /// `--tls-ca`'s certificates, or the system's.
-    fn roots(&self) -> Result<RootCertStore, String> {
+    fn roots(&self) -> Result<RootCertStore, Unusable> {
         let mut roots = RootCertStore::empty();
         match &self.ca {
             Some(pem) => {
                 for cert in CertificateDer::pem_slice_iter(pem) {
-                    let cert = cert.map_err(|e| format!("--tls-ca: {e}"))?;
-                    roots.add(cert).map_err(|e| format!("--tls-ca: {e}"))?;
+                    let cert = cert.map_err(|e| Unusable::new("--tls-ca", e))?;
+                    roots.add(cert).map_err(|e| Unusable::new("--tls-ca", e))?;
                 }
             }
             None => {
@@ -101,9 +101,33 @@ impl Tls {
 
 /// The name a server's certificate is checked against: the host as given
 /// (a name or an address).
-pub(super) fn server_name(host: &str) -> Result<ServerName<'static>, String> {
-    ServerName::try_from(host.trim_matches(['[', ']']).to_string())
-        .map_err(|e| format!("'{host}' cannot be checked against a certificate: {e}"))
+pub(super) fn server_name(host: &str) -> Result<ServerName<'static>, Unusable> {
+    ServerName::try_from(host.trim_matches(['[', ']']).to_string()).map_err(|e| Unusable {
+        what: "a host name",
+        why: format!("'{host}' cannot be checked against a certificate: {e}"),
+    })
+}
+
+/// Why a TLS configuration cannot be made: which part, and the error.
+#[derive(Clone, Debug)]
+pub(super) struct Unusable {
+    what: &'static str,
+    why: String,
+}
+
+impl Unusable {
+    fn new(what: &'static str, e: impl std::fmt::Display) -> Unusable {
+        Unusable {
+            what,
+            why: e.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.why)
+    }
 }
 
 /// `--tls-insecure`: any certificate for any name. The handshake's

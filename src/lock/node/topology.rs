@@ -15,7 +15,7 @@ use super::error::{Kind, NodeError, Step};
 use super::link::{Dest, Setup, TlsTo};
 use super::tls::{self, Tls};
 use super::url::{Host, Spec};
-use super::{Options, lock};
+use super::{BadNode, Options, lock};
 
 /// A server's address as named: a host (a name or an IP address) and
 /// port, or a Unix socket.
@@ -78,7 +78,7 @@ pub(super) enum Topology {
 }
 
 impl Topology {
-    pub(super) fn new(spec: Spec, name: &str, opts: &Options) -> Result<Topology, String> {
+    pub(super) fn new(spec: Spec, name: &str, opts: &Options) -> Result<Topology, BadNode> {
         let fill = |mut auth: Auth| {
             // Credentials from a file or the environment fill in for a URL
             // that carries none, so a crontab never needs a password in argv.
@@ -106,7 +106,7 @@ impl Topology {
                 let info = url
                     .as_str()
                     .into_connection_info()
-                    .map_err(|_| format!("invalid Redis URL '{name}': it does not parse"))?;
+                    .map_err(|_| BadNode::url(name, "it does not parse"))?;
                 let settings = info.redis_settings();
                 let auth = fill(Auth {
                     user: settings.username().map(str::to_string),
@@ -117,8 +117,9 @@ impl Topology {
                     ConnectionAddr::Tcp(host, port) => Place::tcp(host, *port),
                     ConnectionAddr::Unix(path) => Place::Unix(path.clone()),
                     other => {
-                        return Err(format!(
-                            "invalid Redis URL '{name}': {other} is not a form redlock-run uses"
+                        return Err(BadNode::url(
+                            name,
+                            &format!("{other} is not a form redlock-run uses"),
                         ));
                     }
                 };
@@ -200,14 +201,14 @@ impl Topology {
 
 /// A cluster's or sentinel group's user-info, read the way a `redis://`
 /// URL's is (percent-decoded).
-fn userinfo_auth(userinfo: Option<String>, name: &str) -> Result<Auth, String> {
+fn userinfo_auth(userinfo: Option<String>, name: &str) -> Result<Auth, BadNode> {
     let Some(userinfo) = userinfo else {
         return Ok(Auth::default());
     };
     let info = format!("redis://{userinfo}@localhost")
         .as_str()
         .into_connection_info()
-        .map_err(|_| format!("invalid Redis URL '{name}': it does not parse"))?;
+        .map_err(|_| BadNode::url(name, "it does not parse"))?;
     Ok(Auth {
         user: info.redis_settings().username().map(str::to_string),
         password: info.redis_settings().password().map(str::to_string),
@@ -246,13 +247,13 @@ fn setup(auth: &Auth, db: i64, role: bool) -> (Setup, Vec<Step>) {
     )
 }
 
-fn no_check(_: &[Value]) -> Result<(), String> {
+fn no_check(_: &[Value]) -> Result<(), &'static str> {
     Ok(())
 }
 
 /// The last set-up reply is ROLE's: it must say "master". A sentinel that
 /// has not noticed a failover yet names a server that is a replica now.
-fn is_primary(replies: &[Value]) -> Result<(), String> {
+fn is_primary(replies: &[Value]) -> Result<(), &'static str> {
     match replies.last() {
         Some(Value::Array(role))
             if role.first() == Some(&Value::BulkString(b"master".to_vec())) =>
@@ -261,8 +262,7 @@ fn is_primary(replies: &[Value]) -> Result<(), String> {
         }
         _ => Err(
             "the server the sentinels name primary says it is not one (a failover under \
-                  way?)"
-                .to_string(),
+                  way?)",
         ),
     }
 }
@@ -271,7 +271,32 @@ fn is_primary(replies: &[Value]) -> Result<(), String> {
 /// (see `Nodes::prepare`), a name met later (a primary a sentinel names by
 /// host name) when it is met. Bounded by the node timeout either way.
 #[derive(Default)]
-pub(super) struct Names(Mutex<HashMap<String, Result<Vec<IpAddr>, String>>>);
+pub(super) struct Names(Mutex<HashMap<String, Result<Vec<IpAddr>, Unresolved>>>);
+
+/// Why a name has no address to connect to.
+#[derive(Clone, Debug)]
+pub(super) enum Unresolved {
+    /// The lookup took longer than the node timeout.
+    Slow { host: String, timeout: Duration },
+    /// It resolved to nothing.
+    NoAddress { host: String },
+    /// The resolver failed (or no thread could be started for it).
+    Failed { host: String, why: String },
+}
+
+impl std::fmt::Display for Unresolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unresolved::Slow { host, timeout } => write!(
+                f,
+                "{host} did not resolve within {} (--node-timeout)",
+                humantime::format_duration(*timeout)
+            ),
+            Unresolved::NoAddress { host } => write!(f, "{host} has no address"),
+            Unresolved::Failed { host, why } => write!(f, "cannot resolve {host}: {why}"),
+        }
+    }
+}
 
 impl Names {
     /// Looks up every name of `places` at once, within `timeout`.
@@ -316,10 +341,9 @@ impl Names {
                 ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect(),
             )),
             Some(Err(why)) => Err(NodeError::new(
-                if why.contains("did not resolve within") {
-                    Kind::Timeout
-                } else {
-                    Kind::Unreachable
+                match why {
+                    Unresolved::Slow { .. } => Kind::Timeout,
+                    _ => Kind::Unreachable,
                 },
                 format!("{name}: {why}"),
                 false,
@@ -358,16 +382,23 @@ impl Lookup {
         Lookup(spawned.map(|_| rx))
     }
 
-    fn wait(self, until: Instant, timeout: Duration, host: &str) -> Result<Vec<IpAddr>, String> {
-        let rx = self.0.map_err(|e| format!("cannot resolve {host}: {e}"))?;
+    fn wait(
+        self,
+        until: Instant,
+        timeout: Duration,
+        host: &str,
+    ) -> Result<Vec<IpAddr>, Unresolved> {
+        let host = host.to_string();
+        let failed = |e: std::io::Error| Unresolved::Failed {
+            host: host.clone(),
+            why: e.to_string(),
+        };
+        let rx = self.0.map_err(failed)?;
         match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
-            Ok(Ok(_)) => Err(format!("{host} has no address")),
-            Ok(Err(e)) => Err(format!("cannot resolve {host}: {e}")),
-            Err(_) => Err(format!(
-                "{host} did not resolve within {} (--node-timeout)",
-                humantime::format_duration(timeout)
-            )),
+            Ok(Ok(_)) => Err(Unresolved::NoAddress { host }),
+            Ok(Err(e)) => Err(failed(e)),
+            Err(_) => Err(Unresolved::Slow { host, timeout }),
         }
     }
 }
@@ -379,7 +410,8 @@ pub(super) fn tls_to(
     insecure: bool,
     name: &str,
 ) -> Result<Option<TlsTo>, NodeError> {
-    let refused = |why: String| NodeError::new(Kind::Refused, format!("{name}: {why}"), false);
+    let refused =
+        |why: tls::Unusable| NodeError::new(Kind::Refused, format!("{name}: {why}"), false);
     let Place::Tcp { host, .. } = place else {
         return Ok(None);
     };

@@ -9,6 +9,8 @@
 //!   addresses name MASTER. USER:PASSWORD are the data nodes' (as in a
 //!   `redis://` URL); the sentinels' own come from the options.
 
+use super::BadNode;
+
 /// What a URL names, parsed but not yet checked against the crate.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Spec {
@@ -51,8 +53,8 @@ const FORMS: &str = "expected redis://HOST[:PORT][/DB], rediss://..., unix:///PA
                      redis+sentinel://HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]";
 
 /// Parses `url`; errors name it as `name` (redacted).
-pub fn parse(url: &str, name: &str) -> Result<Spec, String> {
-    let bad = |why: &str| format!("invalid Redis URL '{name}': {why}");
+pub fn parse(url: &str, name: &str) -> Result<Spec, BadNode> {
+    let bad = |why: &str| BadNode::url(name, why);
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(bad(FORMS));
     };
@@ -89,8 +91,8 @@ pub fn parse(url: &str, name: &str) -> Result<Spec, String> {
     let hosts = hosts
         .split(',')
         .map(|h| host(h, default_port))
-        .collect::<Result<Vec<Host>, String>>()
-        .map_err(|why| bad(&why))?;
+        .collect::<Result<Vec<Host>, BadHost>>()
+        .map_err(|why| bad(&why.0))?;
     if path.contains(['?', '#']) {
         return Err(bad(
             "a cluster or sentinel URL takes no ?query or #fragment",
@@ -137,16 +139,19 @@ pub fn parse(url: &str, name: &str) -> Result<Spec, String> {
     })
 }
 
-fn host(text: &str, default_port: u16) -> Result<Host, String> {
+/// What is wrong with one address of a host list, worded.
+struct BadHost(String);
+
+fn host(text: &str, default_port: u16) -> Result<Host, BadHost> {
     let (host, port) = if let Some(v6) = text.strip_prefix('[') {
         let (host, after) = v6
             .split_once(']')
-            .ok_or_else(|| format!("'{text}' has no closing ']'"))?;
+            .ok_or_else(|| BadHost(format!("'{text}' has no closing ']'")))?;
         match after {
             "" => (host, None),
             _ => match after.strip_prefix(':') {
                 Some(p) => (host, Some(p)),
-                None => return Err(format!("'{text}': expected :PORT after ']'")),
+                None => return Err(BadHost(format!("'{text}': expected :PORT after ']'"))),
             },
         }
     } else {
@@ -156,14 +161,14 @@ fn host(text: &str, default_port: u16) -> Result<Host, String> {
         }
     };
     if host.is_empty() {
-        return Err(if text.is_empty() {
+        return Err(BadHost(if text.is_empty() {
             "an empty host in the list".to_string()
         } else {
             format!("'{text}' has no host")
-        });
+        }));
     }
     if host.contains(['@', ' ', '/']) {
-        return Err(format!("'{host}' is not a host name"));
+        return Err(BadHost(format!("'{host}' is not a host name")));
     }
     let port = match port {
         None => default_port,
@@ -171,7 +176,7 @@ fn host(text: &str, default_port: u16) -> Result<Host, String> {
             .parse::<u16>()
             .ok()
             .filter(|p| *p > 0)
-            .ok_or_else(|| format!("'{p}' is not a port"))?,
+            .ok_or_else(|| BadHost(format!("'{p}' is not a port")))?,
     };
     Ok(Host {
         host: host.to_string(),
@@ -490,7 +495,9 @@ mod tests {
                 tls: false
             })
         );
-        let err = parse("redis+sentinel://:pa/ss@s1:x/m", "shown").expect_err("bad port");
+        let err = parse("redis+sentinel://:pa/ss@s1:x/m", "shown")
+            .expect_err("bad port")
+            .to_string();
         assert!(!err.contains("pa") && err.contains("shown"), "{err}");
     }
 
