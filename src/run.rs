@@ -15,7 +15,7 @@ use clap::FromArgMatches;
 use crate::cli::{self, Cli, Config, Wait};
 use crate::clock::{self, Stamp};
 use crate::exit::Exit;
-use crate::lock::history::Ending;
+use crate::lock::end::Ending;
 use crate::lock::node::Queue;
 use crate::lock::node::Refusal;
 use crate::lock::node::{self, Nodes};
@@ -78,7 +78,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
         // held, so it stops at once, as a signal ends a wait for the lock.
         Err(cli::Unusable::Signal(sig)) => return Exit::Signal(sig),
     };
-    run(&config, blocked, guard)
+    run_job(&config, blocked, guard)
 }
 
 /// Help and version go to stdout with status 0; every other clap error becomes
@@ -127,7 +127,9 @@ fn one_line(msg: &str) -> String {
         .to_string()
 }
 
-fn run(config: &Config, blocked: signals::Blocked, guard: Option<Guard>) -> Exit {
+/// A run of the command under the lock, as `config` says: its output files checked
+/// first, and the report and metrics written after.
+fn run_job(config: &Config, blocked: signals::Blocked, guard: Option<Guard>) -> Exit {
     // A report or metrics file that cannot be written is a bad argument: say
     // so before the lock is taken and the job runs, not after.
     type Check = fn(&std::path::Path) -> io::Result<()>;
@@ -275,7 +277,7 @@ fn run_admin(admin: &cli::Admin) -> Exit {
         }
     };
     match nodes {
-        Ok(nodes) => crate::admin::run(&admin.ask(), &subject, &nodes),
+        Ok(nodes) => crate::admin::dispatch(&admin.ask(), &subject, &nodes),
         Err(msg) => {
             eprintln!("redlock-run: {msg}");
             Exit::Usage
@@ -474,7 +476,7 @@ fn take_and_run(
     {
         lock.unmark_once(start, &log);
     }
-    let record = crate::history::Record::of_this_run(
+    let record = crate::run_record::Record::of_this_run(
         lock.token(),
         if attempts == 0 { taken_at } else { started_at },
         duration,

@@ -7,11 +7,11 @@
 use super::Subject;
 use super::on_all;
 use crate::exit::Exit;
-use crate::history::{self, Record};
-use crate::lock::history::HISTORY_CAP;
+use crate::lock::end::HISTORY_CAP;
 use crate::lock::node::{self, Nodes};
 use crate::lock::redlock;
 use crate::log::printable;
+use crate::run_record::{self, Record};
 
 /// What the nodes hold, merged.
 pub struct Found {
@@ -59,7 +59,7 @@ pub fn read(lock: &Subject, nodes: &Nodes, count: usize) -> Found {
             )),
         }
     }
-    found.runs = history::merge(lists);
+    found.runs = run_record::merge(lists);
     found.runs.truncate(count);
     found
 }
@@ -78,7 +78,7 @@ pub fn last_run(lock: &Subject, nodes: &Nodes) -> Option<Record> {
         .max_by(|a, b| a.ended_at().cmp(&b.ended_at()).then(b.id.cmp(&a.id)))
 }
 
-pub fn run(lock: &Subject, nodes: &Nodes, json: bool, count: u32) -> Exit {
+pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, count: u32) -> Exit {
     let found = read(lock, nodes, count as usize);
     if json {
         super::print_json(&found.runs);
@@ -112,7 +112,7 @@ pub fn describe(r: &Record) -> String {
         printable(&r.host),
         r.pid,
         crate::wall::rfc3339(r.started_at),
-        history::show_ms(r.duration_ms),
+        run_record::show_ms(r.duration_ms),
         r.attempts,
         if r.attempts == 1 { "" } else { "s" }
     )
@@ -139,7 +139,7 @@ fn table(runs: &[Record]) -> String {
     for r in runs {
         let mut row = vec![
             crate::wall::rfc3339(r.started_at),
-            history::show_ms(r.duration_ms),
+            run_record::show_ms(r.duration_ms),
             printable(&r.outcome).into_owned(),
             r.exit_code.to_string(),
             r.attempts.to_string(),

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use crate::exit::Exit;
 use crate::lock::keys::Keys;
-use crate::lock::node::{self, Books, Inspection, NodeError, Nodes, Request};
+use crate::lock::node::{self, Inspection, KeySet, NodeError, Nodes, Request};
 use crate::lock::quorum::{self, Reply};
 use crate::lock::redlock;
 use crate::log::printable;
@@ -124,7 +124,7 @@ pub fn nodes(urls: &[String], mut options: node::Options) -> Result<Nodes, Unask
 }
 
 /// Runs the subcommand `ask` about `lock` on `nodes`.
-pub fn run(ask: &Ask, lock: &Subject, nodes: &Nodes) -> Exit {
+pub fn dispatch(ask: &Ask, lock: &Subject, nodes: &Nodes) -> Exit {
     // The answer goes to stdout; when its reader goes away (`status | head -1`)
     // end as ls(1) does, killed by SIGPIPE, not with a panic over a write
     // nobody reads. Nothing is spawned here, so the disposition is ours alone.
@@ -133,10 +133,10 @@ pub fn run(ask: &Ask, lock: &Subject, nodes: &Nodes) -> Exit {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     match ask {
-        Ask::Status { json, limit, keys } => status::run(lock, nodes, *json, *limit, *keys),
-        Ask::Unlock { token } => unlock::run(lock, nodes, token.as_deref()),
-        Ask::History { json, count } => history::run(lock, nodes, *json, *count),
-        Ask::Forget { force } => forget::run(lock, nodes, *force),
+        Ask::Status { json, limit, keys } => status::tell(lock, nodes, *json, *limit, *keys),
+        Ask::Unlock { token } => unlock::delete(lock, nodes, token.as_deref()),
+        Ask::History { json, count } => history::tell(lock, nodes, *json, *count),
+        Ask::Forget { force } => forget::remove(lock, nodes, *force),
     }
 }
 
@@ -246,11 +246,11 @@ fn helper_keys(nodes: &Nodes, keys: &Keys, limit: Duration) -> PerNode<Vec<Vec<u
         .collect()
 }
 
-fn inspect_all(nodes: &Nodes, books: &Books) -> PerNode<Inspection> {
+fn inspect_all(nodes: &Nodes, key_set: &KeySet) -> PerNode<Inspection> {
     on_all(
         nodes,
         node::Inspect {
-            books: Arc::new(books.clone()),
+            key_set: Arc::new(key_set.clone()),
         },
     )
 }

@@ -14,10 +14,10 @@ use super::{
     token_prefix,
 };
 use crate::exit::Exit;
-use crate::history::Record;
 use crate::lock::keys::show;
-use crate::lock::node::{self, Books, Inspection, KeyInfo, Kind, NodeError, Nodes};
+use crate::lock::node::{self, Inspection, KeyInfo, KeySet, Kind, NodeError, Nodes};
 use crate::lock::redlock;
+use crate::run_record::Record;
 
 use serde::Serialize;
 use serde::ser::SerializeMap;
@@ -168,7 +168,7 @@ fn describe_stale(n: usize, (token, on, left): &(Vec<u8>, usize, i64)) -> String
 /// With --limit (or a slot count found beside the lock), every slot in turn
 /// (text), or one object with a `slots` array (JSON). Exit 0 while any slot
 /// is free, 1 when all are held.
-pub fn run(lock: &Subject, nodes: &Nodes, json: bool, limit: Option<u32>, keys: bool) -> Exit {
+pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, limit: Option<u32>, keys: bool) -> Exit {
     // One server under two addresses of its own: see `node::same_server`.
     if nodes.len() > 1 {
         let near = lock.keys.lock().to_vec();
@@ -360,8 +360,8 @@ fn keys_doc<'a>(nodes: &'a Nodes, lists: &'a KeyLists) -> Vec<NodeKeys<'a>> {
 /// The --limit N of the holders of the lock's slots, if any node has one
 /// (the largest: holders of one name agree, see `scripts::ACQUIRE`).
 fn recorded_limit(lock: &Subject, nodes: &Nodes) -> Option<u32> {
-    let books = Arc::new(crate::lock::books(&lock.keys, None, None));
-    on_all(nodes, node::LimitOf { books })
+    let key_set = Arc::new(crate::lock::key_set(&lock.keys, None, None));
+    on_all(nodes, node::LimitOf { key_set })
         .into_iter()
         .flatten()
         .flatten()
@@ -377,9 +377,9 @@ fn status_of(
     slot: Option<(u32, u32)>,
     nodes: &Nodes,
 ) -> (Exit, Option<LockDoc>) {
-    let books = crate::lock::books(&lock.keys, slot.map(|s| s.0), slot.map(|s| s.1));
-    let found = inspect_all(nodes, &books);
-    let status = Status::of(lock, slot.map(|s| s.0), &books, nodes, found);
+    let key_set = crate::lock::key_set(&lock.keys, slot.map(|s| s.0), slot.map(|s| s.1));
+    let found = inspect_all(nodes, &key_set);
+    let status = Status::of(lock, slot.map(|s| s.0), &key_set, nodes, found);
     let exit = match status.verdict {
         Verdict::Free => Exit::Command(0),
         Verdict::Held(..) | Verdict::Shared => Exit::Command(1),
@@ -397,7 +397,7 @@ fn status_of(
 struct Status<'a> {
     lock: &'a Subject,
     slot: Option<u32>,
-    books: &'a Books,
+    key_set: &'a KeySet,
     nodes: &'a Nodes,
     found: Vec<Option<Result<Inspection, NodeError>>>,
     verdict: Verdict,
@@ -564,7 +564,7 @@ impl<'a> Status<'a> {
     fn of(
         lock: &'a Subject,
         slot: Option<u32>,
-        books: &'a Books,
+        key_set: &'a KeySet,
         nodes: &'a Nodes,
         found: Vec<Option<Result<Inspection, NodeError>>>,
     ) -> Self {
@@ -599,7 +599,7 @@ impl<'a> Status<'a> {
         Status {
             lock,
             slot,
-            books,
+            key_set,
             nodes,
             found,
             verdict,
@@ -616,7 +616,7 @@ impl<'a> Status<'a> {
         let Status {
             lock,
             slot,
-            books,
+            key_set,
             nodes,
             found,
             verdict,
@@ -633,7 +633,7 @@ impl<'a> Status<'a> {
             "lock '{}'{} (key {}) on {} node(s), quorum {}",
             lock.name,
             slot.map_or(String::new(), |i| format!(" slot {i}")),
-            show(&books.lock),
+            show(&key_set.lock),
             nodes.len(),
             redlock::quorum(nodes.len())
         );
@@ -745,7 +745,7 @@ impl<'a> Status<'a> {
         let Status {
             lock,
             slot,
-            books,
+            key_set,
             nodes,
             found,
             verdict,
@@ -787,7 +787,7 @@ impl<'a> Status<'a> {
                 Some(i) => format!("{} slot {i}", lock.name),
                 None => lock.name.clone(),
             },
-            key: show(&books.lock),
+            key: show(&key_set.lock),
             quorum: redlock::quorum(nodes.len()),
             nodes: nodes_doc,
             queued: *queued,
@@ -957,16 +957,16 @@ mod tests {
             ))),
         ];
         let (lock, nodes) = (resolved(), nodes());
-        let books = crate::lock::books(&lock.keys, None, None);
-        let status = Status::of(&lock, None, &books, &nodes, found);
-        let last = crate::history::Record::from_json(
+        let key_set = crate::lock::key_set(&lock.keys, None, None);
+        let status = Status::of(&lock, None, &key_set, &nodes, found);
+        let last = crate::run_record::Record::from_json(
             "{\"id\":\"9d41c2e0\",\"started_at\":\"2026-11-30T03:00:00.012Z\"}",
         )
         .expect("a record");
         let keys: KeyLists = vec![
             Some(Ok(vec![
                 KeyInfo {
-                    key: books.lock.clone(),
+                    key: key_set.lock.clone(),
                     kind: "string".into(),
                     pttl: 29_700,
                 },
@@ -1011,7 +1011,7 @@ mod tests {
             )
         );
         // Without --keys, no `keys`; without a history, `last_run` is null.
-        let status = Status::of(&lock, None, &books, &nodes, vec![free(), free(), free()]);
+        let status = Status::of(&lock, None, &key_set, &nodes, vec![free(), free(), free()]);
         let doc = StatusDoc {
             lock: status.json(),
             last_run: None,
@@ -1057,8 +1057,8 @@ mod tests {
         .enumerate()
         .map(|(i, found)| {
             let slot = u32::try_from(i).expect("few slots");
-            let books = crate::lock::books(&lock.keys, Some(slot), Some(3));
-            Status::of(&lock, Some(slot), &books, &nodes, found).json()
+            let key_set = crate::lock::key_set(&lock.keys, Some(slot), Some(3));
+            Status::of(&lock, Some(slot), &key_set, &nodes, found).json()
         })
         .collect();
         let doc = SlotsDoc {
@@ -1089,14 +1089,14 @@ mod tests {
                  \"queued\":0,\"readers\":[],\"verdict\":\"unknown\",\"token_prefix\":\"a1b2c3d4\",\
                  \"held_on\":1,\"stale\":[]}}],\
                  \"last_run\":null}}",
-                show(&crate::lock::books(&lock.keys, Some(0), Some(3)).lock),
+                show(&crate::lock::key_set(&lock.keys, Some(0), Some(3)).lock),
                 node("lock1", &format!("{copy},\"stale\":true,\"readers\":0")),
                 node(":***@lock2", "false,\"readers\":0"),
                 node("lock3", "false,\"readers\":0"),
-                show(&crate::lock::books(&lock.keys, Some(1), Some(3)).lock),
+                show(&crate::lock::key_set(&lock.keys, Some(1), Some(3)).lock),
                 node("lock1", "false,\"readers\":2"),
                 node(":***@lock2", "false,\"readers\":1"),
-                show(&crate::lock::books(&lock.keys, Some(2), Some(3)).lock),
+                show(&crate::lock::key_set(&lock.keys, Some(2), Some(3)).lock),
                 node("lock1", &format!("{copy},\"stale\":false,\"readers\":0")),
                 node(":***@lock2", "false,\"readers\":0"),
             )

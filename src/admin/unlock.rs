@@ -21,8 +21,8 @@ enum Done {
 }
 
 /// `token` given: where the lock holds it; none (--force): whatever holds it.
-pub fn run(lock: &Subject, nodes: &Nodes, token: Option<&str>) -> Exit {
-    let books = Arc::new(crate::lock::books(&lock.keys, None, None));
+pub fn delete(lock: &Subject, nodes: &Nodes, token: Option<&str>) -> Exit {
+    let key_set = Arc::new(crate::lock::key_set(&lock.keys, None, None));
     let results: Vec<Option<Result<Done, NodeError>>> = match token {
         Some(token) => {
             if token.chars().count() < MIN_PREFIX {
@@ -32,11 +32,11 @@ pub fn run(lock: &Subject, nodes: &Nodes, token: Option<&str>) -> Exit {
                 );
                 return Exit::Usage;
             }
-            let (token, b): (Arc<str>, _) = (token.into(), Arc::clone(&books));
+            let (token, b): (Arc<str>, _) = (token.into(), Arc::clone(&key_set));
             on_all(
                 nodes,
                 node::Unlock {
-                    books: b,
+                    key_set: b,
                     prefix: token,
                 },
             )
@@ -53,7 +53,7 @@ pub fn run(lock: &Subject, nodes: &Nodes, token: Option<&str>) -> Exit {
             .collect()
         }
         None => {
-            let found = inspect_all(nodes, &books);
+            let found = inspect_all(nodes, &key_set);
             if let Some(token) = found
                 .iter()
                 .flatten()
@@ -76,8 +76,8 @@ pub fn run(lock: &Subject, nodes: &Nodes, token: Option<&str>) -> Exit {
             for share in shares {
                 println!("was shared by {}", holder_line(&share.record, &share.token));
             }
-            let b = Arc::clone(&books);
-            on_all(nodes, node::ForceDelete { books: b })
+            let b = Arc::clone(&key_set);
+            on_all(nodes, node::ForceDelete { key_set: b })
                 .into_iter()
                 .map(|r| r.map(|r| r.map(|d| if d { Done::Deleted } else { Done::Absent })))
                 .collect()

@@ -1,4 +1,4 @@
-//! Where a lock keeps its books in Redis.
+//! Where a lock keeps its keys in Redis.
 //!
 //! The lock itself is the *main key* `<prefix><name>` holding the token, as
 //! redis-py's `Lock`, node-redlock and the like write it, so they and

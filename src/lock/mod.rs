@@ -37,7 +37,7 @@
 //! renewal (one round trip) can its places disagree across nodes, which costs
 //! at most one split round.
 
-pub mod history;
+pub mod end;
 pub mod keys;
 pub mod node;
 pub mod quorum;
@@ -58,7 +58,7 @@ use rand::seq::SliceRandom;
 
 use crate::log::{Log, ev};
 use keys::Keys;
-use node::{Books, Extension, Granted, Nodes, Queue, Refusal, Released};
+use node::{Extension, Granted, KeySet, Nodes, Queue, Refusal, Released};
 use quorum::{Reply, Round};
 use redlock::{Answer, Verdict, Vote};
 
@@ -67,7 +67,7 @@ pub struct Lock {
     keys: Keys,
     /// The keys each request touches: the lock's, or with --limit N those of
     /// each of the N slots, each a lock of its own.
-    slots: Vec<Arc<Books>>,
+    slots: Vec<Arc<KeySet>>,
     /// The slot taken by the last successful acquire.
     held: AtomicUsize,
     /// Fields of the holder record written beside the lock (`<key>:holder`).
@@ -188,13 +188,13 @@ impl Lock {
             may_hold: nodes.iter().map(|_| AtomicBool::new(false)).collect(),
             nodes,
             slots: match limit {
-                None if shared => vec![Arc::new(Books {
+                None if shared => vec![Arc::new(KeySet {
                     shared: true,
-                    ..books(&keys, None, None)
+                    ..key_set(&keys, None, None)
                 })],
-                None => vec![Arc::new(books(&keys, None, None))],
+                None => vec![Arc::new(key_set(&keys, None, None))],
                 Some(n) => (0..n)
-                    .map(|i| Arc::new(books(&keys, Some(i), Some(n))))
+                    .map(|i| Arc::new(key_set(&keys, Some(i), Some(n))))
                     .collect(),
             },
             keys,
@@ -213,7 +213,7 @@ impl Lock {
     }
 
     /// The keys of the lock (or slot) held.
-    fn books(&self) -> Arc<Books> {
+    fn key_set(&self) -> Arc<KeySet> {
         Arc::clone(&self.slots[self.held.load(Relaxed)])
     }
 
@@ -345,7 +345,7 @@ impl Lock {
 
     fn acquire_slot(&self, queue: &Queue, log: &Log) -> Acquired {
         let t0 = clock::now();
-        let (books, token, ttl) = (self.books(), Arc::clone(&self.token), self.ttl);
+        let (key_set, token, ttl) = (self.key_set(), Arc::clone(&self.token), self.ttl);
         // When it was taken, for `status`: stamped per attempt, since --wait
         // may try for a long time.
         let mut rec = self.record.to_vec();
@@ -355,7 +355,7 @@ impl Lock {
         let mut round = quorum::decide(
             &self.nodes,
             node::Acquire {
-                books,
+                key_set,
                 token,
                 ttl,
                 record: rec,
@@ -511,7 +511,7 @@ impl Lock {
             &self.nodes,
             &others,
             node::Leave {
-                books: self.books(),
+                key_set: self.key_set(),
                 token: Arc::clone(&self.token),
                 wake: false,
             },
@@ -604,11 +604,11 @@ impl Lock {
             .collect();
         let t = next_fence(granted.iter().map(|(_, c)| *c)).ok_or(Unfenced::Exhausted)?;
         let which: Vec<usize> = granted.iter().map(|(i, _)| *i).collect();
-        let (books, token) = (self.books(), Arc::clone(&self.token));
+        let (key_set, token) = (self.key_set(), Arc::clone(&self.token));
         let replies = quorum::on_each(
             &self.nodes,
             &which,
-            node::CommitFence { books, token, t },
+            node::CommitFence { key_set, token, t },
             self.round_limit(),
         );
         let committed = replies
@@ -650,10 +650,14 @@ impl Lock {
     /// which deletes the key everywhere, leaves no quorum to re-take from.
     pub fn extend(&self, log: &Log) -> Extended {
         let t0 = clock::now();
-        let (books, token, ttl) = (self.books(), Arc::clone(&self.token), self.ttl);
+        let (key_set, token, ttl) = (self.key_set(), Arc::clone(&self.token), self.ttl);
         let round = quorum::decide(
             &self.nodes,
-            node::Extend { books, token, ttl },
+            node::Extend {
+                key_set,
+                token,
+                ttl,
+            },
             self.round_limit(),
         );
         self.log_round("extend", &round, log);
@@ -685,13 +689,13 @@ impl Lock {
     }
 
     fn retake(&self, which: &[usize], log: &Log) {
-        let (books, token, ttl) = (self.books(), Arc::clone(&self.token), self.ttl);
+        let (key_set, token, ttl) = (self.key_set(), Arc::clone(&self.token), self.ttl);
         let record = Arc::clone(&self.record);
         let replies = quorum::on_each(
             &self.nodes,
             which,
             node::Retake {
-                books,
+                key_set,
                 token,
                 ttl,
                 record,
@@ -751,12 +755,12 @@ impl Lock {
     /// not woken: their backoff poll finds the lock free once it expires.
     pub fn hold_for(&self, left: Duration, exit_code: u8, log: &Log) {
         let which = self.holding();
-        let (books, token) = (self.books(), Arc::clone(&self.token));
+        let (key_set, token) = (self.key_set(), Arc::clone(&self.token));
         let replies = quorum::on_each(
             &self.nodes,
             &which,
             node::Hold {
-                books,
+                key_set,
                 token,
                 left,
                 exit_code,
@@ -836,11 +840,11 @@ impl Lock {
             return Some(format!("in all {} slots", self.slots.len()));
         }
         let all: Vec<usize> = (0..self.nodes.len()).collect();
-        let books = self.books();
+        let key_set = self.key_set();
         let replies = quorum::on_each(
             &self.nodes,
             &all,
-            node::Inspect { books },
+            node::Inspect { key_set },
             self.round_limit(),
         );
         let record = replies
@@ -871,13 +875,13 @@ impl Lock {
     /// (a lapsed place would leave by itself), waking whoever is at the front
     /// now.
     pub fn leave_queue(&self, log: &Log) {
-        let (books, token) = (self.books(), Arc::clone(&self.token));
+        let (key_set, token) = (self.key_set(), Arc::clone(&self.token));
         let all: Vec<usize> = (0..self.nodes.len()).collect();
         let replies = quorum::on_each(
             &self.nodes,
             &all,
             node::Leave {
-                books,
+                key_set,
                 token,
                 wake: true,
             },
@@ -959,12 +963,12 @@ impl Lock {
         if which.is_empty() {
             return;
         }
-        let (books, token) = (self.books(), Arc::clone(&self.token));
+        let (key_set, token) = (self.key_set(), Arc::clone(&self.token));
         let replies = quorum::on_each(
             &self.nodes,
             which,
             node::Release {
-                books,
+                key_set,
                 token,
                 announce,
             },
@@ -1245,8 +1249,8 @@ impl NodeOutcome {
 }
 
 /// The keys a holder of `slot` of `limit` (or of the lock itself) touches.
-pub fn books(keys: &Keys, slot: Option<u32>, limit: Option<u32>) -> Books {
-    Books {
+pub fn key_set(keys: &Keys, slot: Option<u32>, limit: Option<u32>) -> KeySet {
+    KeySet {
         lock: keys.taken(slot),
         holder: keys.holder(slot),
         fence: keys.fence(),

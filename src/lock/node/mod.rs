@@ -54,7 +54,7 @@ use topology::{Names, Topology};
 
 /// The keys one acquire, extension or release touches.
 #[derive(Clone, Debug)]
-pub struct Books {
+pub struct KeySet {
     /// The key taken: the lock's, or with --limit one of its slots.
     pub lock: Vec<u8>,
     pub holder: Vec<u8>,
@@ -82,7 +82,7 @@ pub struct Books {
     pub shared: bool,
 }
 
-impl Books {
+impl KeySet {
     /// How many queued waiters may take the lock at once: N with --limit N.
     pub fn front(&self) -> u32 {
         self.limit.unwrap_or(1)

@@ -14,10 +14,10 @@ use redis::{Cmd, Value};
 use super::error::{self, NodeError};
 use super::scripts::*;
 use super::{
-    Books, Extension, Forget, Forgotten, Granted, InUse, Inspection, KeyInfo, Queue, Refusal,
+    Extension, Forget, Forgotten, Granted, InUse, Inspection, KeyInfo, KeySet, Queue, Refusal,
     Released, Share, millis,
 };
-use crate::lock::history::{Ended, Ending, Finish, HISTORY_CAP, HISTORY_TTL};
+use crate::lock::end::{Ended, Ending, Finish, HISTORY_CAP, HISTORY_TTL};
 use crate::lock::redlock::Answer;
 
 /// A request for the nodes of a round: what it asks of each, and what its
@@ -84,10 +84,10 @@ fn int(v: &Value, what: &str, name: &str) -> Result<i64, NodeError> {
     }
 }
 
-/// Takes `books.lock` for `token` (see ACQUIRE): with the holder record in
+/// Takes `key_set.lock` for `token` (see ACQUIRE): with the holder record in
 /// the same script, and with `fence` the counter read in it.
 pub struct Acquire {
-    pub books: Arc<Books>,
+    pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub ttl: Duration,
     pub record: Vec<(&'static str, String)>,
@@ -99,7 +99,7 @@ impl Request for Acquire {
     type Answer = Granted;
 
     fn command(&self, _: usize) -> Option<Cmd> {
-        let b = &self.books;
+        let b = &self.key_set;
         let mut cmd;
         if b.shared {
             cmd = eval(
@@ -164,7 +164,7 @@ impl Request for Acquire {
     }
 
     fn key(&self) -> &[u8] {
-        &self.books.lock
+        &self.key_set.lock
     }
 
     fn writes(&self) -> bool {
@@ -278,7 +278,7 @@ fn take(reply: Value, fence: bool, name: &str) -> Result<Granted, NodeError> {
 /// Compare-and-PEXPIRE (the record too): `NotOurs` when the key holds
 /// another token, `Absent` when it is gone.
 pub struct Extend {
-    pub books: Arc<Books>,
+    pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub ttl: Duration,
 }
@@ -287,7 +287,7 @@ impl Request for Extend {
     type Answer = Extension;
 
     fn command(&self, _: usize) -> Option<Cmd> {
-        let b = &self.books;
+        let b = &self.key_set;
         let mut cmd;
         if b.shared {
             cmd = eval(EXTEND_SHARED, &[&b.readers, &b.reader_records]);
@@ -302,7 +302,7 @@ impl Request for Extend {
     }
 
     fn key(&self) -> &[u8] {
-        &self.books.lock
+        &self.key_set.lock
     }
 
     fn writes(&self) -> bool {
@@ -334,7 +334,7 @@ impl Request for Extend {
 /// script: the slot goes back with our entry among the slot holders, which
 /// keeps plain runs away; a reader's share goes back the same way.
 pub struct Retake {
-    pub books: Arc<Books>,
+    pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub ttl: Duration,
     pub record: Arc<[(&'static str, String)]>,
@@ -344,7 +344,7 @@ impl Request for Retake {
     type Answer = bool;
 
     fn command(&self, _: usize) -> Option<Cmd> {
-        let b = &self.books;
+        let b = &self.key_set;
         let (token, ttl) = (&*self.token, millis(self.ttl));
         Some(if b.shared {
             let mut cmd = eval(
@@ -367,7 +367,7 @@ impl Request for Retake {
     }
 
     fn key(&self) -> &[u8] {
-        &self.books.lock
+        &self.key_set.lock
     }
 
     fn writes(&self) -> bool {
@@ -392,7 +392,7 @@ impl Request for Retake {
 /// would wake every waiter for nothing (and each of their failed attempts
 /// would wake them all again).
 pub struct Release {
-    pub books: Arc<Books>,
+    pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub announce: bool,
 }
@@ -405,11 +405,11 @@ impl Request for Release {
     }
 
     fn command(&self, _: usize) -> Option<Cmd> {
-        Some(release_cmd(&self.books, &self.token, self.announce, None))
+        Some(release_cmd(&self.key_set, &self.token, self.announce, None))
     }
 
     fn key(&self) -> &[u8] {
-        &self.books.lock
+        &self.key_set.lock
     }
 
     fn decode(&self, _: usize, v: Value, name: &str) -> Result<Released, NodeError> {
@@ -428,31 +428,31 @@ fn released(v: &Value, what: &str, name: &str) -> Result<Released, NodeError> {
 
 /// RELEASE (or a reader's RELEASE_SHARED), with the history append of
 /// `entry` (its key and record) in the same script where one is given.
-fn release_cmd(books: &Books, token: &str, announce: bool, entry: Option<(&[u8], &str)>) -> Cmd {
-    let released: &[u8] = if announce { &books.released } else { b"" };
-    if books.shared {
+fn release_cmd(key_set: &KeySet, token: &str, announce: bool, entry: Option<(&[u8], &str)>) -> Cmd {
+    let released: &[u8] = if announce { &key_set.released } else { b"" };
+    if key_set.shared {
         let mut cmd = match entry {
             Some((key, _)) => eval(
                 RELEASE_SHARED_RECORDING,
                 &[
-                    &books.readers,
-                    &books.reader_records,
-                    &books.queue,
-                    &books.waiters,
+                    &key_set.readers,
+                    &key_set.reader_records,
+                    &key_set.queue,
+                    &key_set.waiters,
                     key,
                 ],
             ),
             None => eval(
                 RELEASE_SHARED,
                 &[
-                    &books.readers,
-                    &books.reader_records,
-                    &books.queue,
-                    &books.waiters,
+                    &key_set.readers,
+                    &key_set.reader_records,
+                    &key_set.queue,
+                    &key_set.waiters,
                 ],
             ),
         };
-        cmd.arg(token).arg(released).arg(books.front());
+        cmd.arg(token).arg(released).arg(key_set.front());
         if let Some((_, record)) = entry {
             history_args(&mut cmd, record);
         }
@@ -463,34 +463,34 @@ fn release_cmd(books: &Books, token: &str, announce: bool, entry: Option<(&[u8],
             let mut cmd = eval(
                 RELEASE,
                 &[
-                    &books.lock,
-                    &books.holder,
-                    &books.queue,
-                    &books.waiters,
-                    books.entries(),
+                    &key_set.lock,
+                    &key_set.holder,
+                    &key_set.queue,
+                    &key_set.waiters,
+                    key_set.entries(),
                 ],
             );
             cmd.arg(token)
                 .arg(released)
-                .arg(books.front())
-                .arg(books.member(token));
+                .arg(key_set.front())
+                .arg(key_set.member(token));
             cmd
         }
         Some((key, record)) => {
             let mut cmd = eval(
                 RELEASE_RECORDING,
                 &[
-                    &books.lock,
-                    &books.holder,
-                    &books.queue,
-                    &books.waiters,
+                    &key_set.lock,
+                    &key_set.holder,
+                    &key_set.queue,
+                    &key_set.waiters,
                     key,
-                    books.entries(),
+                    key_set.entries(),
                 ],
             );
-            cmd.arg(token).arg(released).arg(books.front());
+            cmd.arg(token).arg(released).arg(key_set.front());
             history_args(&mut cmd, record);
-            cmd.arg(books.member(token));
+            cmd.arg(key_set.member(token));
             cmd
         }
     }
@@ -498,7 +498,7 @@ fn release_cmd(books: &Books, token: &str, announce: bool, entry: Option<(&[u8],
 
 /// --hold: leaves the lock to expire in `left`, recording the exit.
 pub struct Hold {
-    pub books: Arc<Books>,
+    pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub left: Duration,
     pub exit_code: u8,
@@ -513,7 +513,7 @@ impl Request for Hold {
 
     fn command(&self, _: usize) -> Option<Cmd> {
         Some(hold_cmd(
-            &self.books,
+            &self.key_set,
             &self.token,
             self.left,
             self.exit_code,
@@ -522,7 +522,7 @@ impl Request for Hold {
     }
 
     fn key(&self) -> &[u8] {
-        &self.books.lock
+        &self.key_set.lock
     }
 
     fn writes(&self) -> bool {
@@ -547,19 +547,19 @@ fn held(v: &Value, name: &str) -> Result<Answer, NodeError> {
 }
 
 fn hold_cmd(
-    books: &Books,
+    key_set: &KeySet,
     token: &str,
     left: Duration,
     exit_code: u8,
     entry: Option<(&[u8], &str)>,
 ) -> Cmd {
-    if books.shared {
+    if key_set.shared {
         let mut cmd = match entry {
             Some((key, _)) => eval(
                 HOLD_SHARED_RECORDING,
-                &[&books.readers, &books.reader_records, key],
+                &[&key_set.readers, &key_set.reader_records, key],
             ),
-            None => eval(HOLD_SHARED, &[&books.readers, &books.reader_records]),
+            None => eval(HOLD_SHARED, &[&key_set.readers, &key_set.reader_records]),
         };
         cmd.arg(token).arg(millis(left));
         if let Some((_, record)) = entry {
@@ -570,9 +570,9 @@ fn hold_cmd(
     let mut cmd = match entry {
         Some((key, _)) => eval(
             HOLD_RECORDING,
-            &[&books.lock, &books.holder, key, books.entries()],
+            &[&key_set.lock, &key_set.holder, key, key_set.entries()],
         ),
-        None => eval(HOLD, &[&books.lock, &books.holder, books.entries()]),
+        None => eval(HOLD, &[&key_set.lock, &key_set.holder, key_set.entries()]),
     };
     cmd.arg(token)
         .arg(millis(left))
@@ -581,18 +581,18 @@ fn hold_cmd(
     if let Some((_, record)) = entry {
         history_args(&mut cmd, record);
     }
-    cmd.arg(books.member(token));
+    cmd.arg(key_set.member(token));
     cmd
 }
 
 /// The end of a run on each node: `ending` where the lock may be ours
 /// (`ours`), and the append of `entry` (the history key and the record) to
 /// the run history, in the same script when there are both (see
-/// `lock::history`). The append is a write like any other: with --replicas
+/// `lock::end`). The append is a write like any other: with --replicas
 /// N it counts only once N replicas have it, but a release stands either
 /// way.
 pub struct EndRun {
-    pub books: Arc<Books>,
+    pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub ending: Ending,
     pub ours: Vec<usize>,
@@ -617,7 +617,7 @@ impl Request for EndRun {
     }
 
     fn command(&self, node: usize) -> Option<Cmd> {
-        let (b, token) = (&self.books, &*self.token);
+        let (b, token) = (&self.key_set, &*self.token);
         Some(match (self.ending(node), self.entry()) {
             (Some(Ending::Release), entry) => release_cmd(b, token, true, entry),
             (Some(Ending::Hold { left, exit_code }), entry) => {
@@ -633,7 +633,7 @@ impl Request for EndRun {
     }
 
     fn key(&self) -> &[u8] {
-        &self.books.lock
+        &self.key_set.lock
     }
 
     fn writes(&self) -> bool {
@@ -719,7 +719,7 @@ fn history_args(cmd: &mut Cmd, record: &str) {
 
 /// `unlock --token`: deletes the lock if its token starts with `prefix`.
 pub struct Unlock {
-    pub books: Arc<Books>,
+    pub key_set: Arc<KeySet>,
     pub prefix: Arc<str>,
 }
 
@@ -727,7 +727,7 @@ impl Request for Unlock {
     type Answer = Released;
 
     fn command(&self, _: usize) -> Option<Cmd> {
-        let b = &self.books;
+        let b = &self.key_set;
         let mut cmd = eval(
             UNLOCK,
             &[
@@ -744,7 +744,7 @@ impl Request for Unlock {
     }
 
     fn key(&self) -> &[u8] {
-        &self.books.lock
+        &self.key_set.lock
     }
 
     fn decode(&self, _: usize, v: Value, name: &str) -> Result<Released, NodeError> {
@@ -755,7 +755,7 @@ impl Request for Unlock {
 /// Gives up our place in the --wait queue, waking its front (`wake`), or
 /// quietly (see FORGET).
 pub struct Leave {
-    pub books: Arc<Books>,
+    pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub wake: bool,
 }
@@ -768,7 +768,7 @@ impl Request for Leave {
     }
 
     fn command(&self, _: usize) -> Option<Cmd> {
-        let b = &self.books;
+        let b = &self.key_set;
         if self.wake {
             let mut cmd = eval(LEAVE, &[&b.queue, &b.waiters]);
             cmd.arg(&*self.token).arg(&b.released).arg(b.front());
@@ -781,7 +781,7 @@ impl Request for Leave {
     }
 
     fn key(&self) -> &[u8] {
-        &self.books.lock
+        &self.key_set.lock
     }
 
     fn decode(&self, _: usize, _: Value, _: &str) -> Result<(), NodeError> {
@@ -791,18 +791,18 @@ impl Request for Leave {
 
 /// The N of the --limit N holders of the lock's slots (see LIMIT_OF).
 pub struct LimitOf {
-    pub books: Arc<Books>,
+    pub key_set: Arc<KeySet>,
 }
 
 impl Request for LimitOf {
     type Answer = Option<u32>;
 
     fn command(&self, _: usize) -> Option<Cmd> {
-        Some(eval(LIMIT_OF, &[&self.books.slots]))
+        Some(eval(LIMIT_OF, &[&self.key_set.slots]))
     }
 
     fn key(&self) -> &[u8] {
-        &self.books.lock
+        &self.key_set.lock
     }
 
     fn decode(&self, _: usize, v: Value, name: &str) -> Result<Option<u32>, NodeError> {
@@ -844,7 +844,7 @@ impl Request for DropOurs {
 
 /// Raises the fence counter to `t` while the lock holds our token here.
 pub struct CommitFence {
-    pub books: Arc<Books>,
+    pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub t: u64,
 }
@@ -853,13 +853,13 @@ impl Request for CommitFence {
     type Answer = Answer;
 
     fn command(&self, _: usize) -> Option<Cmd> {
-        let mut cmd = eval(FENCE, &[&self.books.lock, &self.books.fence]);
+        let mut cmd = eval(FENCE, &[&self.key_set.lock, &self.key_set.fence]);
         cmd.arg(&*self.token).arg(self.t);
         Some(cmd)
     }
 
     fn key(&self) -> &[u8] {
-        &self.books.lock
+        &self.key_set.lock
     }
 
     fn writes(&self) -> bool {
@@ -881,14 +881,14 @@ impl Request for CommitFence {
 
 /// Deletes the lock whoever holds it: true if there was one.
 pub struct ForceDelete {
-    pub books: Arc<Books>,
+    pub key_set: Arc<KeySet>,
 }
 
 impl Request for ForceDelete {
     type Answer = bool;
 
     fn command(&self, _: usize) -> Option<Cmd> {
-        let b = &self.books;
+        let b = &self.key_set;
         let mut cmd = eval(
             FORCE,
             &[
@@ -905,7 +905,7 @@ impl Request for ForceDelete {
     }
 
     fn key(&self) -> &[u8] {
-        &self.books.lock
+        &self.key_set.lock
     }
 
     fn decode(&self, _: usize, v: Value, name: &str) -> Result<bool, NodeError> {
@@ -916,14 +916,14 @@ impl Request for ForceDelete {
 /// The lock's value, its PTTL, its holder record, how many wait in its
 /// queue and its readers, in one round trip.
 pub struct Inspect {
-    pub books: Arc<Books>,
+    pub key_set: Arc<KeySet>,
 }
 
 impl Request for Inspect {
     type Answer = Inspection;
 
     fn command(&self, _: usize) -> Option<Cmd> {
-        let b = &self.books;
+        let b = &self.key_set;
         Some(eval(
             INSPECT,
             &[&b.lock, &b.holder, &b.queue, &b.readers, &b.reader_records],
@@ -931,7 +931,7 @@ impl Request for Inspect {
     }
 
     fn key(&self) -> &[u8] {
-        &self.books.lock
+        &self.key_set.lock
     }
 
     fn decode(&self, _: usize, reply: Value, name: &str) -> Result<Inspection, NodeError> {

@@ -244,7 +244,7 @@ end
     };
 }
 
-// Every script touches the lock's books only while the lock holds our token.
+// Every script touches the lock's keys only while the lock holds our token.
 // Calls that only inform (the holder record, the PUBLISH that wakes waiters)
 // go through pcall: an ACL that denies them must not cost a lock or a
 // release. Keys are passed as KEYS (one hash slot, see `keys`), never spliced
@@ -895,7 +895,7 @@ end
 return {1, why, token, rec, waiting, deleted}"
 );
 
-// The run history (see `lock::history`). A run's record goes out in the same
+// The run history (see `lock::end`). A run's record goes out in the same
 // script as its release or hold where the lock was ours, so recording costs
 // no request of its own; the history key is a helper key, in the lock's slot.
 

@@ -1,5 +1,5 @@
 //! The run history: one record per run that took the lock, appended beside
-//! the lock on every node when the run ends (see `lock::history`) and read
+//! the lock on every node when the run ends (see `lock::end`) and read
 //! back, merged across nodes, by `history` and `status`.
 //!
 //! A record is one JSON object per list element, so that `redis-cli LRANGE`

@@ -1,5 +1,5 @@
 //! The run history on the nodes: a list beside the lock (`Keys::history`),
-//! one record per run (see `crate::history`), newest first, at most
+//! one record per run (see `crate::run_record`), newest first, at most
 //! [`HISTORY_CAP`] long, expiring [`HISTORY_TTL`] after the last append, so
 //! that a retired job's history goes away on its own.
 //!
@@ -69,7 +69,7 @@ impl Lock {
             &self.nodes,
             &which,
             node::EndRun {
-                books: self.books(),
+                key_set: self.key_set(),
                 token: Arc::clone(&self.token),
                 ending,
                 ours: holding.clone(),
