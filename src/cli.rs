@@ -138,6 +138,18 @@ impl From<String> for Unusable {
     }
 }
 
+impl From<crate::lock::keys::BadName> for Unusable {
+    fn from(e: crate::lock::keys::BadName) -> Unusable {
+        Unusable::Usage(e.to_string())
+    }
+}
+
+impl From<&str> for Unusable {
+    fn from(msg: &str) -> Unusable {
+        Unusable::Usage(msg.to_string())
+    }
+}
+
 impl std::fmt::Display for Unusable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -290,7 +302,7 @@ fn split_urls(args: &[String]) -> Vec<String> {
 /// rustls presents only X.509 v3 certificates (webpki refuses v1 with
 /// "UnsupportedCertVersion"), and `openssl x509 -req` without extensions
 /// makes v1 ones: say so before any node is tried, with the fix.
-fn check_client_certificate(path: &std::path::Path, pem: &[u8]) -> Result<(), String> {
+fn check_client_certificate(path: &std::path::Path, pem: &[u8]) -> Result<(), Unusable> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
     let der = CertificateDer::from_pem_slice(pem).map_err(|e| {
@@ -305,7 +317,8 @@ fn check_client_certificate(path: &std::path::Path, pem: &[u8]) -> Result<(), St
              issue a v3 one, for example: openssl x509 -req ... -extfile <(printf \
              'basicConstraints=CA:FALSE\\nextendedKeyUsage=clientAuth\\n')",
             path.display()
-        ));
+        )
+        .into());
     }
     Ok(())
 }
@@ -855,7 +868,7 @@ pub const MAX_SHORT: Duration = Duration::from_secs(24 * 3600);
 /// The longest wait, hold, window or run time.
 pub const MAX_LONG: Duration = Duration::from_secs(366 * 24 * 3600);
 
-fn parse_wait(s: &str) -> Result<Wait, String> {
+fn parse_wait(s: &str) -> Result<Wait, BadDuration> {
     match s.trim() {
         "forever" | "inf" | "infinity" => Ok(Wait::Forever),
         other => {
@@ -869,39 +882,87 @@ fn parse_wait(s: &str) -> Result<Wait, String> {
     }
 }
 
-fn parse_short(s: &str) -> Result<Duration, String> {
+fn parse_short(s: &str) -> Result<Duration, BadDuration> {
     duration(s, MAX_SHORT, false)
 }
 
-fn parse_long(s: &str) -> Result<Duration, String> {
+fn parse_long(s: &str) -> Result<Duration, BadDuration> {
     duration(s, MAX_LONG, false)
+}
+
+/// What is wrong with a duration given on the command line.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BadDuration {
+    /// Neither a duration with units nor a number of seconds.
+    Unreadable { given: String, max: Duration },
+    /// Zero where a time is needed.
+    Zero { given: String },
+    /// Longer than the option takes.
+    TooLong { given: String, max: Duration },
+}
+
+impl std::fmt::Display for BadDuration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadDuration::Unreadable { given, max } => write!(
+                f,
+                "'{given}' is not a duration: use ms, s, m, h or d (500ms, 30s, 2m, 1h 30m) or a \
+                 number of seconds (5, 0.5), at most {}",
+                longest(*max)
+            ),
+            BadDuration::Zero { given } => write!(f, "'{given}' must be longer than zero"),
+            BadDuration::TooLong { given, max } => {
+                write!(f, "'{given}' is too long: at most {}", longest(*max))
+            }
+        }
+    }
+}
+
+impl std::error::Error for BadDuration {}
+
+/// A longest duration as the errors name it: in hours up to a day, else in
+/// days.
+fn longest(max: Duration) -> String {
+    let days = max.as_secs() / 86_400;
+    if days < 2 {
+        format!("{}h", max.as_secs() / 3600)
+    } else {
+        format!("{days}d")
+    }
 }
 
 /// A duration as humantime writes it (500ms, 30s, 2m, 1h 30m), or a bare
 /// number of seconds as flock(1) and timeout(1) take it (5, 0.5). Zero only
 /// where `zero` allows it; never longer than `max`.
-fn duration(s: &str, max: Duration, zero: bool) -> Result<Duration, String> {
+fn duration(s: &str, max: Duration, zero: bool) -> Result<Duration, BadDuration> {
     let t = s.trim();
+    let unreadable = || BadDuration::Unreadable {
+        given: s.to_string(),
+        max,
+    };
+    let too_long = || BadDuration::TooLong {
+        given: s.to_string(),
+        max,
+    };
     let d = if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        let secs: f64 = t
-            .parse()
-            .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-        Duration::try_from_secs_f64(secs).map_err(|_| format!("'{s}' is too long"))?
+        let secs: f64 = t.parse().map_err(|_| unreadable())?;
+        Duration::try_from_secs_f64(secs).map_err(|_| too_long())?
     } else {
-        humantime::parse_duration(t)
-            .map_err(|e| format!("'{s}' is not a duration ({e}); try 500ms, 30s, 2m or 5"))?
+        match humantime::parse_duration(t) {
+            Ok(d) => d,
+            Err(humantime::DurationError::NumberOverflow) => return Err(too_long()),
+            // The units it names would include months and years, which no
+            // option here takes: the error names the ones that serve.
+            Err(_) => return Err(unreadable()),
+        }
     };
     if d.is_zero() && !zero {
-        return Err(format!("'{s}' must be longer than zero"));
+        return Err(BadDuration::Zero {
+            given: s.to_string(),
+        });
     }
     if d > max {
-        let days = max.as_secs() / 86_400;
-        let limit = if days < 2 {
-            format!("{}h", max.as_secs() / 3600)
-        } else {
-            format!("{days}d")
-        };
-        return Err(format!("'{s}' is too long: at most {limit}"));
+        return Err(too_long());
     }
     Ok(d)
 }
@@ -964,11 +1025,11 @@ impl Cli {
     /// and the values checked (see `check`).
     pub fn into_config(self) -> Result<Config, Unusable> {
         let resolved = self.target.resolve()?;
-        self.check(resolved).map_err(Unusable::Usage)
+        self.check(resolved)
     }
 
     /// Checks what clap cannot: relations between values. Errors are one line.
-    fn check(self, resolved: Resolved) -> Result<Config, String> {
+    fn check(self, resolved: Resolved) -> Result<Config, Unusable> {
         let Resolved {
             name,
             keys,
@@ -981,7 +1042,8 @@ impl Cli {
                 "--timeout {t} is ambiguous: --wait {t} waits up to {t} for a busy lock (flock -w, \
                  consul lock -timeout); --max-runtime {t} stops the command after it ran {t} \
                  (timeout(1))"
-            ));
+            )
+            .into());
         }
         let node_timeout = self
             .target
@@ -989,7 +1051,7 @@ impl Cli {
             .unwrap_or_else(|| redlock::default_node_timeout(self.ttl));
         if !redlock::node_timeout_fits(self.ttl, node_timeout) {
             let fits = self.ttl / redlock::MAX_NODE_TIMEOUT_FRACTION;
-            return Err(if self.target.node_timeout.is_some() {
+            return Err(Unusable::Usage(if self.target.node_timeout.is_some() {
                 format!(
                     "--node-timeout {} must be at most 1/{} of --ttl {}: lower it or raise --ttl",
                     humantime::format_duration(node_timeout),
@@ -1019,7 +1081,7 @@ impl Cli {
                     redlock::MAX_NODE_TIMEOUT_FRACTION,
                     humantime::format_duration(node_timeout * redlock::MAX_NODE_TIMEOUT_FRACTION),
                 )
-            });
+            }));
         }
         let program = match (self.command, self.args) {
             (Some(s), a) if a.is_empty() => Program::Shell(s),
@@ -1039,7 +1101,8 @@ impl Cli {
                 "--kill-after {} must be at most half of --ttl {}: the heartbeat needs the rest",
                 humantime::format_duration(kill_after),
                 humantime::format_duration(self.ttl),
-            ));
+            )
+            .into());
         }
         redlock::schedule_fits(self.ttl, node_timeout, kill_after)?;
         let (flag, window) = match (self.once_per, self.once_per_success) {
@@ -1053,7 +1116,8 @@ impl Cli {
                 return Err(format!(
                     "{flag} {} must be a whole number of seconds",
                     humantime::format_duration(w)
-                ));
+                )
+                .into());
             }
         };
         options.timeout = node_timeout;
@@ -1346,14 +1410,22 @@ mod tests {
         assert!(duration("1e400", MAX_LONG, false).is_err());
         assert!(duration("500000000000years", MAX_LONG, false).is_err());
         assert!(duration("99999999999999999999999", MAX_LONG, false).is_err());
+        let said = |r: Result<Duration, BadDuration>| r.map_err(|e| e.to_string());
         assert_eq!(
-            duration("25h", MAX_SHORT, false),
+            said(duration("25h", MAX_SHORT, false)),
             Err("'25h' is too long: at most 24h".into())
         );
         assert_eq!(
-            duration("367d", MAX_LONG, false),
+            said(duration("367d", MAX_LONG, false)),
             Err("'367d' is too long: at most 366d".into())
         );
+        // Only the units and the range the option takes are named.
+        let e = said(duration("5x", MAX_LONG, false)).expect_err("not a duration");
+        assert!(
+            e.contains("ms, s, m, h or d") && e.contains("at most 366d"),
+            "{e}"
+        );
+        assert!(!e.contains("month") && !e.contains("year"), "{e}");
         assert!(duration("24h", MAX_SHORT, false).is_ok());
         let w = |a: &str| parse(&["-k", "j", "-w", a, "true"]).map(|c| c.wait);
         assert_eq!(w("5"), Ok(Wait::For(Duration::from_secs(5))));

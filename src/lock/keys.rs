@@ -55,9 +55,9 @@ impl fmt::Debug for Keys {
 impl Keys {
     /// The keys of the lock `<prefix><name>`; an error (one line, for a usage
     /// error) when the name or prefix breaks the rule of the module's doc.
-    pub fn new(prefix: &[u8], name: &[u8]) -> Result<Keys, String> {
+    pub fn new(prefix: &[u8], name: &[u8]) -> Result<Keys, BadName> {
         if name.is_empty() {
-            return Err("--key must not be empty".into());
+            return Err(BadName::Empty);
         }
         allowed("--prefix", prefix)?;
         allowed("--key", name)?;
@@ -191,26 +191,62 @@ impl Keys {
     }
 }
 
+/// What breaks the rule on `<prefix><name>` (see the module's doc): a usage
+/// error, naming the flag at fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BadName {
+    /// An empty --key.
+    Empty,
+    /// A byte outside printable ASCII.
+    NotPrintable { flag: &'static str, text: Vec<u8> },
+    /// A brace, which only helper keys hold.
+    Brace { flag: &'static str, text: Vec<u8> },
+}
+
+impl fmt::Display for BadName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BadName::Empty => f.write_str("--key must not be empty"),
+            BadName::NotPrintable { flag, text } => write!(
+                f,
+                "{flag} must be printable ASCII (space to '~'): '{}' is not",
+                show(text)
+            ),
+            BadName::Brace { flag, text } => {
+                let braces = match (text.contains(&b'{'), text.contains(&b'}')) {
+                    (true, true) => "'{' and '}' are",
+                    (true, false) => "'{' is",
+                    _ => "'}' is",
+                };
+                write!(
+                    f,
+                    "{flag} '{}': {braces} reserved for redlock-run's helper keys (they keep a \
+                     lock's keys in one Cluster slot)",
+                    show(text)
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for BadName {}
+
 /// The rule on `<prefix><name>`, checked on each part so that the message
 /// names the flag at fault.
-fn allowed(flag: &str, text: &[u8]) -> Result<(), String> {
+fn allowed(flag: &'static str, text: &[u8]) -> Result<(), BadName> {
     if !text.iter().all(|b| (0x20..=0x7e).contains(b)) {
-        return Err(format!(
-            "{flag} must be printable ASCII (space to '~'): '{}' is not",
-            show(text)
-        ));
+        return Err(BadName::NotPrintable {
+            flag,
+            text: text.to_vec(),
+        });
     }
-    let braces = match (text.contains(&b'{'), text.contains(&b'}')) {
-        (false, false) => return Ok(()),
-        (true, true) => "'{' and '}' are",
-        (true, false) => "'{' is",
-        (false, true) => "'}' is",
-    };
-    Err(format!(
-        "{flag} '{}': {braces} reserved for redlock-run's helper keys (they keep a lock's keys \
-         in one Cluster slot)",
-        show(text)
-    ))
+    if text.contains(&b'{') || text.contains(&b'}') {
+        return Err(BadName::Brace {
+            flag,
+            text: text.to_vec(),
+        });
+    }
+    Ok(())
 }
 
 /// `text` with Redis glob metacharacters (`*?[]\`) escaped, so that a
@@ -529,7 +565,7 @@ mod tests {
         ] {
             assert!(Keys::new(b"lock:", ok).is_ok(), "{}", show(ok));
         }
-        let err = |p: &[u8], n: &[u8]| Keys::new(p, n).expect_err("refused");
+        let err = |p: &[u8], n: &[u8]| Keys::new(p, n).expect_err("refused").to_string();
         assert_eq!(err(b"lock:", b""), "--key must not be empty");
         assert_eq!(
             err(b"lock:", b"a{b}"),

@@ -28,9 +28,8 @@ use redlock_run::cli;
 
 use crate::support::tempdir;
 
-/// What `-r/--redis` URLs start with, offered as a value starts. The
-/// `+sentinel` and `+cluster` forms are offered ahead of their support,
-/// which is on its way; until it lands the program rejects them (exit 64).
+/// What `-r/--redis` URLs start with, offered as a value starts: every form
+/// a node may take.
 pub const URL_SCHEMES: [&str; 7] = [
     "redis://",
     "rediss://",

@@ -31,8 +31,7 @@
 //!
 //! The short variant runs with `cargo test`; the soak variant (≥ 1000
 //! contended runs under faults) runs with
-//! `cargo test --test integration safety -- --ignored --nocapture`
-//! or `REDLOCK_SOAK=1 cargo test --test integration safety -- --nocapture`.
+//! `cargo test --test integration safety -- --ignored --nocapture`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -1689,10 +1688,6 @@ fn assert_coverage(label: &str, settings: &Settings, o: &Outcome) {
     );
 }
 
-fn soak_enabled() -> bool {
-    std::env::var("REDLOCK_SOAK").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
 fn short_settings(nodes: usize) -> Settings {
     Settings {
         // One pass through the schedule (the workload goes on until every
@@ -1716,10 +1711,6 @@ fn soak_settings(nodes: usize) -> Settings {
 /// Short variant: one pass through the fault schedule over 3 and 5 nodes.
 #[test]
 fn workload_under_faults_keeps_mutual_exclusion() {
-    if soak_enabled() {
-        eprintln!("REDLOCK_SOAK set: the soak test covers this");
-        return;
-    }
     for nodes in [3, 5] {
         let settings = short_settings(nodes);
         let o = run_workload(&settings);
@@ -1811,16 +1802,9 @@ fn negative_control_readers_on_another_lock() {
 
 /// Soak variant: ≥ 1000 contended runs under faults in total.
 #[test]
-#[ignore = "soak: 10-20 minutes; run with --ignored or REDLOCK_SOAK=1"]
+#[ignore = "soak: 10-20 minutes; run with cargo test --test integration safety -- --ignored"]
 fn soak_workload_under_faults() {
     soak_body();
-}
-
-#[test]
-fn soak_when_enabled() {
-    if soak_enabled() {
-        soak_body();
-    }
 }
 
 fn soak_body() {
