@@ -722,6 +722,17 @@ pub fn parser() -> clap::Command {
 /// (a word that may be the value of an option counts too): redlock-run then
 /// runs nothing, and needs no guard forked at the start. A run taken for one
 /// of these forks its guard later; the reverse costs a fork that exits.
+/// The subcommand `word` was likely meant to be, when it is a near miss of
+/// one ("statsu" for "status"): within two edits, and not a subcommand
+/// itself.
+pub fn near_subcommand(word: &str) -> Option<&'static str> {
+    ADMIN
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| *name != word)
+        .find(|name| strsim::damerau_levenshtein(name, word) <= 2.min(name.len() / 2))
+}
+
 pub fn may_run_a_command(args: &[OsString]) -> bool {
     !args
         .iter()

@@ -61,7 +61,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     };
     let cli = match parsed {
         Ok(cli) => cli,
-        Err(e) => return clap_exit(e, format),
+        Err(e) => return clap_exit(e, near_subcommand(&args), format),
     };
     if let Some(admin) = cli.admin {
         // status and unlock hold nothing: signals act on them as usual.
@@ -83,20 +83,28 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
 
 /// Help and version go to stdout with status 0; every other clap error becomes
 /// one line on stderr and status 64.
-fn clap_exit(e: clap::Error, format: log::Format) -> Exit {
+fn clap_exit(e: clap::Error, near: Option<String>, format: log::Format) -> Exit {
     use clap::error::ErrorKind;
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = e.print();
         return Exit::Command(0);
     }
-    Log::new(0, format, "").error(
-        ev(
-            "usage",
-            format!("{} (try --help)", one_line(&e.to_string())),
-        )
-        .outcome("usage"),
-    );
+    // A mistyped subcommand reads as a command to run, and the error would
+    // be about something else (--key missing): say what was meant instead.
+    let text = near.unwrap_or_else(|| format!("{} (try --help)", one_line(&e.to_string())));
+    Log::new(0, format, "").error(ev("usage", text).outcome("usage"));
     Exit::Usage
+}
+
+/// "'statsu' is not a subcommand; did you mean 'status'? ...", when the first
+/// word of the command line is a near miss of a subcommand.
+fn near_subcommand(args: &[OsString]) -> Option<String> {
+    let word = args.get(1)?.to_str()?;
+    let meant = cli::near_subcommand(word)?;
+    Some(format!(
+        "'{word}' is not a subcommand; did you mean '{meant}'? (to run a program of that name, \
+         put it after --)"
+    ))
 }
 
 /// `--log-format json` as given on the command line, read before it is
@@ -115,12 +123,18 @@ fn log_format_in(args: &[OsString]) -> log::Format {
     }
 }
 
-/// Folds clap's multi-line message into one line, dropping usage and tips.
+/// Folds clap's multi-line message into one line, dropping usage and tips
+/// but for a near miss's ("a similar argument exists: '--once-per'"), which
+/// says what was meant.
 fn one_line(msg: &str) -> String {
     msg.lines()
         .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+        .filter(|l| !l.is_empty() && (!l.starts_with("tip:") || l.contains("similar")))
+        .map(|l| match l.split_once("a similar argument exists: ") {
+            Some((_, arg)) => format!("(did you mean {arg}?)"),
+            None => l.to_string(),
+        })
         .collect::<Vec<_>>()
         .join(" ")
         .trim_start_matches("error: ")
@@ -318,7 +332,7 @@ fn run_locked(
     // the run ended: the report's counts and the closing warning.
     let outcomes = lock.outcomes(&log);
     if !matches!(exit, Exit::Unavailable | Exit::Usage) && lock.quorum_agreed() {
-        warn_unreachable(&outcomes, &log);
+        warn_unreachable(&outcomes, exit == Exit::Lost, &log);
     }
     *stats.nodes.lock().unwrap_or_else(|p| p.into_inner()) = outcomes;
     stats.reached_nodes.store(lock.tried(), Relaxed);
@@ -327,20 +341,24 @@ fn run_locked(
 
 /// One line per node that did not answer, or failed, in a run that did not
 /// end as "unavailable" (whose error names the nodes already) and where a
-/// quorum agreed: the lock was taken, or found busy, without it, which is what a quorum is for, but
-/// somebody should look at it. Silenced by -q.
-fn warn_unreachable(outcomes: &[NodeOutcome], log: &Log) {
+/// quorum agreed: the lock was taken, or found busy, without it, which is
+/// what a quorum is for, but somebody should look at it. When the lock was
+/// lost since (`lost`), the quorum did not do without these nodes after
+/// all: they are why. Silenced by -q.
+fn warn_unreachable(outcomes: &[NodeOutcome], lost: bool, log: &Log) {
+    let said = if lost {
+        "one of the nodes the lock was lost with"
+    } else {
+        "the quorum did without it"
+    };
     for o in outcomes {
         let Some(why) = o.failure() else {
             continue;
         };
         log.notice(
-            ev(
-                "unreachable",
-                format!("warning: {why} (the quorum did without it)"),
-            )
-            .node(&o.name)
-            .outcome("unreachable"),
+            ev("unreachable", format!("warning: {why} ({said})"))
+                .node(&o.name)
+                .outcome("unreachable"),
         );
     }
 }
@@ -476,7 +494,7 @@ fn take_and_run(
     {
         lock.unmark_once(start, &log);
     }
-    let record = crate::run_record::Record::of_this_run(
+    let mut record = crate::run_record::Record::of_this_run(
         lock.token(),
         if attempts == 0 { taken_at } else { started_at },
         duration,
@@ -485,6 +503,7 @@ fn take_and_run(
         fence,
         config.shared,
     );
+    record.window_s = config.once_per;
     // --hold keeps a lock whose command ran; one that never started (or
     // could not be watched) is given back for the next firing to try.
     let ran_to_its_end = attempts > 0 && !matches!(exit, Exit::Lost | Exit::Unavailable);
@@ -744,6 +763,15 @@ fn wait_loop(
         } else {
             None
         };
+        // Slots and readers are named by a look of its own, once: for the
+        // busy line of a single try, or the first line of a wait.
+        let holders = (failure.is_none()
+            && !log.is_quiet()
+            && holder.is_none()
+            && told.is_none()
+            && matches!(busy.why, Refusal::Held | Refusal::Readers(_)))
+        .then(|| lock.who_holds())
+        .flatten();
         if let Some(h) = &holder
             && !behind.contains(&h.who)
         {
@@ -753,7 +781,13 @@ fn wait_loop(
             return Err(match failure {
                 None => {
                     let waited = (config.wait != Wait::Once).then(|| start.elapsed());
-                    let (text, reason) = busy_text(&config.name, busy.why, waited, holder.as_ref());
+                    let (text, reason) = busy_text(
+                        &config.name,
+                        busy.why,
+                        waited,
+                        holder.as_ref(),
+                        holders.as_deref(),
+                    );
                     let entry = match waited {
                         None => ev("busy", text),
                         Some(w) => ev("busy", text).ms(w),
@@ -800,10 +834,19 @@ fn wait_loop(
             let by = match busy.why {
                 Refusal::Slots(n) => format!(" by runs with --limit {n}"),
                 Refusal::Plain => " by a run without --limit".to_string(),
-                _ => holder
-                    .map(|h| h.to_string())
-                    .or_else(|| lock.holder())
-                    .map_or(String::new(), |h| format!(" by {h}")),
+                Refusal::Queued(n) => format!(
+                    ": {n} waiter{} queued ahead",
+                    if n == 1 { " is" } else { "s are" }
+                ),
+                _ => match holder
+                    .map(|h| format!("by {h}"))
+                    .or(holders)
+                    .or_else(|| lock.who_holds())
+                {
+                    Some(h) if h.starts_with("shared") => format!(", {h}"),
+                    Some(h) => format!(" {h}"),
+                    None => String::new(),
+                },
             };
             let limit = match config.wait {
                 Wait::For(d) => format!("up to {}", humantime::format_duration(d)),
@@ -866,6 +909,7 @@ fn busy_text(
     why: Refusal,
     waited: Option<Duration>,
     holder: Option<&Holder>,
+    holders: Option<&str>,
 ) -> (String, &'static str) {
     let (still, after) = match waited {
         Some(w) => ("still ", format!(" after waiting {w:.0?}")),
@@ -873,17 +917,21 @@ fn busy_text(
     };
     let held = format!("lock '{name}' is {still}held elsewhere{after}");
     match why {
-        Refusal::Held => match holder {
-            Some(h) => (format!("{held}, by {h}"), "held"),
-            None => (held, "held"),
+        Refusal::Held => match (holder, holders) {
+            (Some(h), _) => (format!("{held}, by {h}"), "held"),
+            (None, Some(h)) => (format!("{held}, {h}"), "held"),
+            (None, None) => (held, "held"),
         },
         Refusal::Plain => (format!("{held}, by a run without --limit"), "plain"),
         Refusal::Slots(n) => (format!("{held}, by runs with --limit {n}"), "slots"),
         Refusal::Readers(n) => (
-            format!(
-                "{held}, shared by {n} --shared reader{}",
-                if n == 1 { "" } else { "s" }
-            ),
+            match holders {
+                Some(h) => format!("{held}, {h}"),
+                None => format!(
+                    "{held}, shared by {n} --shared reader{}",
+                    if n == 1 { "" } else { "s" }
+                ),
+            },
             "readers",
         ),
         Refusal::Queued(n) => (

@@ -53,6 +53,11 @@ pub struct Record {
     /// as every record older versions wrote is).
     #[serde(rename = "lock", with = "lock_word", default)]
     pub shared: bool,
+    /// With `--once-per`: the window's length in seconds, so that `status`
+    /// can say until when a window it finds used stays used. Absent
+    /// without (and in records older versions wrote).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_s: Option<u64>,
 }
 
 fn unknown() -> String {
@@ -109,6 +114,7 @@ impl Record {
             attempts,
             fencing_token,
             shared,
+            window_s: None,
         }
     }
 
@@ -175,6 +181,7 @@ mod tests {
             attempts: 1,
             fencing_token: None,
             shared: false,
+            window_s: None,
         }
     }
 
@@ -256,6 +263,7 @@ mod tests {
                 attempts: 1,
                 fencing_token: None,
                 shared: false,
+                window_s: None,
             }
         );
     }

@@ -80,6 +80,15 @@ pub fn last_run(lock: &Subject, nodes: &Nodes) -> Option<Record> {
 
 pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, count: u32) -> Exit {
     let found = read(lock, nodes, count as usize);
+    if found.answered == 0 {
+        // Nothing on stdout: "no runs recorded" would read as an answer.
+        eprintln!(
+            "redlock-run: no node answered, so the history of lock '{}' is unknown: {}",
+            lock.name,
+            printable(&found.errors.join("; "))
+        );
+        return Exit::Unavailable;
+    }
     if json {
         super::print_json(&found.runs);
     } else if found.runs.is_empty() {
@@ -190,6 +199,7 @@ mod tests {
             attempts: 1,
             fencing_token: None,
             shared: false,
+            window_s: None,
         };
         let mut b = a.clone();
         b.host = "db\n1\x1b]0;x\x07".into();

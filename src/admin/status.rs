@@ -185,6 +185,7 @@ pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, limit: Option<u32>, keys:
     let asked_limit = limit;
     let limit = limit.or_else(|| recorded_limit(lock, nodes));
     let last = super::history::last_run(lock, nodes);
+    let window = used_window(lock, nodes, last.as_ref());
     let listed = keys.then(|| key_lists(lock, nodes));
     let keys = || listed.as_ref().map(|l| keys_doc(nodes, l));
     let Some(n) = limit else {
@@ -192,16 +193,12 @@ pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, limit: Option<u32>, keys:
         if let Some(lock) = doc {
             super::print_json(&StatusDoc {
                 lock,
+                once_per: window,
                 last_run: last.as_ref(),
                 keys: keys(),
             });
         } else {
-            if let Some(r) = &last {
-                println!("{}", super::history::describe(r));
-            }
-            if let Some(l) = &listed {
-                print_keys(nodes, l);
-            }
+            print_after(nodes, window.as_ref(), last.as_ref(), listed.as_ref());
         }
         return exit;
     };
@@ -222,16 +219,12 @@ pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, limit: Option<u32>, keys:
         super::print_json(&SlotsDoc {
             limit: n,
             slots,
+            once_per: window,
             last_run: last.as_ref(),
             keys: keys(),
         });
     } else {
-        if let Some(r) = &last {
-            println!("{}", super::history::describe(r));
-        }
-        if let Some(l) = &listed {
-            print_keys(nodes, l);
-        }
+        print_after(nodes, window.as_ref(), last.as_ref(), listed.as_ref());
     }
     if exits.contains(&Exit::Command(0)) {
         Exit::Command(0)
@@ -240,6 +233,115 @@ pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, limit: Option<u32>, keys:
     } else {
         Exit::Command(1)
     }
+}
+
+/// The lines after the lock's own: a --once-per window in use, the last run,
+/// and with --keys every key.
+fn print_after(
+    nodes: &Nodes,
+    window: Option<&WindowDoc>,
+    last: Option<&Record>,
+    listed: Option<&KeyLists>,
+) {
+    if let Some(w) = window {
+        println!(
+            "once-per window used until {}, by {}; the next run may start then",
+            w.used_until, w.by
+        );
+    }
+    if let Some(r) = last {
+        println!("{}", super::history::describe(r));
+    }
+    if let Some(l) = listed {
+        print_keys(nodes, l);
+    }
+}
+
+/// A --once-per window whose run has been: until when it stays used, and
+/// by whom.
+#[derive(Serialize)]
+struct WindowDoc {
+    /// RFC 3339: when the marker lapses on enough nodes for a new run to
+    /// take a quorum of them.
+    used_until: String,
+    /// The run that used it ("root@vm pid 4242"), or its token's start.
+    by: String,
+    /// The first 8 characters of that run's token.
+    token: String,
+}
+
+/// The --once-per window in use, from the markers a quorum of nodes hold
+/// with one token; None when no window is in use (or nobody answers).
+fn used_window(lock: &Subject, nodes: &Nodes, last: Option<&Record>) -> Option<WindowDoc> {
+    let limit = scan_limit(nodes);
+    let found = super::scan_all(nodes, lock.keys.once_pattern(), lock.keys.lock(), limit);
+    if found.iter().flatten().flatten().all(Vec::is_empty) {
+        return None;
+    }
+    let request = node::Markers {
+        near: lock.keys.lock().to_vec(),
+        keys: found
+            .iter()
+            .map(|f| f.as_ref()?.as_ref().ok().filter(|k| !k.is_empty()).cloned())
+            .collect(),
+    };
+    let markers: Vec<node::Marker> = on_all_within(nodes, limit, request)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flatten()
+        .collect();
+    let quorum = redlock::quorum(nodes.len());
+    // The newest window a quorum holds for one run.
+    let mut windows: Vec<(&[u8], &[u8])> = markers
+        .iter()
+        .map(|m| (m.key.as_slice(), m.token.as_slice()))
+        .collect();
+    windows.sort_unstable();
+    windows.dedup();
+    let (key, token) = windows.into_iter().rev().find(|(k, t)| {
+        markers
+            .iter()
+            .filter(|m| m.key == *k && m.token == *t)
+            .count()
+            >= quorum
+    })?;
+    let run = last.filter(|r| r.id.as_bytes() == token);
+    // The window's end, where its run's record says how long windows are
+    // (the marker itself outlives its window, for hosts whose clocks lag);
+    // else when the marker lapses on enough nodes for a new run.
+    let start = std::str::from_utf8(key)
+        .ok()
+        .and_then(|k| k.rsplit(':').next()?.parse::<u64>().ok());
+    let until = match (start, run.and_then(|r| r.window_s)) {
+        (Some(start), Some(w)) => {
+            std::time::UNIX_EPOCH + Duration::from_secs(start.saturating_add(w))
+        }
+        _ => {
+            let mut left: Vec<i64> = markers
+                .iter()
+                .filter(|m| m.key == key && m.token == token)
+                .map(|m| m.pttl)
+                .collect();
+            left.sort_unstable_by(|a, b| b.cmp(a));
+            let ms = u64::try_from(left.get(quorum - 1).copied().unwrap_or(0)).unwrap_or(0);
+            std::time::SystemTime::now() + Duration::from_millis(ms)
+        }
+    };
+    let by = match run {
+        Some(r) => format!(
+            "{}@{} pid {}",
+            crate::log::printable(&r.user),
+            crate::log::printable(&r.host),
+            r.pid
+        ),
+        None => format!("the run with token {}…", token_prefix(token)),
+    };
+    Some(WindowDoc {
+        used_until: crate::wall::rfc3339(until),
+        by,
+        token: token_prefix(token),
+    })
 }
 
 /// Each node's answer to `--keys`.
@@ -470,6 +572,8 @@ fn holder(record: &[(String, String)]) -> Option<Holder> {
 struct StatusDoc<'a> {
     #[serde(flatten)]
     lock: LockDoc,
+    /// A --once-per window in use, or null.
+    once_per: Option<WindowDoc>,
     /// As `history --json` shows it, or null.
     last_run: Option<&'a Record>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -481,6 +585,7 @@ struct StatusDoc<'a> {
 struct SlotsDoc<'a> {
     limit: u32,
     slots: Vec<LockDoc>,
+    once_per: Option<WindowDoc>,
     last_run: Option<&'a Record>,
     #[serde(skip_serializing_if = "Option::is_none")]
     keys: Option<Vec<NodeKeys<'a>>>,
@@ -982,6 +1087,7 @@ mod tests {
             ))),
         ];
         let doc = StatusDoc {
+            once_per: None,
             lock: status.json(),
             last_run: Some(&last),
             keys: Some(keys_doc(&nodes, &keys)),
@@ -1001,7 +1107,7 @@ mod tests {
                  \"error\":\"redis://lock3:6379: connection refused\"}}],\
                  \"queued\":2,\"readers\":[],\"verdict\":\"held\",\"token_prefix\":\"5c0b1050\",\
                  \"held_on\":2,\"pttl_ms\":29700,\"holder\":{holder},\"stale\":[],\
-                 \"last_run\":{},\
+                 \"once_per\":null,\"last_run\":{},\
                  \"keys\":[{{\"node\":\"redis://lock1:6379\",\"keys\":[\
                  {{\"key\":\"lock:deploy\",\"type\":\"string\",\"pttl_ms\":29700}},\
                  {{\"key\":\"{{lock:deploy}}\\\\x00:fence\",\"type\":\"string\",\"pttl_ms\":-1}}]}},\
@@ -1013,12 +1119,13 @@ mod tests {
         // Without --keys, no `keys`; without a history, `last_run` is null.
         let status = Status::of(&lock, None, &key_set, &nodes, vec![free(), free(), free()]);
         let doc = StatusDoc {
+            once_per: None,
             lock: status.json(),
             last_run: None,
             keys: None,
         };
         assert!(
-            json(&doc).ends_with(",\"verdict\":\"free\",\"stale\":[],\"last_run\":null}"),
+            json(&doc).ends_with(",\"verdict\":\"free\",\"stale\":[],\"once_per\":null,\"last_run\":null}"),
             "{}",
             json(&doc)
         );
@@ -1062,6 +1169,7 @@ mod tests {
         })
         .collect();
         let doc = SlotsDoc {
+            once_per: None,
             limit: 3,
             slots,
             last_run: None,
@@ -1088,7 +1196,7 @@ mod tests {
                  {{\"name\":\"deploy slot 2\",\"key\":\"{}\",\"quorum\":2,\"nodes\":[{},{},{silent}],\
                  \"queued\":0,\"readers\":[],\"verdict\":\"unknown\",\"token_prefix\":\"a1b2c3d4\",\
                  \"held_on\":1,\"stale\":[]}}],\
-                 \"last_run\":null}}",
+                 \"once_per\":null,\"last_run\":null}}",
                 show(&crate::lock::key_set(&lock.keys, Some(0), Some(3)).lock),
                 node("lock1", &format!("{copy},\"stale\":true,\"readers\":0")),
                 node(":***@lock2", "false,\"readers\":0"),

@@ -9,6 +9,7 @@ use super::{holder_line, inspect_all, on_all, record_of};
 use crate::exit::{self, Exit};
 use crate::lock::node::{self, NodeError, Nodes, Released, Share};
 use crate::lock::redlock;
+use crate::log::printable;
 
 /// Fewest characters of a token `--token` takes: what `status` shows.
 const MIN_PREFIX: usize = 8;
@@ -62,6 +63,7 @@ pub fn delete(lock: &Subject, nodes: &Nodes, token: Option<&str>) -> Exit {
             {
                 let record = record_of(&found, &token);
                 println!("was held by {}", holder_line(&record, &token));
+                warn_live_holder(&record);
             }
             // Every reader's share goes too: each reader's heartbeat then
             // finds it gone and stops its tree, as a holder's does.
@@ -118,4 +120,30 @@ pub fn delete(lock: &Subject, nodes: &Nodes, token: Option<&str>) -> Exit {
         eprintln!("redlock-run: nothing removed: there is no such lock");
         Exit::Command(exit::UNLOCK_NO_LOCK)
     }
+}
+
+/// A holder whose lock is deleted under it does not know yet: it runs on
+/// until its next extension finds the lock gone, then stops its command
+/// and exits 76. Meanwhile another run may start beside it.
+fn warn_live_holder(record: &[(String, String)]) {
+    // A holder that left its lock to expire (--hold) has exited already.
+    if record.iter().any(|(k, _)| k == "exited_ms") {
+        return;
+    }
+    let field = |name: &str| super::record_field(record, name).to_string();
+    let period = field("ttl_ms")
+        .parse::<u64>()
+        .ok()
+        .map(|ms| humantime::format_duration(std::time::Duration::from_millis(ms / 3)).to_string());
+    eprintln!(
+        "redlock-run: warning: {}@{} pid {} may still be running: it keeps running {}, then stops \
+         its command and exits 76; another run can take the lock meanwhile",
+        printable(&field("user")),
+        printable(&field("host")),
+        printable(&field("pid")),
+        match period {
+            Some(p) => format!("until its next heartbeat finds the lock gone (every {p})"),
+            None => "until its next heartbeat finds the lock gone (every TTL/3)".to_string(),
+        }
+    );
 }

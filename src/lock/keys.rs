@@ -163,6 +163,14 @@ impl Keys {
         p
     }
 
+    /// The SCAN pattern of this lock's --once-per markers.
+    pub fn once_pattern(&self) -> Vec<u8> {
+        let mut p = b"{".to_vec();
+        p.extend(glob_escape(&self.main));
+        p.extend_from_slice(b"}:once:*");
+        p
+    }
+
     /// The SCAN pattern of this lock's keys in the previous layout: the main
     /// key, a NUL byte, anything.
     pub fn legacy_pattern(&self) -> Vec<u8> {

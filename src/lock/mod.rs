@@ -542,12 +542,19 @@ impl Lock {
                 Some(v) => {
                     log.info(|| {
                         let waiting = n - round.replies.len();
+                        // Every grant heard so far, the ones that came after
+                        // the verdict too: the count agrees with the lines
+                        // above it.
+                        let granted = round
+                            .replies
+                            .iter()
+                            .filter(|r| matches!(&r.result, Ok(g) if g.answer == Answer::Granted))
+                            .count();
                         ev(
                             "acquired",
                             format!(
-                                "acquired: {} of {n} nodes granted within {:.1?} (quorum {}{}); \
-                                 valid for {v:.0?}",
-                                round.tally.granted(),
+                                "acquired: {granted} of {n} nodes granted, a quorum within \
+                                 {:.1?} (quorum {}{}); valid for {v:.0?}",
                                 round.elapsed,
                                 redlock::quorum(n),
                                 if waiting > 0 {
@@ -832,26 +839,54 @@ impl Lock {
         }
     }
 
-    /// Who holds the lock, as its holder record says (`user@host pid N, for
-    /// 3m12s`), for a waiter to tell; None when nobody answers or nothing is
-    /// recorded. With --limit: that every slot is held.
-    pub fn holder(&self) -> Option<String> {
-        if self.slots.len() > 1 {
-            return Some(format!("in all {} slots", self.slots.len()));
-        }
+    /// Who holds the lock now, as the nodes' records say, in a phrase for a
+    /// waiter's or a busy run's line: "by ci@runner4 pid 42, held for 3s,
+    /// expires in 27s"; with --limit, every slot's holder ("in all 2 slots,
+    /// by A; B"); for --shared readers, them ("shared by 2 --shared
+    /// readers: A; B"). None when nobody answers or nothing is recorded.
+    pub fn who_holds(&self) -> Option<String> {
         let all: Vec<usize> = (0..self.nodes.len()).collect();
-        let key_set = self.key_set();
-        let replies = quorum::on_each(
-            &self.nodes,
-            &all,
-            node::Inspect { key_set },
-            self.round_limit(),
-        );
-        let record = replies
-            .iter()
-            .filter_map(|r| r.result.as_ref().ok())
-            .find(|i| i.value.is_some() && !i.holder.is_empty())?;
-        Some(Holder::of(&record.holder).to_string())
+        let mut held = Vec::new();
+        let mut readers: Vec<String> = Vec::new();
+        for key_set in &self.slots {
+            let replies = quorum::on_each(
+                &self.nodes,
+                &all,
+                node::Inspect {
+                    key_set: Arc::clone(key_set),
+                },
+                self.round_limit(),
+            );
+            let found: Vec<&node::Inspection> = replies
+                .iter()
+                .filter_map(|r| r.result.as_ref().ok())
+                .collect();
+            if let Some(i) = found
+                .iter()
+                .find(|i| i.value.is_some() && !i.holder.is_empty())
+            {
+                held.push(Holder::of(&i.holder).with_expiry(i.pttl).to_string());
+            }
+            for share in found.iter().flat_map(|i| &i.readers) {
+                let who = Holder::of(&share.record).to_string();
+                if !readers.contains(&who) {
+                    readers.push(who);
+                }
+            }
+        }
+        let n = self.slots.len();
+        match (held.is_empty(), readers.is_empty()) {
+            (false, _) if n > 1 => Some(format!("in all {n} slots, by {}", held.join("; "))),
+            (false, _) => Some(format!("by {}", held.join("; "))),
+            (true, false) => Some(format!(
+                "shared by {} --shared reader{}: {}",
+                readers.len(),
+                if readers.len() == 1 { "" } else { "s" },
+                readers.join("; ")
+            )),
+            (true, true) if n > 1 => Some(format!("in all {n} slots")),
+            (true, true) => None,
+        }
     }
 
     /// Who held the lock when the last acquire round was refused, as the
@@ -1109,6 +1144,8 @@ pub struct Holder {
     pub who: String,
     /// Since when it holds the lock, where the record says.
     pub held_for: Option<Duration>,
+    /// How soon its lock expires unless extended, where a node said.
+    pub expires_in: Option<Duration>,
 }
 
 impl Holder {
@@ -1127,18 +1164,31 @@ impl Holder {
                 .ok()
                 .and_then(|ms| unix_ms().checked_sub(ms))
                 .map(|ms| Duration::from_secs(ms / 1000)),
+            expires_in: None,
         }
+    }
+
+    /// With the time its key has left (PTTL, in ms; none when negative).
+    fn with_expiry(mut self, pttl: i64) -> Holder {
+        self.expires_in = u64::try_from(pttl)
+            .ok()
+            .map(|ms| Duration::from_secs(ms.div_ceil(1000)));
+        self
     }
 }
 
-/// `user@host pid N, for 3m 12s`
+/// `user@host pid N, held for 3m 12s, expires in 27s`: each duration says
+/// which way it counts.
 impl std::fmt::Display for Holder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.who)?;
-        match self.held_for {
-            Some(d) => write!(f, ", for {}", humantime::format_duration(d)),
-            None => Ok(()),
+        if let Some(d) = self.held_for {
+            write!(f, ", held for {}", humantime::format_duration(d))?;
         }
+        if let Some(d) = self.expires_in {
+            write!(f, ", expires in {}", humantime::format_duration(d))?;
+        }
+        Ok(())
     }
 }
 

@@ -184,7 +184,8 @@ fn verbose_logs_tell_what_each_node_did() {
         .args(["-vv", "--", "true"])
         .expect_code(0);
     assert!(
-        out.stderr.contains("acquired: 2 of 3 nodes granted within"),
+        out.stderr
+            .contains("acquired: 2 of 3 nodes granted, a quorum within"),
         "{out}"
     );
     let releases: Vec<&str> = out

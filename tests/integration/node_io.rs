@@ -388,7 +388,7 @@ fn a_stopped_nodes_wait_is_no_part_of_the_verdicts_time() {
         .stderr
         .lines()
         .find(|l| l.contains("acquired: "))
-        .and_then(|l| after(l, "granted within "));
+        .and_then(|l| after(l, "a quorum within "));
     assert_eq!(grants.len(), 2, "two grants:\n{out}");
     let (Some(verdict), Some(last)) = (verdict, grants.iter().max().copied()) else {
         panic!("no verdict time:\n{out}");

@@ -362,7 +362,8 @@ fn a_busy_single_try_names_the_holder_and_how_long_it_held() {
     assert!(!dir.has("ran"));
     assert_eq!(out.stderr_lines().len(), 1, "{out}");
     let want = format!(
-        "redlock-run: lock 'who-holds' is held elsewhere, by ci@runner4 pid {holder_pid}, for "
+        "redlock-run: lock 'who-holds' is held elsewhere, by ci@runner4 pid {holder_pid}, held \
+         for "
     );
     let line = out.stderr_lines()[0];
     let held_for = line

@@ -1062,6 +1062,57 @@ impl Request for Describe {
     }
 }
 
+/// Each node's --once-per markers that still exist, with the token of the
+/// run that set each and the milliseconds it has left (see MARKERS).
+pub struct Markers {
+    pub near: Vec<u8>,
+    /// Each node's markers; None: the node is asked nothing.
+    pub keys: Vec<Option<Vec<Vec<u8>>>>,
+}
+
+/// One --once-per marker on one node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Marker {
+    pub key: Vec<u8>,
+    pub token: Vec<u8>,
+    pub pttl: i64,
+}
+
+impl Request for Markers {
+    type Answer = Vec<Marker>;
+
+    fn command(&self, node: usize) -> Option<Cmd> {
+        let keys = self.keys.get(node)?.as_ref()?;
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(MARKERS).arg(keys.len()).arg(keys);
+        Some(cmd)
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.near
+    }
+
+    fn decode(&self, _: usize, reply: Value, name: &str) -> Result<Vec<Marker>, NodeError> {
+        let bad = || error::unexpected(name, "markers script", &reply);
+        let Value::Array(rows) = &reply else {
+            return Err(bad());
+        };
+        rows.iter()
+            .map(|row| match row {
+                Value::Array(f) => match f.as_slice() {
+                    [Value::BulkString(k), Value::BulkString(t), Value::Int(pttl)] => Ok(Marker {
+                        key: k.clone(),
+                        token: t.clone(),
+                        pttl: *pttl,
+                    }),
+                    _ => Err(bad()),
+                },
+                _ => Err(bad()),
+            })
+            .collect()
+    }
+}
+
 /// Deletes each node's `keys` unless the lock is in use, or only looks, or
 /// deletes them whatever it finds, as `how` says (see FORGET_LOCK, whose
 /// order of keys this takes: the five fixed keys, `pairs` pairs of a slot

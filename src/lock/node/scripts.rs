@@ -797,6 +797,18 @@ for _, k in ipairs(KEYS) do
 end
 return out";
 
+/// `status`: {key, value, PTTL} of each of KEYS (--once-per markers SCAN
+/// found a moment ago) that still exists.
+pub(super) const MARKERS: &str = "\
+local out = {}
+for _, k in ipairs(KEYS) do
+  local v = redis.call('GET', k)
+  if v then
+    out[#out + 1] = {k, v, redis.call('PTTL', k)}
+  end
+end
+return out";
+
 /// `forget`: deletes every key of a lock that SCAN found on this node, unless
 /// the lock is in use, deciding and deleting in one step. KEYS[1] the lock,
 /// [2] its holder record, [3] the slot holders, [4] the queue, [5] its

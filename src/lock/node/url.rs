@@ -77,6 +77,9 @@ pub fn parse(url: &str, name: &str) -> Result<Spec, BadNode> {
         _ => (None, rest),
     };
     if kind == "server" {
+        if scheme != "unix" && scheme != "redis+unix" {
+            check_port(after).map_err(|why| bad(&why.0))?;
+        }
         return Ok(Spec::Server {
             url: match &userinfo {
                 Some(u) => format!("{scheme}://{u}@{after}"),
@@ -141,6 +144,27 @@ pub fn parse(url: &str, name: &str) -> Result<Spec, BadNode> {
 
 /// What is wrong with one address of a host list, worded.
 struct BadHost(String);
+
+/// The port of a server URL's authority (`host:port` before any `/`, `?`
+/// or `#`), when one is given, must be one: the URL parser would only say
+/// that the URL does not parse.
+fn check_port(after_userinfo: &str) -> Result<(), BadHost> {
+    let authority = &after_userinfo[..after_userinfo
+        .find(['/', '?', '#'])
+        .unwrap_or(after_userinfo.len())];
+    let port = match authority.rsplit_once(']') {
+        Some((_, rest)) => rest.strip_prefix(':'),
+        None => authority.rsplit_once(':').map(|(_, p)| p),
+    };
+    match port {
+        None | Some("") => Ok(()),
+        Some(p) => match p.parse::<u64>() {
+            Ok(n) if (1..=65535).contains(&n) => Ok(()),
+            Ok(n) => Err(BadHost(format!("port {n} is out of range (1 to 65535)"))),
+            Err(_) => Err(BadHost(format!("'{p}' is not a port"))),
+        },
+    }
+}
 
 fn host(text: &str, default_port: u16) -> Result<Host, BadHost> {
     let (host, port) = if let Some(v6) = text.strip_prefix('[') {
