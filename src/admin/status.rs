@@ -1125,7 +1125,9 @@ mod tests {
             keys: None,
         };
         assert!(
-            json(&doc).ends_with(",\"verdict\":\"free\",\"stale\":[],\"once_per\":null,\"last_run\":null}"),
+            json(&doc).ends_with(
+                ",\"verdict\":\"free\",\"stale\":[],\"once_per\":null,\"last_run\":null}"
+            ),
             "{}",
             json(&doc)
         );

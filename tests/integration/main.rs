@@ -21,6 +21,7 @@ mod fence;
 mod foundation;
 mod generated;
 mod keys;
+mod messages;
 mod metrics_format;
 mod node_io;
 mod one_name;

@@ -1,0 +1,211 @@
+//! What an operator reads at 3 a.m.: each message says what is true and
+//! names what is needed (who holds the slots, which readers a writer waits
+//! for, which way a duration counts, what a typo meant), with no hole in it.
+
+use crate::support::{Cluster, Running, Test, WAIT_FOR_GO, await_marker, base, tempdir, touch};
+
+/// A holder of `name` that runs until `go`, started with `extra`, its marker
+/// `marker`.
+fn holding(
+    urls: &str,
+    name: &str,
+    dir: &crate::support::TempDir,
+    extra: &[&str],
+    marker: &str,
+) -> Running {
+    let running = base(urls, name, dir)
+        .args(extra)
+        .args(["-c", &format!("touch {marker}; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(dir, marker, &running);
+    running
+}
+
+#[test]
+fn a_lost_lock_does_not_say_the_quorum_did_without_the_nodes_it_was_lost_with() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let holder = holding(
+        &cluster.urls(),
+        "lost",
+        &dir,
+        &["--ttl", "3s", "--node-timeout", "150ms"],
+        "held",
+    );
+    cluster[1].stop();
+    cluster[2].stop();
+    let out = holder.wait();
+    cluster[1].cont();
+    cluster[2].cont();
+    out.assert_code(76);
+    assert!(out.stderr.contains("lost"), "{out}");
+    assert!(
+        !out.stderr.contains("did without it"),
+        "the quorum did not do without them: that is why the lock was lost\n{out}"
+    );
+}
+
+#[test]
+fn limit_and_shared_lines_name_the_holders() {
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let dir = tempdir();
+    let a = holding(&urls, "enc", &dir, &["--limit", "2"], "a");
+    let b = holding(&urls, "enc", &dir, &["--limit", "2"], "b");
+    let (pa, pb) = (a.pid(), b.pid());
+    // A single try: busy, with the slots and their holders.
+    let out = base(&urls, "enc", &dir)
+        .args(["--limit", "2", "--", "true"])
+        .expect_code(75);
+    let line = out.stderr_lines().join("\n");
+    assert!(line.contains("in all 2 slots"), "{out}");
+    assert!(
+        line.contains(&format!("pid {pa}")) && line.contains(&format!("pid {pb}")),
+        "both holders named\n{out}"
+    );
+    // A waiter: no hole in its line.
+    let out = base(&urls, "enc", &dir)
+        .args(["--limit", "2", "--wait", "1s", "--", "true"])
+        .expect_code(75);
+    assert!(!out.stderr.contains("held by in"), "{out}");
+    assert!(out.stderr.contains("held in all 2 slots, by "), "{out}");
+    assert!(out.stderr.contains("held for "), "{out}");
+    touch(&dir, "go");
+    a.wait().assert_code(0);
+    b.wait().assert_code(0);
+
+    // A writer behind --shared readers names them.
+    let _ = std::fs::remove_file(dir.join("go"));
+    let r = holding(&urls, "db", &dir, &["--shared"], "r");
+    let out = base(&urls, "db", &dir)
+        .args(["--wait", "1s", "--", "true"])
+        .expect_code(75);
+    assert!(
+        out.stderr.contains("shared by 1 --shared reader: ")
+            && out.stderr.contains(&format!("pid {}", r.pid())),
+        "the reader is named\n{out}"
+    );
+    touch(&dir, "go");
+    r.wait().assert_code(0);
+}
+
+#[test]
+fn a_forced_unlock_of_a_live_holder_warns_that_it_runs_on() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let holder = holding(&cluster.urls(), "forced", &dir, &["--ttl", "6s"], "held");
+    let out = Test::new()
+        .args(["unlock", "-r", &cluster.urls(), "-k", "forced", "--force"])
+        .expect_code(0);
+    assert!(out.stdout.contains("was held by"), "{out}");
+    let warning = out
+        .stderr_lines()
+        .into_iter()
+        .find(|l| l.starts_with("redlock-run: warning:"))
+        .unwrap_or_else(|| panic!("no warning\n{out}"))
+        .to_string();
+    assert!(
+        warning.contains(&format!("pid {}", holder.pid()))
+            && warning.contains("exits 76")
+            && warning.contains("every 2s"),
+        "{warning}"
+    );
+    // It does stop, with 76, at its next heartbeat.
+    let out = holder.wait();
+    out.assert_code(76);
+}
+
+#[test]
+fn typos_get_what_was_meant() {
+    let dir = tempdir();
+    let out = Test::new().args(["statsu", "-k", "x"]).expect_code(64);
+    out.assert_one_error_line();
+    assert!(
+        out.stderr.contains(
+            "'statsu' is not a subcommand; did you mean 'status'? (to run a program of that \
+             name, put it after --)"
+        ),
+        "{out}"
+    );
+    let out = base("redis://127.0.0.1:1", "x", &dir)
+        .args(["--once-pre", "1h", "--", "true"])
+        .expect_code(64);
+    assert!(out.stderr.contains("did you mean '--once-per'?"), "{out}");
+    let out = base("redis://127.0.0.1:99999", "x", &dir)
+        .args(["--", "true"])
+        .expect_code(64);
+    assert!(out.stderr.contains("port 99999 is out of range"), "{out}");
+    let out = base("redis://127.0.0.1:1", "x", &dir)
+        .args(["--wait", "5x", "--", "true"])
+        .expect_code(64);
+    assert!(out.stderr.contains("ms, s, m, h or d"), "{out}");
+    assert!(out.stderr.contains("at most 366d"), "{out}");
+    assert!(
+        !out.stderr.contains("month") && !out.stderr.contains("year"),
+        "units no option takes\n{out}"
+    );
+}
+
+#[test]
+fn history_with_no_node_answering_prints_nothing_on_stdout() {
+    let cluster = Cluster::new(3);
+    for node in cluster.iter() {
+        node.stop();
+    }
+    let out = Test::new()
+        .args(["history", "-r", &cluster.urls(), "-k", "report"])
+        .args(["--node-timeout", "200ms"])
+        .expect_code(69);
+    for node in cluster.iter() {
+        node.cont();
+    }
+    assert_eq!(out.stdout, "", "stdout would read as an answer\n{out}");
+    out.assert_one_error_line();
+    assert!(out.stderr.contains("no node answered"), "{out}");
+}
+
+#[test]
+fn status_shows_a_used_window_and_counts_that_agree() {
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let dir = tempdir();
+    let out = base(&urls, "nightly", &dir)
+        .args(["--once-per", "1h", "-v", "--", "true"])
+        .expect_code(0);
+    // Every grant line, then a count that agrees with them.
+    let grants = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("redlock-run: acquire ") && l.contains(": granted in "))
+        .count();
+    assert!(
+        out.stderr
+            .contains(&format!("acquired: {grants} of 3 nodes granted")),
+        "{out}"
+    );
+    let status = Test::new()
+        .args(["status", "-r", &urls, "-k", "nightly"])
+        .expect_code(0);
+    let line = status
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("once-per window used until "))
+        .unwrap_or_else(|| panic!("no window line\n{status}"));
+    assert!(
+        line.contains(":00:00.000Z, by "),
+        "the window's end: {line}"
+    );
+    assert!(line.contains(" pid "), "{line}");
+    let json = Test::new()
+        .args(["status", "-r", &urls, "-k", "nightly", "--json"])
+        .expect_code(0);
+    assert!(
+        json.stdout.contains("\"once_per\":{\"used_until\":"),
+        "{json}"
+    );
+    // A lock never run under --once-per has none.
+    let plain = Test::new()
+        .args(["status", "-r", &urls, "-k", "other", "--json"])
+        .expect_code(0);
+    assert!(plain.stdout.contains("\"once_per\":null"), "{plain}");
+}
