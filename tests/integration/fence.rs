@@ -501,7 +501,7 @@ fn limit_two_runs_at_most_two_at_once() {
 fn json_verdicts(text: &str) -> Vec<String> {
     const PY: &str = "import json, sys\n\
                       d = json.load(sys.stdin)\n\
-                      assert list(d) == ['limit', 'slots', 'last_run'], list(d)\n\
+                      assert list(d) == ['limit', 'slots', 'once_per', 'last_run'], list(d)\n\
                       assert d['limit'] == len(d['slots']), d['limit']\n\
                       print(' '.join(s['verdict'] for s in d['slots']))\n";
     python(PY, text)

@@ -716,7 +716,19 @@ fn fence_counter_carries_over_from_the_previous_layout() {
         Some(&b"41"[..])
     );
     assert_eq!(cluster[1].get(k.legacy_fence()).as_deref(), Some(&b"7"[..]));
-    for node in cluster.iter() {
-        assert_eq!(node.get(k.fence()).as_deref(), Some(&b"43"[..]));
-    }
+    // Written where the lock was granted: a quorum at least (a node that
+    // answered after the verdict, on a busy machine, keeps the 42 it was
+    // given by the first run, or none if it missed that one too).
+    let counters: Vec<Option<Vec<u8>>> = cluster.iter().map(|n| n.get(k.fence())).collect();
+    let at_43 = counters
+        .iter()
+        .filter(|c| c.as_deref() == Some(&b"43"[..]))
+        .count();
+    assert!(at_43 >= 2, "{counters:?}");
+    assert!(
+        counters
+            .iter()
+            .all(|c| matches!(c.as_deref(), None | Some(b"42" | b"43"))),
+        "{counters:?}"
+    );
 }

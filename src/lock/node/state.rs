@@ -169,8 +169,9 @@ pub(crate) struct State {
     pub(super) run_id: Option<String>,
     /// What happened to the topology, for the log.
     pub(super) notes: Vec<String>,
-    /// Searches for the primary answered so far (a note on the first).
-    found: usize,
+    /// The primary the sentinels named last, for the notes (`primary` is
+    /// given up on when it fails; this stays).
+    named: Option<Place>,
     pub(super) health: Health,
     /// A subscriber's: its data connection carries messages (see `watch`).
     push: bool,
@@ -795,8 +796,10 @@ impl State {
             Topology::Sentinel { master, .. } => {
                 let primary = primary_of(&reply, master)?;
                 if self.primary.as_ref() != Some(&primary) {
-                    let note = match &self.primary {
-                        Some(was) if self.found > 0 => format!(
+                    // Against the primary named last, even if it was given up
+                    // on since (it stopped answering): a failover is "now".
+                    let note = match &self.named {
+                        Some(was) if was != &primary => format!(
                             "{}: the primary of '{master}' is now {} (was {}; named by sentinel {})",
                             node.name,
                             primary.authority(),
@@ -810,10 +813,12 @@ impl State {
                             via.authority()
                         ),
                     };
-                    self.notes.push(note);
+                    if self.named.as_ref() != Some(&primary) {
+                        self.notes.push(note);
+                    }
+                    self.named = Some(primary.clone());
                     self.primary = Some(primary);
                 }
-                self.found += 1;
                 Ok(())
             }
             Topology::Cluster { .. } => {
