@@ -17,6 +17,8 @@ macro_rules! print {
     };
 }
 
+mod check;
+pub(crate) mod config;
 mod forget;
 mod history;
 mod status;
@@ -66,7 +68,10 @@ pub(crate) fn answer(args: std::fmt::Arguments, newline: bool) {
     }
 }
 
-pub fn run(admin: Admin) -> Exit {
+/// Runs subcommand `admin`; `given` are the program's arguments as given
+/// (before the configuration file's settings were put in), from which
+/// `check` and `config` tell where each setting comes from.
+pub fn run(admin: Admin, given: &[std::ffi::OsString]) -> Exit {
     // The answer goes to stdout; when its reader goes away (`status | head -1`)
     // end as ls(1) does, killed by SIGPIPE, not with a panic over a write
     // nobody reads. Nothing is spawned here, so the disposition is ours alone.
@@ -79,6 +84,9 @@ pub fn run(admin: Admin) -> Exit {
         Admin::Unlock(a) => &a.target,
         Admin::History(a) => &a.target,
         Admin::Forget(a) => &a.target,
+        // A run's settings, the file's included: each reads them itself.
+        Admin::Check(a) => return check::run(a, given),
+        Admin::Config(a) => return config::run(a, given),
     };
     if target.tls_insecure {
         eprintln!(
@@ -97,6 +105,7 @@ pub fn run(admin: Admin) -> Exit {
         Admin::Unlock(a) => unlock::run(a, &resolved, &nodes),
         Admin::History(a) => history::run(a, &resolved, &nodes),
         Admin::Forget(a) => forget::run(a, &resolved, &nodes),
+        Admin::Check(_) | Admin::Config(_) => Exit::Usage,
     }
 }
 
@@ -110,7 +119,7 @@ fn connect(target: &Target) -> Result<(Resolved, Nodes), String> {
     Ok((resolved, nodes))
 }
 
-fn limit(nodes: &Nodes) -> Duration {
+pub(crate) fn limit(nodes: &Nodes) -> Duration {
     redlock::round_limit(nodes.first().map_or(DEFAULT_NODE_TIMEOUT, |n| n.timeout()))
 }
 
@@ -125,7 +134,7 @@ const SCAN_LIMIT: Duration = Duration::from_secs(60);
 
 /// Each node's answer, in node order: `None` for a node that did not answer
 /// in time, the error worded for people.
-type PerNode<T> = Vec<Option<Result<T, String>>>;
+pub(crate) type PerNode<T> = Vec<Option<Result<T, String>>>;
 
 /// Runs `request` on every node; the answers in node order.
 fn on_all<R: Request + 'static>(nodes: &Nodes, request: R) -> PerNode<R::Answer> {
@@ -226,7 +235,7 @@ fn inspect_all(nodes: &Nodes, books: &Books) -> PerNode<Inspection> {
 }
 
 /// Replies in node order; `None` for a node that did not answer in time.
-fn by_node<T>(n: usize, replies: Vec<Reply<T>>) -> PerNode<T> {
+pub(crate) fn by_node<T>(n: usize, replies: Vec<Reply<T>>) -> PerNode<T> {
     let mut out: PerNode<T> = (0..n).map(|_| None).collect();
     for r in replies {
         out[r.node] = Some(r.result.map_err(|e| e.to_string()));

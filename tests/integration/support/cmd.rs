@@ -10,8 +10,10 @@
 //! ```
 //!
 //! Every process is started with:
-//! * all `REDLOCK_*` variables removed from the inherited environment
-//!   (then the test's own `env`/`env_remove` calls are applied in order);
+//! * all `REDLOCK_*` variables removed from the inherited environment, and
+//!   `REDLOCK_CONFIG` naming an empty configuration file, so that no file of
+//!   the machine's is read (then the test's own `env`/`env_remove` calls are
+//!   applied in order);
 //! * every signal at its default disposition and an empty signal mask (the
 //!   test harness may ignore/block signals and those settings would
 //!   otherwise be inherited): [`child_rules`], the rule every spawner here
@@ -47,6 +49,10 @@ pub fn child_rules(command: &mut Command, own_group: bool) {
             command.env_remove(&key);
         }
     }
+    // No configuration file of the machine's (/etc/redlock-run, ~/.config)
+    // reaches a test: an empty one stands first in the search order. A test
+    // of the file sets REDLOCK_CONFIG, or gives --config, after this.
+    command.env("REDLOCK_CONFIG", empty_config());
     // SAFETY: only async-signal-safe libc calls between fork and exec.
     unsafe {
         command.pre_exec(move || {
@@ -74,6 +80,32 @@ pub fn child_rules(command: &mut Command, own_group: bool) {
             Ok(())
         });
     }
+}
+
+/// An empty configuration file (no settings), made once per test binary
+/// in cargo's scratch directory for integration tests.
+pub fn empty_config() -> &'static Path {
+    static EMPTY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        // A directory of its own, 0700 whatever the umask: redlock-run
+        // refuses a file in a directory others may write.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-config");
+        let made = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir);
+        made.unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let path = dir.join("empty.toml");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        path
+    })
 }
 
 /// `program` under [`child_rules`], in a process group of its own.
