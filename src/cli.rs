@@ -18,6 +18,10 @@ Examples:
   # three nodes (Redlock), set once for every run
   export REDLOCK_REDIS=redis://lock1,redis://lock2,redis://lock3
 
+  # or once per host in /etc/redlock-run/config.toml (redis = [...], tls-ca = ...), then
+  # judge the nodes: persistence, eviction, replicas, clocks, the ACL
+  redlock-run check
+
   # crontab on every host: one host runs the report, the others stay silent; --once-per
   # because cron on two hosts fires a second apart, and a short job could run on both
   */5 * * * * redlock-run -q -E 0 -k report --once-per 5m -- ./report.sh

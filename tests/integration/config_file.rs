@@ -245,3 +245,48 @@ fn the_search_order_and_no_config() {
         "{out}"
     );
 }
+
+/// The example the Debian package installs as /etc/redlock-run/config.toml:
+/// as shipped it sets nothing; with its examples uncommented it is valid.
+#[test]
+fn the_shipped_example_is_valid_commented_and_not() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = fs::read_to_string(root.join("etc/config.toml")).expect("etc/config.toml");
+    let dir = tempdir();
+    let shipped = write_config(dir.path(), "shipped.toml", &text, 0o644);
+    let out = Test::new()
+        .args(["config", "--config", &shipped.display().to_string()])
+        .expect_code(0);
+    assert!(!out.stdout.contains(".toml:"), "it sets something\n{out}");
+    // Every example line uncommented, but for the files a run reads at
+    // once (passwords, certificates), which are not here.
+    let reads = ["password-file", "sentinel-password-file", "tls-"];
+    let uncommented: String = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| {
+            (l.starts_with('[') || l.contains(" = ")) && !reads.iter().any(|r| l.starts_with(r))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let all = write_config(dir.path(), "all.toml", &uncommented, 0o600);
+    let out = Test::new()
+        .args(["config", "--config", &all.display().to_string()])
+        .args(["-k", "nightly-backup"])
+        .expect_code(0);
+    for key in [
+        "redis",
+        "prefix",
+        "ttl",
+        "node-timeout",
+        "max-runtime",
+        "once-per",
+    ] {
+        let line = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{key} ")))
+            .unwrap_or_else(|| panic!("no {key}\n{out}"));
+        assert!(line.contains("all.toml:"), "{line}");
+    }
+}
