@@ -105,6 +105,7 @@ pub fn run(admin: Admin, given: &[std::ffi::OsString]) -> Exit {
         Admin::Unlock(a) => unlock::run(a, &resolved, &nodes),
         Admin::History(a) => history::run(a, &resolved, &nodes),
         Admin::Forget(a) => forget::run(a, &resolved, &nodes),
+        // Returned above, with settings of their own.
         Admin::Check(_) | Admin::Config(_) => Exit::Usage,
     }
 }

@@ -154,10 +154,11 @@ pub struct Applied {
 /// configuration file put in, for the options they do not give; `args`
 /// unchanged when no file is found or `--no-config` is given.
 pub fn apply(args: Vec<OsString>) -> Result<Applied, Error> {
-    let mut cmd = crate::cli::parser();
     // Only a word that may be --config or --no-config costs a parse here:
-    // a run without them finds the file by the environment alone.
+    // a run without them finds the file by the environment alone, and a
+    // run without a file builds no command for it.
     let asks = options_part(&args).any(|w| w == "--no-config" || w.starts_with("--config"));
+    let mut cmd = None;
     let mut matches = asks.then(|| lenient(&mut cmd, &args)).flatten();
     let (flag, none) = matches.as_ref().map(chosen).unwrap_or_default();
     if none {
@@ -174,7 +175,7 @@ pub fn apply(args: Vec<OsString>) -> Result<Applied, Error> {
     }
     // Arguments clap cannot make sense of: nothing is put in, and the
     // parse that follows says what is wrong with them.
-    let Some(m) = matches else {
+    let (Some(m), Some(cmd)) = (matches, cmd) else {
         return Ok(Applied {
             file: Some((path, found)),
             ..unchanged(args)
@@ -199,12 +200,13 @@ fn options_part(args: &[OsString]) -> impl Iterator<Item = &str> {
 }
 
 /// The arguments as clap reads them, errors aside (a missing value the
-/// file would give, say); None when even that fails (--help).
-fn lenient(cmd: &mut Command, args: &[OsString]) -> Option<ArgMatches> {
-    let mut lax = cmd.clone().ignore_errors(true);
-    let m = lax.try_get_matches_from_mut(args).ok()?;
-    *cmd = lax.ignore_errors(false);
-    Some(m)
+/// file would give, say); None when even that fails (--help). `cmd` is
+/// left with the command they were read with, its subcommand built.
+fn lenient(cmd: &mut Option<Command>, args: &[OsString]) -> Option<ArgMatches> {
+    let mut lax = crate::cli::parser().ignore_errors(true);
+    let m = lax.try_get_matches_from_mut(args);
+    *cmd = Some(lax.ignore_errors(false));
+    m.ok()
 }
 
 /// The matches of the command the arguments run: a subcommand's, or the

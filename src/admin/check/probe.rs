@@ -58,12 +58,15 @@ pub(super) fn run(run: &AsRun, name: &str, nodes: &Nodes, report: &mut Report) {
                 lock.mark_once(start, Duration::from_secs(w), &log);
                 window = Some(start);
             }
-            if let Extended::Gone = lock.extend(&log) {
-                report.quorum.push(Finding::new(
+            match lock.extend(&log) {
+                Extended::Yes { .. } => {}
+                // The nodes' errors together, each with its node's name.
+                Extended::Failed(why) => report.quorum.push(refused(&why, &c.keys)),
+                Extended::Gone => report.quorum.push(Finding::new(
                     "probe",
                     Level::Unfit,
                     "the probe's lock was gone at its first extension",
-                ));
+                )),
             }
             lock.release(&log);
         }
@@ -82,8 +85,14 @@ pub(super) fn run(run: &AsRun, name: &str, nodes: &Nodes, report: &mut Report) {
         }
         Acquired::Unavailable(_) | Acquired::FenceExhausted => {}
     }
+    per_node(&lock, &log, c, report);
+    clean(nodes, &c.keys, c, window);
+}
+
+/// Each node's part in the probe: what it refused, or that it did all.
+fn per_node(lock: &Lock, log: &Log, c: &Config, report: &mut Report) {
     let done = what_it_did(c);
-    for (i, outcome) in lock.outcomes(&log).iter().enumerate() {
+    for (i, outcome) in lock.outcomes(log).iter().enumerate() {
         // A server's error reply is the acquire's to say; a failure of the
         // connection, or of a later round, the node's.
         let failure = match &outcome.acquire {
@@ -101,7 +110,6 @@ pub(super) fn run(run: &AsRun, name: &str, nodes: &Nodes, report: &mut Report) {
             Some(why) => report.on(i, refused(&why, &c.keys)),
         }
     }
-    clean(nodes, &c.keys, c, window);
 }
 
 /// "took, extended and released a lock (--fence, --replicas 1)".

@@ -87,23 +87,17 @@ pub fn child_rules(command: &mut Command, own_group: bool) {
 pub fn empty_config() -> &'static Path {
     static EMPTY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     EMPTY.get_or_init(|| {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        // A directory of its own, 0700 whatever the umask: redlock-run
-        // refuses a file in a directory others may write.
+        use std::os::unix::fs::PermissionsExt;
+        // A directory of its own, 0755 whatever the umask: redlock-run
+        // refuses a file in a directory others may write; readable by all,
+        // for the tests that run redlock-run as another user (setpriv).
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-config");
-        let made = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir);
-        made.unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let path = dir.join("empty.toml");
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let made = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)))
+            .and_then(|()| std::fs::write(&path, b""))
+            .and_then(|()| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)));
+        made.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         path
     })
 }
