@@ -21,34 +21,44 @@ _redlock_run_spec()
     opts= takes= letters= subs= first=0 positionals=0 repeats=0 cmdpos=0
     case $1 in
     'redlock-run')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure -t --ttl --kill-after -w --wait --wait-unfair -s --shared --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --fence --replicas --limit -E --busy-exit-code -c --command -q --quiet -v --verbose --log-format --record-command --report --metrics-file -h --help -V --version'
-        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --ttl --kill-after --wait --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --replicas --limit --busy-exit-code --command --log-format --record-command --report --metrics-file '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --config --no-config -t --ttl --kill-after -w --wait --wait-unfair -s --shared --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --fence --replicas --limit -E --busy-exit-code -c --command -q --quiet -v --verbose --log-format --record-command --report --metrics-file -h --help -V --version'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --config --ttl --kill-after --wait --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --replicas --limit --busy-exit-code --command --log-format --record-command --report --metrics-file '
         letters='krtwEc'
-        subs='status unlock history forget help'
+        subs='status unlock history forget check config help'
         first=1 positionals=1 repeats=1 cmdpos=1
         ;;
     'redlock-run status')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --json --limit --keys -h --help'
-        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --limit '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --config --no-config --json --limit --keys -h --help'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --config --limit '
         letters='kr'
         ;;
     'redlock-run unlock')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --token --force -h --help'
-        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --token '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --config --no-config --token --force -h --help'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --config --token '
         letters='kr'
         ;;
     'redlock-run history')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --json -n --count -h --help'
-        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --count '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --config --no-config --json -n --count -h --help'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --config --count '
         letters='krn'
         ;;
     'redlock-run forget')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --force -h --help'
-        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --config --no-config --force -h --help'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --config '
         letters='kr'
         ;;
+    'redlock-run check')
+        opts='--prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --config --no-config --json -k --key -h --help'
+        takes=' --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --config --key '
+        letters='rk'
+        ;;
+    'redlock-run config')
+        opts='--prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --config --no-config --json -k --key -h --help'
+        takes=' --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --config --key '
+        letters='rk'
+        ;;
     'redlock-run help')
-        subs='status unlock history forget help'
+        subs='status unlock history forget check config help'
         ;;
     esac
 }
@@ -69,7 +79,11 @@ _redlock_run_value()
     'redlock-run history:-r' | \
     'redlock-run history:--redis' | \
     'redlock-run forget:-r' | \
-    'redlock-run forget:--redis')
+    'redlock-run forget:--redis' | \
+    'redlock-run check:-r' | \
+    'redlock-run check:--redis' | \
+    'redlock-run config:-r' | \
+    'redlock-run config:--redis')
         lead=${val%"${val##*,}"} val=${val##*,}
         ;;
     esac
@@ -111,7 +125,15 @@ _redlock_run_value()
     'redlock-run forget:-k' | \
     'redlock-run forget:--key' | \
     'redlock-run forget:--prefix' | \
-    'redlock-run forget:--node-timeout')
+    'redlock-run forget:--node-timeout' | \
+    'redlock-run check:--prefix' | \
+    'redlock-run check:--node-timeout' | \
+    'redlock-run check:-k' | \
+    'redlock-run check:--key' | \
+    'redlock-run config:--prefix' | \
+    'redlock-run config:--node-timeout' | \
+    'redlock-run config:-k' | \
+    'redlock-run config:--key')
         # free text (a duration, a name, a number): nothing to offer
         ;;
     'redlock-run:-r' | \
@@ -123,7 +145,11 @@ _redlock_run_value()
     'redlock-run history:-r' | \
     'redlock-run history:--redis' | \
     'redlock-run forget:-r' | \
-    'redlock-run forget:--redis')
+    'redlock-run forget:--redis' | \
+    'redlock-run check:-r' | \
+    'redlock-run check:--redis' | \
+    'redlock-run config:-r' | \
+    'redlock-run config:--redis')
         _redlock_run_urls
         ;;
     'redlock-run:--password-file' | \
@@ -131,6 +157,7 @@ _redlock_run_value()
     'redlock-run:--tls-ca' | \
     'redlock-run:--tls-cert' | \
     'redlock-run:--tls-key' | \
+    'redlock-run:--config' | \
     'redlock-run:--report' | \
     'redlock-run:--metrics-file' | \
     'redlock-run status:--password-file' | \
@@ -138,21 +165,37 @@ _redlock_run_value()
     'redlock-run status:--tls-ca' | \
     'redlock-run status:--tls-cert' | \
     'redlock-run status:--tls-key' | \
+    'redlock-run status:--config' | \
     'redlock-run unlock:--password-file' | \
     'redlock-run unlock:--sentinel-password-file' | \
     'redlock-run unlock:--tls-ca' | \
     'redlock-run unlock:--tls-cert' | \
     'redlock-run unlock:--tls-key' | \
+    'redlock-run unlock:--config' | \
     'redlock-run history:--password-file' | \
     'redlock-run history:--sentinel-password-file' | \
     'redlock-run history:--tls-ca' | \
     'redlock-run history:--tls-cert' | \
     'redlock-run history:--tls-key' | \
+    'redlock-run history:--config' | \
     'redlock-run forget:--password-file' | \
     'redlock-run forget:--sentinel-password-file' | \
     'redlock-run forget:--tls-ca' | \
     'redlock-run forget:--tls-cert' | \
-    'redlock-run forget:--tls-key')
+    'redlock-run forget:--tls-key' | \
+    'redlock-run forget:--config' | \
+    'redlock-run check:--password-file' | \
+    'redlock-run check:--sentinel-password-file' | \
+    'redlock-run check:--tls-ca' | \
+    'redlock-run check:--tls-cert' | \
+    'redlock-run check:--tls-key' | \
+    'redlock-run check:--config' | \
+    'redlock-run config:--password-file' | \
+    'redlock-run config:--sentinel-password-file' | \
+    'redlock-run config:--tls-ca' | \
+    'redlock-run config:--tls-cert' | \
+    'redlock-run config:--tls-key' | \
+    'redlock-run config:--config')
         _redlock_run_files -f
         ;;
     'redlock-run:-w' | \

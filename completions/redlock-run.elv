@@ -29,6 +29,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
             cand --tls-cert 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key'
             cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --config 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it'
             cand -t 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)'
             cand --ttl 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)'
             cand --kill-after 'Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]'
@@ -54,6 +55,7 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --report 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)'
             cand --metrics-file 'Record the run in FILE, a node_exporter textfile-collector file shared by every run and key on the host: runs by outcome, how many nodes answered and failed, and the last run''s start, duration, exit status and success time'
             cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
+            cand --no-config 'Read no configuration file'
             cand --wait-unfair 'Do not queue: race every other contender for the lock whenever it is released (woken together), and take it even when waiters are queued'
             cand -s 'Take the lock as a reader: readers run together; a run without --shared (a writer) runs alone, with no reader and no other writer (flock -s, across hosts). A waiting writer is not overtaken by readers that come after it. Not with --limit or --fence'
             cand --shared 'Take the lock as a reader: readers run together; a run without --shared (a writer) runs alone, with no reader and no other writer (flock -s, across hosts). A waiting writer is not overtaken by readers that come after it. Not with --limit or --fence'
@@ -70,6 +72,8 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand unlock 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
             cand history 'Show the lock''s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
             cand forget 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
+            cand check 'Judge every node against what the lock rests on (a master, independent, persistent, noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line per finding with its advice; exit 0 fit, 1 warnings only, 69 a node unfit or no quorum'
+            cand config 'Print every setting a run takes and where it comes from: a flag, a variable, the configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when the file or a value is refused'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock-run;status'= {
@@ -84,8 +88,10 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
             cand --tls-cert 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key'
             cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --config 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it'
             cand --limit 'Show the N slots of a lock taken with --limit N (found by itself when a holder recorded N); exit 0 while a slot is free'
             cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
+            cand --no-config 'Read no configuration file'
             cand --json 'Print one JSON object instead of text'
             cand --keys 'Also list, node by node, every key of the lock that exists there (name, type, time left), found as forget finds them'
             cand -h 'Print help'
@@ -103,8 +109,10 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
             cand --tls-cert 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key'
             cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --config 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it'
             cand --token 'Delete only where the lock holds this token (the REDLOCK_TOKEN of a holder that is gone), or a token starting with it (at least the 8 characters status shows)'
             cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
+            cand --no-config 'Read no configuration file'
             cand --force 'Delete whatever holds the lock, after printing who held it'
             cand -h 'Print help'
             cand --help 'Print help'
@@ -121,9 +129,11 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
             cand --tls-cert 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key'
             cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --config 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it'
             cand -n 'Show the COUNT most recent runs'
             cand --count 'Show the COUNT most recent runs'
             cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
+            cand --no-config 'Read no configuration file'
             cand --json 'Print one JSON array of runs instead of a table'
             cand -h 'Print help'
             cand --help 'Print help'
@@ -140,8 +150,48 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
             cand --tls-cert 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key'
             cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --config 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it'
             cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
+            cand --no-config 'Read no configuration file'
             cand --force 'Remove the keys even while the lock is held or waiters are queued, the lock''s own key too, after printing who held it (a holder still running stops its command at its next heartbeat)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'redlock-run;check'= {
+            cand --prefix 'Prefix put before the lock name to form the Redis key'
+            cand -r 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
+            cand --redis 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]'
+            cand --password-file 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)'
+            cand --sentinel-password-file 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password'
+            cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
+            cand --tls-cert 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key'
+            cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --config 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it'
+            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
+            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
+            cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
+            cand --no-config 'Read no configuration file'
+            cand --json 'Print one JSON object instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'redlock-run;config'= {
+            cand --prefix 'Prefix put before the lock name to form the Redis key'
+            cand -r 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
+            cand --redis 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group''s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]'
+            cand --node-timeout 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]'
+            cand --password-file 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)'
+            cand --sentinel-password-file 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password'
+            cand --tls-ca 'Trust this CA (PEM) for rediss:// nodes instead of the system roots'
+            cand --tls-cert 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key'
+            cand --tls-key 'Private key (PEM) of --tls-cert'
+            cand --config 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it'
+            cand -k 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
+            cand --key 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without ''{'' or ''}'' (they name the lock''s helper keys, {<PREFIX><NAME>}:fence and the like)'
+            cand --tls-insecure 'Do not check rediss:// certificates or host names (warns on every run)'
+            cand --no-config 'Read no configuration file'
+            cand --json 'Print one JSON object instead of text'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -150,6 +200,8 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand unlock 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
             cand history 'Show the lock''s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
             cand forget 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
+            cand check 'Judge every node against what the lock rests on (a master, independent, persistent, noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line per finding with its advice; exit 0 fit, 1 warnings only, 69 a node unfit or no quorum'
+            cand config 'Print every setting a run takes and where it comes from: a flag, a variable, the configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when the file or a value is refused'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock-run;help;status'= {
@@ -159,6 +211,10 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
         &'redlock-run;help;history'= {
         }
         &'redlock-run;help;forget'= {
+        }
+        &'redlock-run;help;check'= {
+        }
+        &'redlock-run;help;config'= {
         }
         &'redlock-run;help;help'= {
         }

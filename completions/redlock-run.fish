@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= prefix= r/redis= node-timeout= password-file= sentinel-password-file= tls-ca= tls-cert= tls-key= tls-insecure t/ttl= kill-after= w/wait= wait-unfair s/shared hold= once-per= once-per-success= retry= retry-delay= max-runtime= timeout= leftovers= jitter= fence replicas= limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= metrics-file= h/help V/version
+    string join \n k/key= prefix= r/redis= node-timeout= password-file= sentinel-password-file= tls-ca= tls-cert= tls-key= tls-insecure config= no-config t/ttl= kill-after= w/wait= wait-unfair s/shared hold= once-per= once-per-success= retry= retry-delay= max-runtime= timeout= leftovers= jitter= fence replicas= limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= metrics-file= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -35,6 +35,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l sentinel-passwo
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l config -d 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s t -l ttl -d 'Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'Keep trying this long (or `forever`) while the lock is held elsewhere; waiters queue and are served in arrival order (as the Redis nodes\' clocks see it), each woken by the release before its turn' -r -f
@@ -59,6 +60,7 @@ masked\t'The command line, what looks like a credential masked, cut to 200 chara
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l report -d 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-file -d 'Record the run in FILE, a node_exporter textfile-collector file shared by every run and key on the host: runs by outcome, how many nodes answered and failed, and the last run\'s start, duration, exit status and success time' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l no-config -d 'Read no configuration file'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l wait-unfair -d 'Do not queue: race every other contender for the lock whenever it is released (woken together), and take it even when waiters are queued'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s s -l shared -d 'Take the lock as a reader: readers run together; a run without --shared (a writer) runs alone, with no reader and no other writer (flock -s, across hosts). A waiting writer is not overtaken by readers that come after it. Not with --limit or --fence'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fence -d 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder\'s'
@@ -70,6 +72,8 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Sh
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "unlock" -d 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "history" -d 'Show the lock\'s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "forget" -d 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "check" -d 'Judge every node against what the lock rests on (a master, independent, persistent, noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line per finding with its advice; exit 0 fit, 1 warnings only, 69 a node unfit or no quorum'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "config" -d 'Print every setting a run takes and where it comes from: a flag, a variable, the configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when the file or a value is refused'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without \'{\' or \'}\' (they name the lock\'s helper keys, {<PREFIX><NAME>}:fence and the like)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
@@ -80,8 +84,10 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l senti
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l config -d 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l limit -d 'Show the N slots of a lock taken with --limit N (found by itself when a holder recorded N); exit 0 while a slot is free' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l no-config -d 'Read no configuration file'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json -d 'Print one JSON object instead of text'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l keys -d 'Also list, node by node, every key of the lock that exists there (name, type, time left), found as forget finds them'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help'
@@ -94,8 +100,10 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l senti
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l config -d 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l token -d 'Delete only where the lock holds this token (the REDLOCK_TOKEN of a holder that is gone), or a token starting with it (at least the 8 characters status shows)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l no-config -d 'Read no configuration file'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -l force -d 'Delete whatever holds the lock, after printing who held it'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s h -l help -d 'Print help'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without \'{\' or \'}\' (they name the lock\'s helper keys, {<PREFIX><NAME>}:fence and the like)' -r -f
@@ -107,8 +115,10 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l sent
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l config -d 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s n -l count -d 'Show the COUNT most recent runs' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l no-config -d 'Read no configuration file'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l json -d 'Print one JSON array of runs instead of a table'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s h -l help -d 'Print help'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without \'{\' or \'}\' (they name the lock\'s helper keys, {<PREFIX><NAME>}:fence and the like)' -r -f
@@ -120,19 +130,53 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l senti
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l config -d 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l no-config -d 'Read no configuration file'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -l force -d 'Remove the keys even while the lock is held or waiters are queued, the lock\'s own key too, after printing who held it (a holder still running stops its command at its next heartbeat)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -s h -l help -d 'Print help'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget help" -f -a "status" -d 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget help" -f -a "unlock" -d 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget help" -f -a "history" -d 'Show the lock\'s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget help" -f -a "forget" -d 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s r -l redis -d 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group\'s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l sentinel-password-file -d 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l config -d 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without \'{\' or \'}\' (they name the lock\'s helper keys, {<PREFIX><NAME>}:fence and the like)' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l no-config -d 'Read no configuration file'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l json -d 'Print one JSON object instead of text'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -s r -l redis -d 'Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT... (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group\'s primary); repeat it or separate with commas for a Redlock quorum of N nodes [default: redis://127.0.0.1:6379]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -l node-timeout -d 'Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -l password-file -d 'Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD; REDLOCK_USERNAME names an ACL user)' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -l sentinel-password-file -d 'Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it sentinels are sent no password' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -l tls-ca -d 'Trust this CA (PEM) for rediss:// nodes instead of the system roots' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -l config -d 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without \'{\' or \'}\' (they name the lock\'s helper keys, {<PREFIX><NAME>}:fence and the like)' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -l no-config -d 'Read no configuration file'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -l json -d 'Print one JSON object instead of text'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "status" -d 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "unlock" -d 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "history" -d 'Show the lock\'s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "forget" -d 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "check" -d 'Judge every node against what the lock rests on (a master, independent, persistent, noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line per finding with its advice; exit 0 fit, 1 warnings only, 69 a node unfit or no quorum'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "config" -d 'Print every setting a run takes and where it comes from: a flag, a variable, the configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when the file or a value is refused'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand unlock" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
 
 # The command to run: after `--`, or the first word that is neither an option
 # nor (as the first word) a subcommand. Prints the command's words typed so
@@ -143,7 +187,7 @@ function __fish_redlock_run_command_words
     argparse -s (__fish_redlock_run_global_optspecs) -- $tokens 2>/dev/null
     or return 1
     if set -q argv[1]
-        if test "$argv[1]" = "$tokens[1]"; and contains -- $argv[1] status unlock history forget help
+        if test "$argv[1]" = "$tokens[1]"; and contains -- $argv[1] status unlock history forget check config help
             return 1
         end
     else if not contains -- -- $tokens

@@ -20,6 +20,10 @@ Examples:
   # three nodes (Redlock), set once for every run
   export REDLOCK_REDIS=redis://lock1,redis://lock2,redis://lock3
 
+  # or once per host in /etc/redlock-run/config.toml (redis = [...], tls-ca = ...), then
+  # judge the nodes: persistence, eviction, replicas, clocks, the ACL
+  redlock-run check
+
   # crontab on every host: one host runs the report, the others stay silent; --once-per
   # because cron on two hosts fires a second apart, and a short job could run on both
   */5 * * * * redlock-run -q -E 0 -k report --once-per 5m -- ./report.sh
@@ -120,6 +124,16 @@ pub struct Target {
     /// Do not check rediss:// certificates or host names (warns on every run)
     #[arg(long)]
     pub tls_insecure: bool,
+
+    /// Read settings from FILE (TOML, keys named as these options) instead of the first found
+    /// of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml;
+    /// flags and their variables win over it
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub config: Option<std::path::PathBuf>,
+
+    /// Read no configuration file
+    #[arg(long, conflicts_with = "config")]
+    pub no_config: bool,
 }
 
 /// Why a command line makes no run.
@@ -358,6 +372,8 @@ pub enum Admin {
     Unlock(UnlockArgs),
     History(HistoryArgs),
     Forget(ForgetArgs),
+    Check(CheckArgs),
+    Config(ConfigArgs),
 }
 
 impl Admin {
@@ -368,13 +384,16 @@ impl Admin {
             Admin::Unlock(a) => &a.target,
             Admin::History(a) => &a.target,
             Admin::Forget(a) => &a.target,
+            Admin::Check(a) => &a.target,
+            Admin::Config(a) => &a.target,
         }
     }
 
-    /// What the subcommand is asked, in the subcommands' own terms.
-    pub fn ask(&self) -> crate::admin::Ask {
+    /// What the subcommand is asked, in the subcommands' own terms; None for
+    /// `check` and `config`, which read a run's settings themselves.
+    pub fn ask(&self) -> Option<crate::admin::Ask> {
         use crate::admin::Ask;
-        match self {
+        Some(match self {
             Admin::Status(a) => Ask::Status {
                 json: a.json,
                 limit: a.limit,
@@ -388,7 +407,8 @@ impl Admin {
                 count: a.count,
             },
             Admin::Forget(a) => Ask::Forget { force: a.force },
-        }
+            Admin::Check(_) | Admin::Config(_) => return None,
+        })
     }
 }
 
@@ -396,7 +416,7 @@ impl Admin {
 /// built only when the subcommand is used (`Command::defer`): each flattens
 /// the dozen options of `Target`, and building all four for every run cost
 /// more than parsing a run's own options.
-const ADMIN: [(&str, &str); 4] = [
+const ADMIN: [(&str, &str); 6] = [
     (
         "status",
         "Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 \
@@ -418,17 +438,41 @@ const ADMIN: [(&str, &str); 4] = [
          once-per markers, queue, slots, holder records (the lock itself only with --force); \
          exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown",
     ),
+    (
+        "check",
+        "Judge every node against what the lock rests on (a master, independent, persistent, \
+         noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line \
+         per finding with its advice; exit 0 fit, 1 warnings only, 69 a node unfit or no quorum",
+    ),
+    (
+        "config",
+        "Print every setting a run takes and where it comes from: a flag, a variable, the \
+         configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when the \
+         file or a value is refused",
+    ),
 ];
 
 impl Subcommand for Admin {
     fn augment_subcommands(cmd: clap::Command) -> clap::Command {
         // Closures that capture nothing: `defer` takes a fn. Each sets its
         // about again, since a flattened `Target` brings one of its own.
-        let options: [fn(clap::Command) -> clap::Command; 4] = [
+        let options: [fn(clap::Command) -> clap::Command; 6] = [
             |c| StatusArgs::augment_args(c).about(ADMIN[0].1),
             |c| UnlockArgs::augment_args(c).about(ADMIN[1].1),
             |c| HistoryArgs::augment_args(c).about(ADMIN[2].1),
             |c| ForgetArgs::augment_args(c).about(ADMIN[3].1),
+            // Without --key: check probes a name of its own, config shows
+            // what any run of the host takes.
+            |c| {
+                CheckArgs::augment_args(c)
+                    .about(ADMIN[4].1)
+                    .mut_arg("key", |a| a.required(false))
+            },
+            |c| {
+                ConfigArgs::augment_args(c)
+                    .about(ADMIN[5].1)
+                    .mut_arg("key", |a| a.required(false))
+            },
         ];
         ADMIN
             .iter()
@@ -455,6 +499,8 @@ impl clap::FromArgMatches for Admin {
             Some(("unlock", m)) => Ok(Admin::Unlock(UnlockArgs::from_arg_matches(m)?)),
             Some(("history", m)) => Ok(Admin::History(HistoryArgs::from_arg_matches(m)?)),
             Some(("forget", m)) => Ok(Admin::Forget(ForgetArgs::from_arg_matches(m)?)),
+            Some(("check", m)) => Ok(Admin::Check(CheckArgs::from_arg_matches(m)?)),
+            Some(("config", m)) => Ok(Admin::Config(ConfigArgs::from_arg_matches(m)?)),
             Some((other, _)) => Err(Error::raw(
                 ErrorKind::InvalidSubcommand,
                 format!("no subcommand '{other}'"),
@@ -538,6 +584,28 @@ pub struct UnlockArgs {
     pub force: bool,
 }
 
+#[derive(Debug, Args)]
+#[command(after_help = exit::CHECK_TABLE)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub target: Target,
+
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = exit::CONFIG_TABLE)]
+pub struct ConfigArgs {
+    #[command(flatten)]
+    pub target: Target,
+
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Run a command while holding a lock on one Redis node or a Redlock quorum.
 ///
 /// redlock-run takes the lock named by --key on every node given with --redis
@@ -558,7 +626,7 @@ pub struct UnlockArgs {
     max_term_width = 100,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    subcommand_value_name = "status|unlock|history|forget",
+    subcommand_value_name = "status|unlock|history|forget|check|config",
     subcommand_help_heading = "Looking at a lock"
 )]
 pub struct Cli {

@@ -69,7 +69,7 @@ pub const TABLE: &str = "\
 Exit status:
   N      the command's own exit status
   128+N  the command was killed by signal N
-  64     usage error: bad flag, duration or URL, or no command
+  64     usage error: bad flag, duration or URL, configuration file, or no command
   69     Redis unavailable: fewer than a quorum of nodes answered
   75     lock busy: held elsewhere (change with -E/--busy-exit-code)
   76     lock lost while the command ran; the command was stopped
@@ -103,6 +103,25 @@ Exit status:
   0      the runs were read from at least a quorum of nodes
   64     usage error
   69     fewer than a quorum of nodes answered; runs may be missing
+  74     the answer could not be written to stdout";
+
+/// `check`: every node answered, and some finding is a warning.
+pub const CHECK_WARNINGS: u8 = 1;
+
+/// `check`'s exit statuses.
+pub const CHECK_TABLE: &str = "\
+Exit status:
+  0      every node is fit
+  1      warnings only: something a node should change, or could not be told
+  64     usage error (a flag, or the configuration file)
+  69     a node is unfit (unreachable, a replica, one server twice, the ACL refuses the probe)
+  74     the answer could not be written to stdout";
+
+/// `config`'s exit statuses.
+pub const CONFIG_TABLE: &str = "\
+Exit status:
+  0      the settings were printed
+  64     usage error: a flag, the configuration file or a value in it is refused
   74     the answer could not be written to stdout";
 
 /// `status`'s exit statuses.

@@ -49,6 +49,17 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
         Log::new(0, format, "").error(ev("usage", msg).outcome("usage"));
         return Exit::Usage;
     }
+    // The configuration file's settings, as options, where the arguments
+    // give none (see `config`); `args` stay as given, for `check` and
+    // `config`, which show where each setting came from.
+    let applied = match crate::config::apply(args.clone()) {
+        Ok(a) => a,
+        Err(e) => {
+            Log::new(0, format, "").error(ev("usage", e.to_string()).outcome("usage"));
+            return Exit::Usage;
+        }
+    };
+    let format = log_format_in(&applied.args);
     // The parser and its matches are freed at once: freeing them costs
     // instructions, but the run's later allocations then reuse their memory
     // instead of touching fresh pages, and a first touch costs a page fault
@@ -56,7 +67,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     let parsed = {
         let mut parser = cli::parser();
         parser
-            .try_get_matches_from_mut(&args)
+            .try_get_matches_from_mut(&applied.args)
             .and_then(|m| Cli::from_arg_matches(&m))
     };
     let cli = match parsed {
@@ -66,7 +77,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     if let Some(admin) = cli.admin {
         // status and unlock hold nothing: signals act on them as usual.
         blocked.unblock();
-        return run_admin(&admin);
+        return run_admin(&admin, &args);
     }
     let config = match cli.into_config() {
         Ok(c) => c,
@@ -267,7 +278,14 @@ fn record_metrics(
 
 /// A subcommand: the lock and its nodes from the command line, then the
 /// subcommand itself.
-fn run_admin(admin: &cli::Admin) -> Exit {
+fn run_admin(admin: &cli::Admin, given: &[OsString]) -> Exit {
+    // A run's settings, the configuration file's included: each reads them
+    // itself, from the arguments as given.
+    match admin {
+        cli::Admin::Check(a) => return crate::admin::check::run(a, given),
+        cli::Admin::Config(a) => return crate::admin::config::run(a, given),
+        _ => {}
+    }
     let target = admin.target();
     if target.tls_insecure {
         eprintln!(
@@ -290,8 +308,11 @@ fn run_admin(admin: &cli::Admin) -> Exit {
             return Exit::Usage;
         }
     };
+    let Some(ask) = admin.ask() else {
+        return Exit::Usage;
+    };
     match nodes {
-        Ok(nodes) => crate::admin::dispatch(&admin.ask(), &subject, &nodes),
+        Ok(nodes) => crate::admin::dispatch(&ask, &subject, &nodes),
         Err(msg) => {
             eprintln!("redlock-run: {msg}");
             Exit::Usage

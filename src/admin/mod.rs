@@ -17,6 +17,8 @@ macro_rules! print {
     };
 }
 
+pub(crate) mod check;
+pub(crate) mod config;
 mod forget;
 mod history;
 mod status;
@@ -140,7 +142,7 @@ pub fn dispatch(ask: &Ask, lock: &Subject, nodes: &Nodes) -> Exit {
     }
 }
 
-fn limit(nodes: &Nodes) -> Duration {
+pub(crate) fn limit(nodes: &Nodes) -> Duration {
     redlock::round_limit(nodes.first().map_or(DEFAULT_NODE_TIMEOUT, |n| n.timeout()))
 }
 
@@ -155,7 +157,7 @@ const SCAN_LIMIT: Duration = Duration::from_secs(60);
 
 /// Each node's answer, in node order: `None` for a node that did not answer
 /// in time, the error worded for people.
-type PerNode<T> = Vec<Option<Result<T, NodeError>>>;
+pub(crate) type PerNode<T> = Vec<Option<Result<T, NodeError>>>;
 
 /// Runs `request` on every node; the answers in node order.
 fn on_all<R: Request + 'static>(nodes: &Nodes, request: R) -> PerNode<R::Answer> {
@@ -256,7 +258,7 @@ fn inspect_all(nodes: &Nodes, key_set: &KeySet) -> PerNode<Inspection> {
 }
 
 /// Replies in node order; `None` for a node that did not answer in time.
-fn by_node<T>(n: usize, replies: Vec<Reply<T>>) -> PerNode<T> {
+pub(crate) fn by_node<T>(n: usize, replies: Vec<Reply<T>>) -> PerNode<T> {
     let mut out: PerNode<T> = (0..n).map(|_| None).collect();
     for r in replies {
         out[r.node] = Some(r.result);

@@ -1365,7 +1365,10 @@ fn bash_cases(with_bc: bool) {
     c.check(
         lines[20],
         &r[20],
-        sorted(&r[20].words) == ["forget", "help", "history", "status", "unlock"],
+        sorted(&r[20].words)
+            == [
+                "check", "config", "forget", "help", "history", "status", "unlock",
+            ],
         "the subcommands help can explain",
     );
     c.check(

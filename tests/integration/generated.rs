@@ -469,6 +469,8 @@ fn subcommand_exit_table(name: &str) -> &'static str {
         "unlock" => exit::UNLOCK_TABLE,
         "history" => exit::HISTORY_TABLE,
         "forget" => exit::FORGET_TABLE,
+        "check" => exit::CHECK_TABLE,
+        "config" => exit::CONFIG_TABLE,
         other => panic!("{other}: give it an exit-status table in src/exit.rs and name it here"),
     }
 }
@@ -591,6 +593,16 @@ fn environment_section(cmd: &Command) -> Roff {
         roman(" (the password of the sentinels of redis+sentinel:// nodes, unless --sentinel-password-file is given) and "),
         bold("REDLOCK_SENTINEL_USERNAME"),
         roman(" (the sentinels' ACL user)."),
+    ]);
+    roff.control("PP", []);
+    roff.text([
+        bold("REDLOCK_CONFIG"),
+        roman(
+            " names the configuration file (TOML, its keys the long options' names), read when \
+             --config is not given; without it the first of ",
+        ),
+        italic("$XDG_CONFIG_HOME"),
+        roman("/redlock-run/config.toml (~/.config/redlock-run/config.toml) and /etc/redlock-run/config.toml is read. A flag or its variable wins over the file; --no-config reads none."),
     ]);
     roff.control("PP", []);
     roff.text([

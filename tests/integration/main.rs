@@ -8,8 +8,10 @@
 mod support;
 
 mod bookkeeping;
+mod check;
 mod clocks;
 mod completion;
+mod config_file;
 mod connect;
 mod containers;
 mod containment;

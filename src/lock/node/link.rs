@@ -333,6 +333,12 @@ impl Link {
         }
     }
 
+    /// The server's own certificate (the first it presented), once a TLS
+    /// handshake is done: `check` reads when it expires. Read only.
+    pub(super) fn peer_certificate(&self) -> Option<Vec<u8>> {
+        Some(self.tls.as_ref()?.peer_certificates()?.first()?.to_vec())
+    }
+
     /// Whether the link can still carry requests.
     pub(super) fn alive(&self) -> bool {
         !matches!(self.phase, Phase::Down | Phase::Stillborn(_))

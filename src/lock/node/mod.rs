@@ -19,12 +19,14 @@
 //! - `link`: one connection; `resp`: where a reply ends;
 //! - `state`: a node's connections and requests, discovery and redirects;
 //! - `requests`: the lock's requests and their typed answers;
+//! - `inquiry`: read-only questions for `check` (INFO, CONFIG GET, TIME...);
 //! - `scripts`: the Lua every request runs;
 //! - `watch`: a subscription to release announcements;
 //! - `place`: two names of one server;
 //! - `error`: what a failure says.
 
 mod error;
+mod inquiry;
 mod link;
 mod place;
 mod requests;
@@ -44,6 +46,7 @@ use std::time::{Duration, Instant};
 use crate::lock::redlock::{self, Answer};
 
 pub use error::{Kind, NodeError};
+pub use inquiry::*;
 pub use place::same_run_id;
 use place::same_server;
 pub use requests::*;

@@ -192,6 +192,26 @@ impl State {
         self.data.iter().any(|d| d.link.alive())
     }
 
+    /// For `check`, read only: the server a request for hash `slot` goes
+    /// to now, where that is known (the server; a Sentinel group's primary;
+    /// a Cluster slot's master), as `host:port`.
+    pub(super) fn serving(&self, node: &Node, slot: u16) -> Option<String> {
+        match &node.topology {
+            Topology::Server { place, .. } => Some(place.authority()),
+            Topology::Sentinel { .. } => self.primary.as_ref().map(Place::authority),
+            Topology::Cluster { .. } => self.master_of(slot).map(|p| p.authority()),
+        }
+    }
+
+    /// For `check`, read only: the certificate of each TLS data connection
+    /// standing, with the server's `host:port`.
+    pub(super) fn peer_certificates(&self) -> Vec<(String, Vec<u8>)> {
+        self.data
+            .iter()
+            .filter_map(|d| Some((d.place.authority(), d.link.peer_certificate()?)))
+            .collect()
+    }
+
     /// The messages a subscribed connection has received since the last
     /// call.
     pub(super) fn messages(&mut self) -> Vec<Value> {

@@ -10,8 +10,10 @@
 //! ```
 //!
 //! Every process is started with:
-//! * all `REDLOCK_*` variables removed from the inherited environment
-//!   (then the test's own `env`/`env_remove` calls are applied in order);
+//! * all `REDLOCK_*` variables removed from the inherited environment, and
+//!   `REDLOCK_CONFIG` naming an empty configuration file, so that no file of
+//!   the machine's is read (then the test's own `env`/`env_remove` calls are
+//!   applied in order);
 //! * every signal at its default disposition and an empty signal mask (the
 //!   test harness may ignore/block signals and those settings would
 //!   otherwise be inherited): [`child_rules`], the rule every spawner here
@@ -47,6 +49,10 @@ pub fn child_rules(command: &mut Command, own_group: bool) {
             command.env_remove(&key);
         }
     }
+    // No configuration file of the machine's (/etc/redlock-run, ~/.config)
+    // reaches a test: an empty one stands first in the search order. A test
+    // of the file sets REDLOCK_CONFIG, or gives --config, after this.
+    command.env("REDLOCK_CONFIG", empty_config());
     // SAFETY: only async-signal-safe libc calls between fork and exec.
     unsafe {
         command.pre_exec(move || {
@@ -74,6 +80,26 @@ pub fn child_rules(command: &mut Command, own_group: bool) {
             Ok(())
         });
     }
+}
+
+/// An empty configuration file (no settings), made once per test binary
+/// in cargo's scratch directory for integration tests.
+pub fn empty_config() -> &'static Path {
+    static EMPTY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        // A directory of its own, 0755 whatever the umask: redlock-run
+        // refuses a file in a directory others may write; readable by all,
+        // for the tests that run redlock-run as another user (setpriv).
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-config");
+        let path = dir.join("empty.toml");
+        let made = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)))
+            .and_then(|()| std::fs::write(&path, b""))
+            .and_then(|()| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)));
+        made.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        path
+    })
 }
 
 /// `program` under [`child_rules`], in a process group of its own.

@@ -1,0 +1,229 @@
+//! Where the configuration file is, and whether to believe it.
+//!
+//! The first of: `--config FILE`, `$REDLOCK_CONFIG`, the user's
+//! `$XDG_CONFIG_HOME/redlock-run/config.toml` (`~/.config/...` without it),
+//! `/etc/redlock-run/config.toml`. One file is read, never a merge: what a
+//! run does is then in one place. A file named by the flag or the variable
+//! must exist; the other two are looked for.
+//!
+//! A file that names the nodes decides where every lock of the host lives:
+//! one that others may write could send every run to someone else's Redis
+//! (and its passwords with them). As ssh refuses such a `~/.ssh/config`
+//! and sudo such a sudoers, a file that others than its owner may write,
+//! in a directory that others may write, or owned by neither root nor the
+//! user who runs, is refused; and one that holds a password in a URL must
+//! not be readable by others either.
+
+use std::fs::Metadata;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use super::Error;
+use super::parse::Loaded;
+
+/// The most a configuration file may hold.
+const CAP: usize = 256 * 1024;
+
+/// How the file was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// `--config FILE`.
+    Flag,
+    /// `$REDLOCK_CONFIG`.
+    Env,
+    /// The user's, under `$XDG_CONFIG_HOME` or `~/.config`.
+    User,
+    /// `/etc/redlock-run/config.toml`.
+    System,
+}
+
+impl Found {
+    /// How it was found, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Found::Flag => "--config",
+            Found::Env => "REDLOCK_CONFIG",
+            Found::User => "the user's configuration",
+            Found::System => "the system's configuration",
+        }
+    }
+}
+
+/// The system-wide file.
+pub const SYSTEM: &str = "/etc/redlock-run/config.toml";
+
+/// The file to read: `flag`'s, else the first of the search order that
+/// exists; None when there is none.
+pub fn locate(flag: Option<&Path>) -> Option<(PathBuf, Found)> {
+    if let Some(path) = flag {
+        return Some((path.to_path_buf(), Found::Flag));
+    }
+    if let Some(path) = std::env::var_os("REDLOCK_CONFIG").filter(|v| !v.is_empty()) {
+        return Some((PathBuf::from(path), Found::Env));
+    }
+    // The XDG base directory spec: a relative XDG_CONFIG_HOME is ignored.
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(".config"))
+        });
+    if let Some(user) = base.map(|b| b.join("redlock-run").join("config.toml"))
+        && exists(&user)
+    {
+        return Some((user, Found::User));
+    }
+    let system = PathBuf::from(SYSTEM);
+    exists(&system).then_some((system, Found::System))
+}
+
+/// Whether something is at `path` (a file that cannot be read counts: it
+/// is reported, not skipped).
+fn exists(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+/// The file's text, once its owner and mode pass (see the module).
+pub fn read(path: &Path, found: Found) -> Result<String, Error> {
+    let io = |error: std::io::Error| Error::Read {
+        path: path.to_path_buf(),
+        found,
+        error,
+    };
+    // Non-blocking: a FIFO given by mistake is refused below instead of
+    // waited on.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(io)?;
+    // The checks are of the file opened (fstat), not of a name that may
+    // be switched under us.
+    let meta = file.metadata().map_err(io)?;
+    trusted(path, &meta)?;
+    let mut text = String::new();
+    (&mut file)
+        .take(CAP as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(io)?;
+    if text.len() > CAP {
+        return Err(Error::TooLong {
+            path: path.to_path_buf(),
+            cap: CAP,
+        });
+    }
+    Ok(text)
+}
+
+/// Refuses a file that others could have written (see the module).
+fn trusted(path: &Path, meta: &Metadata) -> Result<(), Error> {
+    if !meta.is_file() {
+        return Err(Error::NotFile {
+            path: path.to_path_buf(),
+        });
+    }
+    let me = rustix::process::geteuid().as_raw();
+    let ours = |uid: u32| uid == 0 || uid == me;
+    if !ours(meta.uid()) {
+        return Err(Error::Owner {
+            path: path.to_path_buf(),
+            uid: meta.uid(),
+        });
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(Error::Writable {
+            path: path.to_path_buf(),
+            mode,
+            dir: None,
+        });
+    }
+    // Whoever may write the directory may put another file in its place;
+    // a sticky directory (/tmp) lets only the file's owner do that.
+    let dir = std::fs::canonicalize(path)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    if let Some(dir) = dir
+        && let Ok(d) = std::fs::metadata(&dir)
+    {
+        let dmode = d.mode() & 0o7777;
+        let open = dmode & 0o022 != 0 && dmode & 0o1000 == 0;
+        if open || !ours(d.uid()) {
+            return Err(Error::Writable {
+                path: path.to_path_buf(),
+                mode: dmode,
+                dir: Some(dir),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a file with a password in a URL that others may read.
+pub fn check_secrets(path: &Path, loaded: &Loaded) -> Result<(), Error> {
+    let Some(line) = loaded.secret_line() else {
+        return Ok(());
+    };
+    let mode = std::fs::metadata(path).map_or(0, |m| m.mode() & 0o7777);
+    if mode & 0o044 != 0 {
+        return Err(Error::Readable {
+            path: path.to_path_buf(),
+            mode,
+            line,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn file(dir: &Path, mode: u32) -> PathBuf {
+        let path = dir.join("config.toml");
+        std::fs::write(&path, "ttl = \"5s\"\n").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        path
+    }
+
+    #[test]
+    fn a_file_others_may_write_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = file(dir.path(), 0o600);
+        assert_eq!(read(&path, Found::Flag).expect("fine"), "ttl = \"5s\"\n");
+        let path = file(dir.path(), 0o620);
+        let e = read(&path, Found::Flag).expect_err("group-writable");
+        assert!(e.to_string().contains("mode 0620"), "{e}");
+        let path = file(dir.path(), 0o606);
+        assert!(read(&path, Found::Flag).is_err(), "world-writable");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod dir");
+        let path = file(dir.path(), 0o600);
+        let e = read(&path, Found::Flag).expect_err("open directory");
+        assert!(e.to_string().contains("its directory"), "{e}");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777))
+            .expect("chmod dir");
+        assert!(read(&path, Found::Flag).is_ok(), "sticky, as /tmp");
+    }
+
+    #[test]
+    fn what_is_not_a_file_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        assert!(matches!(
+            read(dir.path(), Found::Flag),
+            Err(Error::NotFile { .. })
+        ));
+        assert!(matches!(
+            read(&dir.path().join("none"), Found::Env),
+            Err(Error::Read {
+                found: Found::Env,
+                ..
+            })
+        ));
+    }
+}

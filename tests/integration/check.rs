@@ -1,0 +1,250 @@
+//! `redlock-run check` against real servers: each precondition of the
+//! README's "Before you deploy" that a node breaks is caught, and nodes that
+//! keep them all pass.
+
+use crate::support::*;
+
+/// Servers with the lock's persistence: AOF, fsync on every write, no
+/// eviction (the default policy).
+const PERSISTENT: &[&str] = &["--appendonly", "yes", "--appendfsync", "always"];
+
+fn check(urls: &str) -> Test {
+    Test::new().args(["check", "-r", urls])
+}
+
+/// The lines of the text answer under node `url`'s heading.
+fn section<'a>(out: &'a RunOutput, url: &str) -> Vec<&'a str> {
+    out.stdout
+        .lines()
+        .skip_while(|l| *l != url)
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect()
+}
+
+/// No key left on `node` by the probe.
+fn clean(node: &RedisNode) {
+    let keys: Vec<String> = node
+        .keys()
+        .iter()
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    assert!(keys.is_empty(), "the probe left {keys:?} on {}", node.url());
+}
+
+#[test]
+fn persistent_independent_masters_are_fit() {
+    let nodes: Vec<RedisNode> = (0..3).map(|_| RedisNode::start_with(PERSISTENT)).collect();
+    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+    let out = check(&urls.join(",")).expect_code(0);
+    for url in &urls {
+        let lines = section(&out, url);
+        for want in [
+            "a master",
+            "appendonly yes",
+            "appendfsync always",
+            "maxmemory-policy noeviction",
+            "the probe took, extended and released a lock",
+        ] {
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.starts_with("  ok") && l.contains(want)),
+                "{url}: no ok line with {want:?}\n{out}"
+            );
+        }
+    }
+    assert!(
+        out.stdout
+            .trim_end()
+            .ends_with("fit: 0 unfit, 0 warnings, 0 cannot tell"),
+        "{out}"
+    );
+    nodes.iter().for_each(clean);
+}
+
+#[test]
+fn nodes_without_persistence_and_evicting_keys_warn() {
+    let nodes: Vec<RedisNode> = (0..3)
+        .map(|_| RedisNode::start_with(&["--maxmemory-policy", "allkeys-lru"]))
+        .collect();
+    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+    let out = check(&urls.join(",")).expect_code(1);
+    for url in &urls {
+        let lines = section(&out, url);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("  warn") && l.contains("appendonly no")),
+            "{url}\n{out}"
+        );
+        assert!(
+            lines.iter().any(|l| l.starts_with("  warn")
+                && l.contains("maxmemory-policy allkeys-lru")
+                && l.contains("set maxmemory-policy noeviction")),
+            "{url}\n{out}"
+        );
+    }
+    assert!(!out.stdout.contains("  unfit"), "{out}");
+}
+
+#[test]
+fn a_replica_among_three_nodes_is_unfit() {
+    let a = RedisNode::start_with(PERSISTENT);
+    let port = a.port().to_string();
+    let mut args = PERSISTENT.to_vec();
+    args.extend(["--replicaof", "127.0.0.1", &port]);
+    let replica = RedisNode::start_with(&args);
+    let c = RedisNode::start_with(PERSISTENT);
+    let urls = format!("{},{},{}", a.url(), replica.url(), c.url());
+    let out = check(&urls).expect_code(69);
+    let lines = section(&out, &replica.url());
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  unfit") && l.contains("a replica")),
+        "the replica is not named\n{out}"
+    );
+    assert!(
+        !section(&out, &c.url())
+            .iter()
+            .any(|l| l.starts_with("  unfit")),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_acl_user_denied_eval_is_unfit_naming_the_command() {
+    let nodes: Vec<RedisNode> = (0..3).map(|_| RedisNode::start_with(PERSISTENT)).collect();
+    let reply: String = nodes[2].cmd(
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("locker")
+            .arg("on")
+            .arg(">locker-pw")
+            .arg("~*")
+            .arg("&*")
+            .arg("+@all")
+            .arg("-eval"),
+    );
+    assert_eq!(reply, "OK");
+    let denied = format!("redis://locker:locker-pw@127.0.0.1:{}", nodes[2].port());
+    let urls = format!("{},{},{denied}", nodes[0].url(), nodes[1].url());
+    let out = check(&urls).expect_code(69);
+    let shown = "redis://locker:***@127.0.0.1:".to_string() + &nodes[2].port().to_string();
+    let lines = section(&out, &shown);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  unfit") && l.contains("the ACL refuses EVAL")),
+        "{out}"
+    );
+    assert!(!out.stdout.contains("locker-pw"), "{out}");
+    nodes.iter().for_each(clean);
+}
+
+#[test]
+fn json_parses_and_says_the_verdict() {
+    let nodes: Vec<RedisNode> = (0..3).map(|_| RedisNode::start()).collect();
+    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+    let out = check(&urls.join(",")).arg("--json").expect_code(1);
+    let said = python(
+        "import json,sys\nd=json.load(sys.stdin)\nf=[x for n in d['nodes'] for x in \
+         n['findings']]\nprint(d['verdict'], len(d['nodes']), sorted({x['level'] for x in f}), \
+         any(x['check']=='appendonly' and x['level']=='warn' for x in f))",
+        &out.stdout,
+    );
+    assert_eq!(said.trim(), "warnings 3 ['ok', 'warn'] True");
+}
+
+#[test]
+fn a_stopped_node_leaves_a_quorum_and_is_unfit() {
+    let nodes: Vec<RedisNode> = (0..2).map(|_| RedisNode::start_with(PERSISTENT)).collect();
+    let down = format!("redis://127.0.0.1:{}", free_port());
+    let urls = format!("{},{},{down}", nodes[0].url(), nodes[1].url());
+    let out = check(&urls)
+        .args(["--node-timeout", "200ms"])
+        .expect_code(69);
+    assert!(
+        section(&out, &down)
+            .iter()
+            .any(|l| l.starts_with("  unfit") && l.contains("connection refused")),
+        "{out}"
+    );
+    assert!(
+        out.stdout.contains("2 of 3 nodes answered; a lock needs 2"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_cluster_passes() {
+    let cluster = RedisCluster::new(3, 0);
+    for i in 0..cluster.len() {
+        let _: String = cluster
+            .node(i)
+            .cmd(redis::cmd("CONFIG").arg("SET").arg("appendonly").arg("yes"));
+        let _: String = cluster.node(i).cmd(
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("appendfsync")
+                .arg("always"),
+        );
+    }
+    let out = check(&cluster.url()).args(["-k", "job"]).expect_code(0);
+    let slot = cluster.keyslot(&lock_key("job"));
+    assert!(
+        out.stdout.contains(&format!(
+            "cluster_state:ok; the lock's hash slot {slot} is served by"
+        )),
+        "{out}"
+    );
+    assert!(cluster.keys().is_empty(), "the probe left keys");
+}
+
+#[test]
+fn a_sentinel_group_passes() {
+    let group = SentinelGroup::builder().start();
+    for i in 0..group.data_ports().len() {
+        let _: String = group
+            .data_node(i)
+            .cmd(redis::cmd("CONFIG").arg("SET").arg("appendonly").arg("yes"));
+        let _: String = group.data_node(i).cmd(
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("appendfsync")
+                .arg("always"),
+        );
+    }
+    let out = check(&group.url()).expect_code(0);
+    assert!(
+        out.stdout.contains(&format!(
+            "3 of 3 sentinels answered; they name 127.0.0.1:{} primary",
+            group.primary_port()
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+fn check_uses_the_configuration_file() {
+    let nodes: Vec<RedisNode> = (0..3).map(|_| RedisNode::start_with(PERSISTENT)).collect();
+    let dir = tempdir();
+    let list: Vec<String> = nodes.iter().map(|n| format!("\"{}\"", n.url())).collect();
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!("redis = [{}]\nfence = true\n", list.join(", ")),
+    )
+    .expect("write");
+    let out = Test::new()
+        .env("REDLOCK_CONFIG", &config)
+        .arg("check")
+        .expect_code(0);
+    assert!(
+        out.stdout
+            .contains("the probe took, extended and released a lock (--fence)"),
+        "{out}"
+    );
+    nodes.iter().for_each(clean);
+}
