@@ -182,6 +182,18 @@ impl RedisNode {
                 let _ = fs::remove_file(entry.path());
             }
         }
+        self.respawn();
+    }
+
+    /// Kill -9 and start again on the same port and directory, keeping what
+    /// the server persisted (a node started with `--appendonly yes
+    /// --appendfsync always` comes back with every key it had).
+    pub fn restart_keeping_data(&mut self) {
+        self.kill();
+        self.respawn();
+    }
+
+    fn respawn(&mut self) {
         let mut last_error = String::new();
         // The port may linger briefly; retry for a little while.
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -351,6 +363,13 @@ impl Cluster {
     pub fn new(n: usize) -> Cluster {
         Cluster {
             nodes: (0..n).map(|_| RedisNode::start()).collect(),
+        }
+    }
+
+    /// `n` nodes started with `extra` redis-server arguments.
+    pub fn with(n: usize, extra: &[&str]) -> Cluster {
+        Cluster {
+            nodes: (0..n).map(|_| RedisNode::start_with(extra)).collect(),
         }
     }
 
