@@ -24,13 +24,17 @@ fn examples() -> Vec<String> {
         if in_fence || !line.starts_with("    ") {
             continue;
         }
+        // A shell session shows its commands after a `$ ` prompt, and what
+        // they print on lines of their own.
         let line = line.trim();
+        let line = line.strip_prefix("$ ").unwrap_or(line);
         if line.starts_with('#') || !line.contains("redlock-run ") || line.contains("<NAME>") {
             continue;
         }
         let first = line.split_whitespace().next().unwrap_or("");
-        // Developer commands (cargo, install, bash demo/try.sh) run in .ci/run.
-        if matches!(first, "cargo" | "install" | "bash") {
+        // Developer commands (cargo, install, bash demo/try.sh) run in .ci/run;
+        // the copy to another host is the one that cannot run here.
+        if matches!(first, "cargo" | "install" | "bash" | "scp") {
             continue;
         }
         let mut cmd = line.trim_start_matches("ExecStart=").to_string();
@@ -303,4 +307,77 @@ fn readme_help_and_man_page_name_the_same_flags_and_variables() {
         row.contains(what),
         "README's -v/-vv ({row}) differs from --help ({what})"
     );
+}
+
+/// The `1.59×`-shaped figures of `text`.
+fn ratios(text: &str) -> Vec<&str> {
+    text.match_indices('×')
+        .filter_map(|(i, _)| {
+            // The digits and points are ASCII: the figure starts one byte
+            // after the last other character, whatever its width.
+            let start = text[..i]
+                .char_indices()
+                .rev()
+                .find(|(_, c)| !(c.is_ascii_digit() || *c == '.'))
+                .map_or(0, |(j, c)| j + c.len_utf8());
+            let figure = &text[start..i];
+            figure
+                .starts_with(|c: char| c.is_ascii_digit())
+                .then_some(figure)
+        })
+        .collect()
+}
+
+/// The rows of the first table under `heading` in `text`, cells trimmed.
+fn table_under(text: &str, heading: &str) -> Vec<Vec<String>> {
+    let section = text.split(heading).nth(1).unwrap_or("");
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| l.split('|').map(|c| c.trim().to_string()).collect())
+        .collect()
+}
+
+/// A figure quoted twice is the same figure: every ratio the README quotes
+/// comes from its Performance section, and each row of that section's table
+/// reads the same (median and ratio to flock) in docs/performance.md, which
+/// takes both from the latest `bench/run`.
+#[test]
+fn readme_quotes_each_benchmark_figure_once() {
+    let performance = README
+        .split("\n## Performance\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README has a Performance section");
+    let elsewhere = README.replace(performance, "");
+    let stray: Vec<&str> = ratios(&elsewhere)
+        .into_iter()
+        .filter(|r| !ratios(performance).contains(r))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "README quotes ratios its Performance section does not have: {stray:?}"
+    );
+
+    let manual = include_str!("../../docs/performance.md");
+    let ours = table_under(README, "\n## Performance\n");
+    let theirs = table_under(manual, "# Performance");
+    assert!(
+        ours.len() >= 4,
+        "no table in README's Performance: {ours:?}"
+    );
+    for row in &ours {
+        let (command, median, ratio) = (&row[1], &row[2], &row[3]);
+        let same = theirs
+            .iter()
+            .find(|r| &r[1] == command)
+            .unwrap_or_else(|| panic!("docs/performance.md has no row for {command}"));
+        assert_eq!(
+            (&same[2], &same[3]),
+            (median, ratio),
+            "README and docs/performance.md quote {command} differently"
+        );
+    }
 }
