@@ -48,13 +48,18 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+use rustix::process::{Signal, WaitOptions};
+
 use crate::cli::Program;
 use crate::clock::{self, Stamp};
+use crate::process::signals::{self, How, SigSet};
 use crate::process::{spawn, tree};
 
 /// What the guard tells redlock-run.
@@ -135,18 +140,8 @@ const RESUME_GAP: Duration = Duration::from_millis(100);
 const RESUMED_FRAMES: u32 = 16;
 
 fn pipe() -> io::Result<(File, File)> {
-    let mut fds = [0; 2];
-    // SAFETY: a valid two-element array; both fds are ours on success.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh descriptors owned by nobody else.
-    unsafe {
-        Ok((
-            File::from(OwnedFd::from_raw_fd(fds[0])),
-            File::from(OwnedFd::from_raw_fd(fds[1])),
-        ))
-    }
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    Ok((File::from(r), File::from(w)))
 }
 
 fn write_frame(w: &mut File, tag: u8, payload: &[u8]) -> io::Result<()> {
@@ -179,7 +174,7 @@ impl Guard {
     /// at end of file without one. Call it while this process has a single
     /// thread, as early as it can be; `mask` is the signal mask redlock-run
     /// was started with, for the command.
-    pub fn fork(mask: libc::sigset_t) -> io::Result<Guard> {
+    pub fn fork(mask: SigSet) -> io::Result<Guard> {
         #[cfg(debug_assertions)]
         {
             let threads = std::fs::read_dir("/proc/self/task").map_or(1, |d| d.count());
@@ -187,8 +182,9 @@ impl Guard {
         }
         let (ctrl_r, ctrl_w) = pipe()?;
         let (report_r, report_w) = pipe()?;
-        // SAFETY: single-threaded here (checked above in test builds), so the
-        // child may go on with the standard library.
+        // SAFETY: fork(2) has no safe form. This process has one thread
+        // (checked above in test builds), so no lock of another thread's is
+        // copied into the child, which may go on with the standard library.
         match unsafe { libc::fork() } {
             -1 => Err(io::Error::last_os_error()),
             0 => {
@@ -327,12 +323,16 @@ impl Drop for Guard {
     }
 }
 
-fn guard_main(mut ctrl: File, mut report: File, mask: libc::sigset_t) -> ! {
-    // SAFETY: plain syscalls on this process.
-    unsafe {
-        libc::setpgid(0, 0);
-        libc::prctl(libc::PR_SET_NAME, c"redlock-guard".as_ptr());
+fn guard_main(mut ctrl: File, mut report: File, mask: SigSet) -> ! {
+    // Its own group, so that a group kill aimed at redlock-run leaves it
+    // standing to clean up. A fork's child is no group or session leader,
+    // so this cannot fail; if it did, the guard would not be what it claims
+    // to be, and it goes: redlock-run finds it gone and runs nothing.
+    if rustix::process::setpgid(None, None).is_err() {
+        exit_now();
     }
+    // Only the name ps(1) shows: nothing depends on it.
+    let _ = rustix::thread::set_name(c"redlock-guard");
     // redlock-run parses its command line meanwhile; it says nothing more
     // when it ends without running anything (a usage error, --help).
     let spec = match read_frame(&mut ctrl) {
@@ -346,13 +346,13 @@ fn guard_main(mut ctrl: File, mut report: File, mask: libc::sigset_t) -> ! {
     // which the command could read, shows this copy.
     let names: Vec<&str> = spec.remove.iter().map(String::as_str).collect();
     spawn::scrub_environ(&names);
-    // SAFETY: plain syscalls on this process.
-    let me = unsafe {
-        if spec.contain {
-            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
-        }
-        libc::getpid()
-    };
+    let me = rustix::process::getpid();
+    // Every orphan of the tree comes to the guard. Linux has had it since
+    // 3.4; without it the guard cannot contain the tree, and it goes.
+    if spec.contain && rustix::process::set_child_subreaper(Some(me)).is_err() {
+        exit_now();
+    }
+    let me = me.as_raw_pid();
     // Children's exits arrive on a descriptor, so one thread can wait for
     // them and for the control pipe at once.
     let Some(children) = sigchld_fd() else {
@@ -404,7 +404,7 @@ fn serve(
     ctrl: &mut File,
     report: &mut File,
     spec: &Spec,
-    mask: &libc::sigset_t,
+    mask: &SigSet,
 ) {
     let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let env = spawn::Env {
@@ -476,50 +476,34 @@ fn serve(
         let timeout = if killing {
             // Again until reaped: a process forked between a listing and the
             // kill is found by the next one.
-            5
+            Some(Duration::from_millis(5))
         } else {
             // Slices: poll waits on CLOCK_MONOTONIC, which stands still
             // while the host is suspended; the deadline is on BOOTTIME.
-            kill_at.map_or(-1, |k| {
+            kill_at.map(|k| {
                 k.saturating_duration_since(clock::now())
                     .min(Duration::from_millis(100))
-                    .as_millis() as i32
             })
         };
         // A resume held back by RESUME_GAP is due then.
         let timeout = match resume_at.filter(|_| stop_seen.is_some() && !killing) {
             Some(t) => {
-                let wait = t.saturating_duration_since(clock::now()).as_millis() as i32 + 1;
-                if timeout < 0 { wait } else { timeout.min(wait) }
+                let wait = t.saturating_duration_since(clock::now()) + Duration::from_millis(1);
+                Some(timeout.map_or(wait, |w| w.min(wait)))
             }
             None => timeout,
         };
-        let mut fds = [
-            libc::pollfd {
-                fd: ctrl.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: children.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        if !std::mem::take(&mut first_pass) {
-            // SAFETY: a valid array of two pollfds.
-            if unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) } < 0 {
-                continue;
+        let (control, exits) = if std::mem::take(&mut first_pass) {
+            (false, false)
+        } else {
+            match poll_two(ctrl, children, timeout) {
+                Ok(ready) => ready,
+                Err(_) => continue,
             }
-        }
-        if fds[1].revents != 0 || fds[0].revents == 0 {
-            let mut info = [0u8; 128];
+        };
+        if exits || !control {
             // Drained, then every exited child reaped: SIGCHLDs coalesce.
-            // SAFETY: reading a signalfd (non-blocking) into a buffer of its
-            // record size.
-            unsafe {
-                libc::read(children.as_raw_fd(), info.as_mut_ptr().cast(), info.len());
-            }
+            while signals::take(children).is_some() {}
             let Reaped {
                 command: status,
                 empty,
@@ -548,7 +532,7 @@ fn serve(
                 return;
             }
         }
-        if fds[0].revents != 0 {
+        if control {
             // Only deadlines come on the control pipe while a command runs:
             // end of file means redlock-run is finished or was killed.
             match read_frame(ctrl) {
@@ -572,48 +556,56 @@ fn serve(
 /// Copies of fds 0-2 above them, close-on-exec so that no command inherits
 /// the copies. Held only with --retry, until redlock-run closes the control
 /// pipe, which it does before it releases the lock: a `$(redlock-run ...)`
-/// still ends with redlock-run.
-fn keep_stdio() -> [libc::c_int; 3] {
-    let mut saved = [-1; 3];
-    for (fd, copy) in saved.iter_mut().enumerate() {
-        // SAFETY: fcntl on a descriptor of this process.
-        *copy = unsafe { libc::fcntl(fd as libc::c_int, libc::F_DUPFD_CLOEXEC, 3) };
-    }
-    saved
+/// still ends with redlock-run. A copy that cannot be made (no such fd, or
+/// none free) is None.
+fn keep_stdio() -> [Option<OwnedFd>; 3] {
+    use rustix::stdio::{stderr, stdin, stdout};
+    [stdin(), stdout(), stderr()].map(|fd| rustix::io::fcntl_dupfd_cloexec(fd, 3).ok())
 }
 
-/// Puts the caller's stdio back on fds 0-2 for the next command (a copy that
-/// could not be made leaves /dev/null there).
-fn restore_stdio(saved: &[libc::c_int; 3]) {
-    for (fd, copy) in saved.iter().enumerate() {
-        if *copy >= 0 {
-            // SAFETY: dup2 between descriptors of this process.
-            unsafe {
-                libc::dup2(*copy, fd as libc::c_int);
-            }
-        }
+/// Puts the caller's stdio back on fds 0-2 for the next command. A copy
+/// that could not be made, or put back, leaves /dev/null there: the command
+/// runs with that, as it would under a caller that closed it.
+fn restore_stdio(saved: &[Option<OwnedFd>; 3]) {
+    use rustix::stdio::{dup2_stderr, dup2_stdin, dup2_stdout};
+    let [stdin, stdout, stderr] = saved;
+    if let Some(copy) = stdin {
+        let _ = dup2_stdin(copy);
+    }
+    if let Some(copy) = stdout {
+        let _ = dup2_stdout(copy);
+    }
+    if let Some(copy) = stderr {
+        let _ = dup2_stderr(copy);
     }
 }
 
 /// A signalfd for SIGCHLD, which is blocked so that only the fd sees it.
 fn sigchld_fd() -> Option<OwnedFd> {
-    let set = block_sigchld();
-    // SAFETY: signalfd returns a fresh fd or -1.
-    unsafe {
-        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-        (fd >= 0).then(|| OwnedFd::from_raw_fd(fd))
-    }
+    let set = SigSet::of([libc::SIGCHLD]);
+    signals::thread_mask(How::Block, Some(&set));
+    signals::signalfd(&set).ok()
 }
 
-fn block_sigchld() -> libc::sigset_t {
-    // SAFETY: sigset manipulation on a local value.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGCHLD);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
+/// One poll(2) for the control pipe and the SIGCHLD descriptor, up to
+/// `timeout` (None: until one is ready): which of them is.
+fn poll_two(
+    ctrl: &File,
+    children: &OwnedFd,
+    timeout: Option<Duration>,
+) -> rustix::io::Result<(bool, bool)> {
+    let mut fds = [
+        PollFd::new(ctrl, PollFlags::IN),
+        PollFd::new(children, PollFlags::IN),
+    ];
+    let timeout = timeout.map(|t| {
+        Timespec::try_from(t).unwrap_or(Timespec {
+            tv_sec: i64::MAX,
+            tv_nsec: 0,
+        })
+    });
+    rustix::event::poll(&mut fds, timeout.as_ref())?;
+    Ok((!fds[0].revents().is_empty(), !fds[1].revents().is_empty()))
 }
 
 /// What one pass of `reap` found.
@@ -635,24 +627,29 @@ fn reap(command_pid: libc::pid_t, untraced: bool) -> Reaped {
         empty: false,
         stopped: None,
     };
-    let flags = libc::WNOHANG | if untraced { libc::WUNTRACED } else { 0 };
+    let mut flags = WaitOptions::NOHANG;
+    if untraced {
+        flags |= WaitOptions::UNTRACED;
+    }
     loop {
-        let mut status = 0;
-        // SAFETY: a valid out-pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, flags) };
-        if pid > 0 && libc::WIFSTOPPED(status) {
-            r.stopped = r.stopped.or(Some((pid, libc::WSTOPSIG(status))));
-        } else if pid == command_pid {
-            r.command = Some(status);
-        } else if pid == 0 {
-            return r;
-        } else if pid < 0 {
-            if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
+        // Any child: wait(2)'s -1, not waitpid(None), which is 0 (the
+        // guard's own process group only, which the command leaves).
+        match rustix::process::wait(flags) {
+            Ok(Some((pid, status))) => {
+                let pid = pid.as_raw_pid();
+                if let Some(sig) = status.stopping_signal().filter(|_| status.stopped()) {
+                    r.stopped = r.stopped.or(Some((pid, sig)));
+                } else if pid == command_pid {
+                    r.command = Some(status.as_raw());
+                }
             }
+            Ok(None) => return r,
+            Err(Errno::INTR) => continue,
             // ECHILD: every descendant is gone and reaped.
-            r.empty = true;
-            return r;
+            Err(_) => {
+                r.empty = true;
+                return r;
+            }
         }
     }
 }
@@ -668,27 +665,28 @@ fn terminal_stop(sig: i32) -> bool {
 fn resume(me: libc::pid_t, command_pid: libc::pid_t, contain: bool) {
     if contain {
         tree::signal_all(me, libc::SIGCONT);
-    } else {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe {
-            libc::kill(-command_pid, libc::SIGCONT);
-        }
+    } else if let Some(group) = super::pid(command_pid) {
+        // The group is gone (ESRCH) when there is nothing left to resume.
+        let _ = rustix::process::kill_process_group(group, Signal::CONT);
     }
 }
 
 /// The guard holds no terminal or pipe of the caller's once the command has
-/// its own copies: a `$(redlock-run ...)` must not wait for the guard.
+/// its own copies: a `$(redlock-run ...)` must not wait for the guard. Where
+/// /dev/null cannot be opened (or put in place), the fds stay as they were:
+/// a caller may then wait for the guard, never the other way round.
 fn release_stdio() {
-    // SAFETY: open/dup2/close on fds 0-2 of this process.
-    unsafe {
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
-        if null >= 0 {
-            for fd in 0..3 {
-                libc::dup2(null, fd);
-            }
-            libc::close(null);
-        }
-    }
+    use rustix::stdio::{dup2_stderr, dup2_stdin, dup2_stdout};
+    let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    else {
+        return;
+    };
+    let _ = dup2_stdin(&null);
+    let _ = dup2_stdout(&null);
+    let _ = dup2_stderr(&null);
 }
 
 impl Spec {
@@ -789,10 +787,8 @@ fn decode_env(mut payload: &[u8]) -> Vec<(String, String)> {
 #[cfg(feature = "test-hooks")]
 fn test_hook(step: &str) {
     if std::env::var_os("REDLOCK_TEST_GUARD_DIES").is_some_and(|s| s == step) {
-        // SAFETY: raise has no preconditions.
-        unsafe {
-            libc::raise(libc::SIGKILL);
-        }
+        // SIGKILL to ourselves does not return.
+        let _ = rustix::process::kill_process(rustix::process::getpid(), Signal::KILL);
     }
 }
 

@@ -5,9 +5,15 @@
 //! so no blocking call anywhere (a socket read with a timeout, which the
 //! kernel never restarts) fails with EINTR because a signal arrived: a storm
 //! of signals cannot cost a node's answer or a heartbeat.
+//!
+//! The C library's signal sets, masks, dispositions and signalfd have no
+//! safe wrapper (rustix leaves them to the C library, whose own signals they
+//! must respect): this module is where they are called, each in one small
+//! `unsafe` block, and the rest of the crate uses the safe functions below.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Signals passed on to the command's process tree.
@@ -20,25 +26,119 @@ pub const FORWARDED: [i32; 6] = [
     libc::SIGUSR2,
 ];
 
+/// A set of signals, for a thread's mask or a signalfd.
+#[derive(Clone, Copy)]
+pub struct SigSet(libc::sigset_t);
+
+impl SigSet {
+    /// The set of `signals`. A number the C library refuses (its own two
+    /// signals, 32 and 33, or no signal at all) stays out of it, as it would
+    /// stay out of any mask.
+    pub fn of(signals: impl IntoIterator<Item = i32>) -> SigSet {
+        let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: sigemptyset initialises the whole set (it cannot fail with
+        // a valid pointer) before it is read; sigaddset writes only inside it.
+        unsafe {
+            libc::sigemptyset(set.as_mut_ptr());
+            let mut set = set.assume_init();
+            for sig in signals {
+                libc::sigaddset(&mut set, sig);
+            }
+            SigSet(set)
+        }
+    }
+
+    /// Every signal, as sigfillset(3) makes it (without the C library's own).
+    pub fn all() -> SigSet {
+        let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: sigfillset initialises the whole set (it cannot fail with a
+        // valid pointer) before it is read.
+        unsafe {
+            libc::sigfillset(set.as_mut_ptr());
+            SigSet(set.assume_init())
+        }
+    }
+
+    /// Whether `sig` is in the set (a number that is no signal is not).
+    pub fn contains(&self, sig: i32) -> bool {
+        // SAFETY: reads an initialised set.
+        unsafe { libc::sigismember(&self.0, sig) == 1 }
+    }
+}
+
+/// How `thread_mask` changes the calling thread's mask.
+#[derive(Clone, Copy)]
+pub enum How {
+    /// The set is added to the mask.
+    Block,
+    /// The set becomes the mask.
+    SetTo,
+}
+
+/// Changes the calling thread's signal mask by `set` (only reads it with
+/// None); the mask as it was. Async-signal-safe in practice (one system
+/// call in glibc): the child of the spawn calls it between its clone and its
+/// exec.
+pub fn thread_mask(how: How, set: Option<&SigSet>) -> SigSet {
+    let how = match how {
+        How::Block => libc::SIG_BLOCK,
+        How::SetTo => libc::SIG_SETMASK,
+    };
+    let new = set.map_or(std::ptr::null(), |s| &raw const s.0);
+    let mut old = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: `new` is null or an initialised set; `old` is written whole.
+    // pthread_sigmask fails only for a `how` that is none of the three, and
+    // these are two of them; it leaves the C library's own signals as they
+    // are.
+    unsafe {
+        libc::pthread_sigmask(how, new, old.as_mut_ptr());
+        SigSet(old.assume_init())
+    }
+}
+
+/// A signalfd(2) for `set`, close-on-exec and non-blocking. The signals must
+/// be blocked in the threads that read it, or they are delivered as usual.
+pub fn signalfd(set: &SigSet) -> io::Result<OwnedFd> {
+    // SAFETY: an initialised set; a new descriptor or -1 comes back, and the
+    // new one is owned by nothing else.
+    unsafe {
+        let fd = libc::signalfd(-1, &set.0, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Sets `sig` to be ignored, or to its default action. Async-signal-safe:
+/// the child of the spawn calls it between its clone and its exec. Fails
+/// only for a number that is no signal, or SIGKILL or SIGSTOP.
+pub fn set_disposition(sig: i32, ignore: bool) -> io::Result<()> {
+    let action = if ignore { libc::SIG_IGN } else { libc::SIG_DFL };
+    // SAFETY: no handler is installed, only "ignore" or "default", so no
+    // code of ours ever runs for a signal.
+    if unsafe { libc::signal(sig, action) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The forwarded signals this process takes, blocked in the calling thread,
 /// and the mask as it was before.
 pub struct Blocked {
-    set: libc::sigset_t,
-    original: libc::sigset_t,
+    set: SigSet,
+    original: SigSet,
 }
 
 impl Blocked {
     /// The signal mask redlock-run was started with: the command's.
-    pub fn original(&self) -> libc::sigset_t {
+    pub fn original(&self) -> SigSet {
         self.original
     }
 
     /// Back to the original mask (for subcommands that hold nothing).
     pub fn unblock(self) {
-        // SAFETY: restoring a mask saved from this thread.
-        unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.original, std::ptr::null_mut());
-        }
+        thread_mask(How::SetTo, Some(&self.original));
     }
 }
 
@@ -50,30 +150,15 @@ impl Blocked {
 /// job of a non-interactive shell) is left out and stays ignored: the command
 /// inherits the ignore across exec, as it would without redlock-run.
 pub fn block() -> Blocked {
-    // SAFETY: sigset manipulation on a local value; pthread_sigmask affects
-    // this thread only.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for sig in FORWARDED.into_iter().filter(|s| !is_ignored(*s)) {
-            libc::sigaddset(&mut set, sig);
-        }
-        let mut original: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut original);
-        Blocked { set, original }
-    }
+    let set = SigSet::of(FORWARDED.into_iter().filter(|s| !is_ignored(*s)));
+    let original = thread_mask(How::Block, Some(&set));
+    Blocked { set, original }
 }
 
-/// A signalfd(2) for the blocked signals: the waiting loops read them from
+/// A signalfd for the blocked signals: the waiting loops read them from
 /// it, beside their other wake-ups, with no thread to take them.
 pub fn open(blocked: Blocked) -> io::Result<OwnedFd> {
-    // SAFETY: a valid mask; a new descriptor is returned or -1.
-    let fd = unsafe { libc::signalfd(-1, &blocked.set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor, owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    signalfd(&blocked.set)
 }
 
 /// A signalfd for the forwarded signals that the calling thread blocks now
@@ -81,62 +166,42 @@ pub fn open(blocked: Blocked) -> io::Result<OwnedFd> {
 /// wait that must end when one arrives before the signal thread runs (see
 /// `option_file`). A signal read from it is taken: its caller stops.
 pub fn blocked_here() -> io::Result<Option<OwnedFd>> {
-    // SAFETY: sigset manipulation on local values; a null new mask only
-    // reads this thread's mask.
-    let set = unsafe {
-        let mut now: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now);
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        let mut any = false;
-        for sig in FORWARDED {
-            if libc::sigismember(&now, sig) == 1 {
-                libc::sigaddset(&mut set, sig);
-                any = true;
-            }
-        }
-        if !any {
-            return Ok(None);
-        }
-        set
-    };
-    // SAFETY: a valid mask; a new descriptor is returned or -1.
-    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
+    let now = thread_mask(How::Block, None);
+    let here: Vec<i32> = FORWARDED.into_iter().filter(|s| now.contains(*s)).collect();
+    if here.is_empty() {
+        return Ok(None);
     }
-    // SAFETY: a new descriptor, owned by nothing else.
-    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+    signalfd(&SigSet::of(here)).map(Some)
 }
+
+/// The size of one record a signalfd gives.
+const SIGINFO: usize = std::mem::size_of::<libc::signalfd_siginfo>();
 
 /// The next pending signal on a signalfd from `open`, if any.
 pub fn take(fd: &OwnedFd) -> Option<i32> {
-    // SAFETY: a zeroed plain-data struct, read into whole.
-    let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::signalfd_siginfo>();
-    // SAFETY: reads at most `size` bytes into `info`.
-    let n = unsafe { libc::read(fd.as_raw_fd(), (&raw mut info).cast(), size) };
-    (usize::try_from(n).ok() == Some(size)).then_some(info.ssi_signo as i32)
+    let mut info = [0u8; SIGINFO];
+    // Nothing pending (EAGAIN, the descriptor being non-blocking) is the
+    // usual failure, and any other means the same to the caller: no signal.
+    let n = rustix::io::read(fd, &mut info).ok()?;
+    // The record starts with the signal's number (`ssi_signo`, a u32).
+    (n == SIGINFO).then(|| u32::from_ne_bytes([info[0], info[1], info[2], info[3]]) as i32)
 }
 
 /// Blocks every signal in the calling thread, for threads started before
 /// `block` (the log thread may be): a signal must never land on them.
 pub fn block_all_here() {
-    // SAFETY: sigset manipulation on a local value, this thread only.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut set);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
+    thread_mask(How::Block, Some(&SigSet::all()));
 }
 
 /// Whether `sig` is ignored in this process (glibc's own signals answer
 /// EINVAL, so they count as not ignored).
 pub fn is_ignored(sig: i32) -> bool {
-    // SAFETY: querying a disposition with a null new action changes nothing.
+    let mut old = MaybeUninit::<libc::sigaction>::uninit();
+    // SAFETY: a null new action only reads the disposition; `old` is read
+    // only when the call succeeded, which wrote it whole.
     unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+        libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) == 0
+            && old.assume_init().sa_sigaction == libc::SIG_IGN
     }
 }
 
@@ -153,4 +218,36 @@ pub fn note_caller_sigpipe() {
 /// The caller's SIGPIPE disposition: ignored (true) or default.
 pub fn caller_ignores_sigpipe() -> bool {
     CALLER_IGNORES_SIGPIPE.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sets_hold_what_they_were_made_of() {
+        let set = SigSet::of([libc::SIGUSR1, libc::SIGTERM]);
+        assert!(set.contains(libc::SIGUSR1) && set.contains(libc::SIGTERM));
+        assert!(!set.contains(libc::SIGUSR2));
+        assert!(!set.contains(0), "no signal");
+        assert!(!SigSet::of([]).contains(libc::SIGINT));
+        let all = SigSet::all();
+        assert!(FORWARDED.iter().all(|s| all.contains(*s)));
+    }
+
+    #[test]
+    fn a_blocked_signal_waits_on_its_descriptor() {
+        // This test's thread only: the harness's other threads keep theirs.
+        let set = SigSet::of([libc::SIGUSR2]);
+        let before = thread_mask(How::Block, Some(&set));
+        let fd = signalfd(&set).expect("signalfd");
+        assert_eq!(take(&fd), None, "nothing pending yet");
+        // SAFETY: raise sends to the calling thread, which blocks SIGUSR2:
+        // it waits, pending, for the descriptor.
+        assert_eq!(unsafe { libc::raise(libc::SIGUSR2) }, 0);
+        assert_eq!(take(&fd), Some(libc::SIGUSR2));
+        assert_eq!(take(&fd), None, "taken once");
+        thread_mask(How::SetTo, Some(&before));
+        assert!(!thread_mask(How::Block, None).contains(libc::SIGUSR2));
+    }
 }
