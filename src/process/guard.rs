@@ -169,22 +169,42 @@ fn int(payload: &[u8]) -> i32 {
         .map_or(-1, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
+/// Refuses a fork while other threads run. The guard's side of the fork
+/// goes on with the standard library (allocations, the environment), and a
+/// lock held by a thread that the child does not have would never be
+/// released there: only a fork from a single thread is sound. The early
+/// fork comes before anything can start a thread; nothing starts one before
+/// the late fork either (the log thread starts with the first line logged),
+/// and this check turns a change that would into a clear error before the
+/// lock is taken, in every build, rather than a guard that may hang.
+///
+/// Where /proc cannot be read (a chroot without it) the count cannot be
+/// had, and the fork goes ahead as the order of the steps allows.
+fn single_threaded() -> io::Result<()> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Ok(());
+    };
+    match tasks.count() {
+        1 => Ok(()),
+        n => Err(io::Error::other(format!(
+            "redlock-run runs {n} threads by now, and the guard may only be forked \
+             from one"
+        ))),
+    }
+}
+
 impl Guard {
     /// Forks the guard, which waits for its [`Spec`] (`configure`) and exits
     /// at end of file without one. Call it while this process has a single
     /// thread, as early as it can be; `mask` is the signal mask redlock-run
     /// was started with, for the command.
     pub fn fork(mask: SigSet) -> io::Result<Guard> {
-        #[cfg(debug_assertions)]
-        {
-            let threads = std::fs::read_dir("/proc/self/task").map_or(1, |d| d.count());
-            debug_assert_eq!(threads, 1, "the guard must be forked single-threaded");
-        }
+        single_threaded()?;
         let (ctrl_r, ctrl_w) = pipe()?;
         let (report_r, report_w) = pipe()?;
         // SAFETY: fork(2) has no safe form. This process has one thread
-        // (checked above in test builds), so no lock of another thread's is
-        // copied into the child, which may go on with the standard library.
+        // (checked just above), so no lock of another thread's is copied
+        // into the child, which may go on with the standard library.
         match unsafe { libc::fork() } {
             -1 => Err(io::Error::last_os_error()),
             0 => {
