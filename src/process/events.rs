@@ -11,10 +11,13 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::Duration;
+
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
 
 use crate::process::guard;
 use crate::process::signals::{self, Blocked};
@@ -32,13 +35,10 @@ impl Events {
     /// signals.
     pub fn new(blocked: Blocked) -> io::Result<(Events, Inbox)> {
         let signals = signals::open(blocked)?;
-        // SAFETY: eventfd has no memory-safety preconditions.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a new descriptor, owned by nothing else.
-        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let wake = Arc::new(rustix::event::eventfd(
+            0,
+            EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK,
+        )?);
         let (tx, rx) = mpsc::channel();
         let inbox = Inbox {
             rx,
@@ -54,16 +54,9 @@ impl Events {
             return false;
         }
         // After the send: a poll woken by this finds the event queued. The
-        // counter cannot overflow in practice; a full one is awake anyway.
-        let one = 1u64;
-        // SAFETY: an 8-byte write from a live value to our own eventfd.
-        unsafe {
-            libc::write(
-                self.wake.as_raw_fd(),
-                (&raw const one).cast(),
-                std::mem::size_of::<u64>(),
-            );
-        }
+        // write fails only with a full counter (EAGAIN), which cannot come
+        // in practice and leaves the eventfd readable, awake anyway.
+        let _ = rustix::io::write(&*self.wake, &1u64.to_ne_bytes());
         true
     }
 }
@@ -90,15 +83,8 @@ impl Inbox {
 
     /// Clears the eventfd's count (its events are in the channel).
     fn drain(&self) {
-        let mut n = 0u64;
-        // SAFETY: an 8-byte read into a live value from our own eventfd.
-        unsafe {
-            libc::read(
-                self.wake.as_raw_fd(),
-                (&raw mut n).cast(),
-                std::mem::size_of::<u64>(),
-            );
-        }
+        // Fails only when the count is zero already (EAGAIN): drained.
+        let _ = rustix::io::read(&*self.wake, &mut [0u8; 8]);
     }
 
     /// The next event, or the guard's next report (as `Event::Guard`),
@@ -116,54 +102,34 @@ impl Inbox {
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
             }
-            let mut fds = [
-                libc::pollfd {
-                    fd: self.wake.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.signals.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: reports.as_ref().map_or(-1, |r| r.as_raw_fd()),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
             let left = until.saturating_duration_since(crate::clock::now());
-            let timeout = libc::timespec {
-                tv_sec: libc::time_t::try_from(left.as_secs()).unwrap_or(libc::time_t::MAX),
-                tv_nsec: left.subsec_nanos() as libc::c_long,
-            };
-            // SAFETY: three live pollfds, a live timespec, no signal mask change.
-            let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 3, &timeout, std::ptr::null()) };
-            if n == 0 || (n < 0 && left.is_zero()) {
-                return Err(RecvTimeoutError::Timeout);
-            }
-            if n < 0 {
-                if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            let timeout = Timespec::try_from(left).unwrap_or(Timespec {
+                tv_sec: i64::MAX,
+                tv_nsec: 0,
+            });
+            let ready = match poll_ready(&self.wake, &self.signals, reports.as_ref(), &timeout) {
+                Ok(ready) => ready,
+                Err(_) if left.is_zero() => return Err(RecvTimeoutError::Timeout),
+                Err(Errno::INTR) => continue,
+                Err(_) => {
                     // Cannot wait: sleep in short steps rather than spin; the
                     // loop above still sees every event.
                     std::thread::sleep(left.min(Duration::from_millis(5)));
+                    continue;
                 }
-                continue;
-            }
-            if fds[0].revents != 0 {
+            };
+            let Some([wake, signal, report]) = ready else {
+                return Err(RecvTimeoutError::Timeout);
+            };
+            if wake {
                 self.drain();
             }
             // A pending signal keeps its signalfd readable: poll finds one
             // that came before the call too.
-            if fds[1].revents != 0
-                && let Some(sig) = signals::take(&self.signals)
-            {
+            if signal && let Some(sig) = signals::take(&self.signals) {
                 return Ok(Event::Signal(sig));
             }
-            if fds[2].revents != 0
-                && let Some(pipe) = reports.as_mut()
-            {
+            if report && let Some(pipe) = reports.as_mut() {
                 let report = guard::read_report(pipe);
                 if report.is_last() {
                     *reports = None;
@@ -172,4 +138,33 @@ impl Inbox {
             }
         }
     }
+}
+
+/// One poll(2) for the eventfd, the signalfd and the guard's report pipe
+/// while it is open: which of them are readable (or at their end), or None
+/// when `timeout` passed first.
+fn poll_ready(
+    wake: &OwnedFd,
+    signals: &OwnedFd,
+    reports: Option<&File>,
+    timeout: &Timespec,
+) -> rustix::io::Result<Option<[bool; 3]>> {
+    let mut fds = [
+        PollFd::new(wake, PollFlags::IN),
+        PollFd::new(signals, PollFlags::IN),
+        // Not polled without a pipe (see `len` below).
+        PollFd::new(wake, PollFlags::IN),
+    ];
+    let len = match reports {
+        Some(pipe) => {
+            fds[2].set_fd(pipe);
+            3
+        }
+        None => 2,
+    };
+    if rustix::event::poll(&mut fds[..len], Some(timeout))? == 0 {
+        return Ok(None);
+    }
+    let ready = |i: usize| i < len && !fds[i].revents().is_empty();
+    Ok(Some([ready(0), ready(1), ready(2)]))
 }

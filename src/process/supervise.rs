@@ -66,8 +66,12 @@ impl Tree {
     /// verbosity: the lock is kept while it runs.
     fn signal(&mut self, sig: i32, log: &Log) -> usize {
         if !self.contain {
-            // SAFETY: kill has no memory-safety preconditions.
-            return usize::from(unsafe { libc::kill(-self.command, sig) } == 0);
+            let sent = super::pid(self.command)
+                .zip(rustix::process::Signal::from_named_raw(sig))
+                .is_some_and(|(group, sig)| {
+                    rustix::process::kill_process_group(group, sig).is_ok()
+                });
+            return usize::from(sent);
         }
         let sent = tree::signal_all(self.guard, sig);
         for r in sent.refused {
