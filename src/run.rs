@@ -399,12 +399,16 @@ fn take_and_run(
     // this process has one thread (see `guard`): every later step may start
     // threads.
     let contain = containment();
-    if contain {
-        // Orphans of a guard that was killed on its own come here, not to init.
-        // SAFETY: prctl on this process.
-        unsafe {
-            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
-        }
+    // Orphans of a guard that was killed on its own come here, not to init,
+    // where nothing would stop them. Linux has had it since 3.4 (as the
+    // guard needs it too): a failure ends the run before the lock is taken.
+    if contain && let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+    {
+        log.error(format!(
+            "cannot become a subreaper: {}",
+            os_message(&e.into())
+        ));
+        return Exit::Unavailable;
     }
     let terminal = child::owns_terminal();
     let remove = secret_env();
