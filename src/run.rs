@@ -24,12 +24,11 @@ use crate::lock::{Acquired, Busy, Held, Holder, Lock, NodeOutcome, record};
 use crate::log::{self, Log, ev};
 use crate::outcome::Outcome;
 use crate::process::attempts::{self, Attempts, Ran};
-use crate::process::events::{Events, Inbox};
+use crate::process::events::{Event, Events, Inbox};
 use crate::process::guard::{Guard, Spec};
 use crate::process::heartbeat::heartbeat;
 use crate::process::signals;
 use crate::process::spawn as child;
-use crate::process::supervise::Event;
 use crate::report::{self, Stats};
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {

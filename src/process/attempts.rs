@@ -22,11 +22,11 @@ use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
-use crate::process::events::{Events, Inbox};
+use crate::process::events::{Event, Events, Inbox};
 use crate::process::guard::{Guard, SpawnError};
 use crate::process::heartbeat::Heartbeat;
 use crate::process::spawn as child;
-use crate::process::supervise::{Event, Tree, supervise};
+use crate::process::supervise::{Tree, supervise};
 use crate::process::tree;
 use crate::report::Stats;
 

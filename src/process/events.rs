@@ -19,9 +19,23 @@ use std::time::Duration;
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
 
-use crate::process::guard;
+use crate::clock::Stamp;
+use crate::process::guard::{self, Report};
 use crate::process::signals::{self, Blocked};
-use crate::process::supervise::Event;
+
+/// Everything the waiting and supervising loops react to.
+pub enum Event {
+    /// A report of the guard's, read from its pipe.
+    Guard(Report),
+    /// A signal redlock-run was sent.
+    Signal(i32),
+    /// The heartbeat extended the lock to this validity deadline.
+    Extended(Stamp),
+    /// The lock is certainly gone (a quorum holds another token or none).
+    Gone(String),
+    /// A release was announced on some node: worth another try.
+    Wake,
+}
 
 /// The sending side of the supervisor's events; clone it for each thread.
 #[derive(Clone)]

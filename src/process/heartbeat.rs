@@ -17,8 +17,7 @@ use crate::clock::{self, Stamp};
 use crate::lock::redlock;
 use crate::lock::{Extended, Held, Lock};
 use crate::log::{Log, ev};
-use crate::process::events::Events;
-use crate::process::supervise::Event;
+use crate::process::events::{Event, Events};
 use crate::report::Stats;
 
 /// The heartbeat of one held lock: not yet started, or its thread.

@@ -14,21 +14,10 @@ use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
-use crate::process::events::Inbox;
+use crate::process::events::{Event, Inbox};
 use crate::process::guard::{self, Report};
 use crate::process::heartbeat::Heartbeat;
 use crate::process::{spawn, tree};
-
-/// Everything the waiting and supervising loops react to.
-pub enum Event {
-    Guard(Report),
-    Signal(i32),
-    Extended(Stamp),
-    /// The lock is certainly gone (a quorum holds another token or none).
-    Gone(String),
-    /// A release was announced on some node: worth another try.
-    Wake,
-}
 
 /// Why the tree is being stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]
