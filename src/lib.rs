@@ -18,4 +18,5 @@ pub mod program;
 pub mod report;
 pub mod run;
 pub mod run_record;
+pub mod text;
 pub mod wall;

@@ -30,6 +30,7 @@ use crate::process::heartbeat::heartbeat;
 use crate::process::signals;
 use crate::process::spawn as child;
 use crate::report::{self, Stats};
+use crate::text::os_message;
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     // First of all: a signal that arrives from here on is passed on (or
@@ -1098,15 +1099,6 @@ fn secret_env() -> Vec<&'static str> {
         remove.push("REDLOCK_REDIS");
     }
     remove
-}
-
-/// The OS's description without Rust's " (os error N)" suffix.
-pub fn os_message(e: &io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error ") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
 }
 
 #[cfg(test)]

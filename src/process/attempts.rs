@@ -29,6 +29,7 @@ use crate::process::spawn as child;
 use crate::process::supervise::{Tree, supervise};
 use crate::process::tree;
 use crate::report::Stats;
+use crate::text::os_message;
 
 /// What the attempts need besides the lock's deadline.
 pub struct Attempts<'a> {
@@ -75,7 +76,7 @@ pub fn run(a: &mut Attempts, deadline: Stamp, heartbeat: &mut Heartbeat) -> Ran 
                 a.log.error(format!(
                     "cannot run {}: {}",
                     a.config.program.describe(),
-                    crate::run::os_message(&e)
+                    os_message(&e)
                 ));
                 break child::exit_of_spawn_error(&e);
             }
