@@ -25,7 +25,7 @@ use crate::log::{self, Log, ev};
 use crate::outcome::Outcome;
 use crate::process::attempts::{self, Attempts, Ran};
 use crate::process::events::{Event, Events, Inbox};
-use crate::process::guard::{Guard, Spec};
+use crate::process::guard::{Guard, Orders};
 use crate::process::heartbeat::heartbeat;
 use crate::process::signals;
 use crate::process::spawn as child;
@@ -415,7 +415,7 @@ fn take_and_run(
     // /proc/<pid>/environ shows the environment this process was started
     // with, which the command can read (the guard scrubs its own copy).
     child::scrub_environ(&remove);
-    let spec = Spec {
+    let spec = Orders {
         program: config.program.clone(),
         remove: remove.iter().map(|n| n.to_string()).collect(),
         terminal,
@@ -615,7 +615,7 @@ fn run_held(lock: &Arc<Lock>, held: Held, a: &mut Attempts) -> Ran {
         log,
         Arc::clone(a.stats),
     );
-    let ran = attempts::run(a, deadline, &mut heartbeat);
+    let ran = attempts::run_with_retries(a, deadline, &mut heartbeat);
     if a.terminal {
         // Normally done when the command exits; here too for the paths that
         // end supervision without that.

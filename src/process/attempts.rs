@@ -61,7 +61,7 @@ pub struct Ran {
 }
 
 /// Runs the command, and again after a failure while --retry allows.
-pub fn run(a: &mut Attempts, deadline: Stamp, heartbeat: &mut Heartbeat) -> Ran {
+pub fn run_with_retries(a: &mut Attempts, deadline: Stamp, heartbeat: &mut Heartbeat) -> Ran {
     let first = clock::now();
     let started_at = SystemTime::now();
     let mut deadline = deadline;

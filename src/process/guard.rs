@@ -20,9 +20,10 @@
 //! The guard is forked while redlock-run still has one thread, so it can use
 //! the standard library freely (no lock held by another thread is copied into
 //! it). It is forked first of all, before the command line is parsed, and
-//! told what to run (its `Spec`) once that is known: a fork of a process that
-//! has barely started copies little, and leaves few pages that either side
-//! must copy when it writes to them (each such fault costs microseconds). It runs in its own process group so that a group kill aimed at
+//! told what to run (its `Orders`) once that is known: a fork of a process
+//! that has barely started copies little, and leaves few pages that either
+//! side must copy when it writes to them (each such fault costs
+//! microseconds). It runs in its own process group so that a group kill aimed at
 //! redlock-run (a CI runner killing its job's group) leaves it standing to
 //! clean up. redlock-run signals the tree itself (see `tree`); the guard
 //! starts the command, reports its exit and the moment the last descendant is
@@ -88,10 +89,10 @@ pub struct Guard {
     report: File,
 }
 
-/// What the guard needs to start the command, sent to it once the command
-/// line is parsed.
+/// The guard's orders: what it needs to start the command (and every retry
+/// of it), sent to it once the command line is parsed.
 #[derive(Debug, PartialEq)]
-pub struct Spec {
+pub struct Orders {
     pub program: Program,
     /// Variables the command must not see (passwords), which the guard also
     /// scrubs from its own copy of the environment.
@@ -118,7 +119,7 @@ pub enum SpawnError {
 }
 
 // Frame tags, both directions: [tag][u32 length, little endian][payload].
-const SPEC: u8 = b'I';
+const ORDERS: u8 = b'I';
 const SPAWN: u8 = b'S';
 const STARTED: u8 = b'P';
 const FAILED: u8 = b'F';
@@ -194,7 +195,7 @@ fn single_threaded() -> io::Result<()> {
 }
 
 impl Guard {
-    /// Forks the guard, which waits for its [`Spec`] (`configure`) and exits
+    /// Forks the guard, which waits for its [`Orders`] (`configure`) and exits
     /// at end of file without one. Call it while this process has a single
     /// thread, as early as it can be; `mask` is the signal mask redlock-run
     /// was started with, for the command.
@@ -225,12 +226,12 @@ impl Guard {
     }
 
     /// Tells the guard what it is to run; before the first `spawn`.
-    pub fn configure(&mut self, spec: &Spec) -> io::Result<()> {
+    pub fn configure(&mut self, orders: &Orders) -> io::Result<()> {
         let ctrl = self
             .ctrl
             .as_mut()
             .ok_or_else(|| io::Error::other("no pipe to it"))?;
-        write_frame(ctrl, SPEC, &spec.encode()?)
+        write_frame(ctrl, ORDERS, &orders.encode()?)
     }
 
     /// A second handle on the control pipe, for `send_deadline` while the
@@ -355,21 +356,21 @@ fn guard_main(mut ctrl: File, mut report: File, mask: SigSet) -> ! {
     let _ = rustix::thread::set_name(c"redlock-guard");
     // redlock-run parses its command line meanwhile; it says nothing more
     // when it ends without running anything (a usage error, --help).
-    let spec = match read_frame(&mut ctrl) {
-        Ok((SPEC, payload)) => match Spec::decode(&payload) {
-            Some(spec) => spec,
+    let orders = match read_frame(&mut ctrl) {
+        Ok((ORDERS, payload)) => match Orders::decode(&payload) {
+            Some(orders) => orders,
             None => exit_now(),
         },
         _ => exit_now(),
     };
     // Forked before redlock-run scrubbed its own: /proc/<guard>/environ,
     // which the command could read, shows this copy.
-    let names: Vec<&str> = spec.remove.iter().map(String::as_str).collect();
+    let names: Vec<&str> = orders.remove.iter().map(String::as_str).collect();
     spawn::scrub_environ(&names);
     let me = rustix::process::getpid();
     // Every orphan of the tree comes to the guard. Linux has had it since
     // 3.4; without it the guard cannot contain the tree, and it goes.
-    if spec.contain && rustix::process::set_child_subreaper(Some(me)).is_err() {
+    if orders.contain && rustix::process::set_child_subreaper(Some(me)).is_err() {
         exit_now();
     }
     let me = me.as_raw_pid();
@@ -379,7 +380,7 @@ fn guard_main(mut ctrl: File, mut report: File, mask: SigSet) -> ! {
         exit_now();
     };
     // The next attempt's command gets the caller's stdio, not /dev/null.
-    let stdio = spec.again.then(keep_stdio);
+    let stdio = orders.again.then(keep_stdio);
     loop {
         let (deadline, set) = match read_frame(&mut ctrl) {
             Ok((SPAWN, payload)) => (
@@ -403,10 +404,10 @@ fn guard_main(mut ctrl: File, mut report: File, mask: SigSet) -> ! {
             &children,
             &mut ctrl,
             &mut report,
-            &spec,
+            &orders,
             &mask,
         );
-        if !spec.again {
+        if !orders.again {
             exit_now();
         }
     }
@@ -423,23 +424,23 @@ fn serve(
     children: &OwnedFd,
     ctrl: &mut File,
     report: &mut File,
-    spec: &Spec,
+    orders: &Orders,
     mask: &SigSet,
 ) {
     let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let env = spawn::Env {
         set,
-        remove: spec.remove.iter().map(String::as_str).collect(),
+        remove: orders.remove.iter().map(String::as_str).collect(),
     };
     // The command gets the signal mask redlock-run was started with (SIGCHLD
     // is blocked here only for the signalfd); the first reap below catches a
     // command that exits at once.
-    let command_pid = match spawn::start(&spec.program, &env, spec.terminal, me, mask) {
+    let command_pid = match spawn::start(&orders.program, &env, orders.terminal, me, mask) {
         Ok(pid) => pid,
         Err(e) => {
             let errno = e.raw_os_error().unwrap_or(-1);
             let _ = write_frame(report, FAILED, &errno.to_le_bytes());
-            if spec.again {
+            if orders.again {
                 return;
             }
             exit_now();
@@ -454,7 +455,7 @@ fn serve(
     release_stdio();
     let mut exited: Option<i32> = None;
     let mut first_pass = true;
-    let mut kill_at = deadline.map(|d| d.checked_sub(spec.kill_guard).unwrap_or(d));
+    let mut kill_at = deadline.map(|d| d.checked_sub(orders.kill_guard).unwrap_or(d));
     let mut killing = false;
     // Terminal mode: a job holding a lock cannot be suspended. The terminal
     // stopped the command's group (Ctrl-Z), and redlock-run, which is not in
@@ -465,7 +466,7 @@ fn serve(
     let mut resumed_at: Option<Stamp> = None;
     let mut frames = 0u32;
     loop {
-        if spec.contain && !killing && kill_at.is_some_and(|k| clock::now() >= k) {
+        if orders.contain && !killing && kill_at.is_some_and(|k| clock::now() >= k) {
             // No newer deadline came: redlock-run is stopped or wedged, or
             // its stop came too late. The lock may be gone now.
             killing = true;
@@ -484,7 +485,7 @@ fn serve(
         {
             stop_seen = None;
             resumed_at = Some(clock::now());
-            resume(me, command_pid, spec.contain);
+            resume(me, command_pid, orders.contain);
             // Said after the signal, never before it.
             if frames < RESUMED_FRAMES {
                 frames += 1;
@@ -528,7 +529,7 @@ fn serve(
                 command: status,
                 empty,
                 stopped,
-            } = reap(command_pid, spec.terminal);
+            } = reap(command_pid, orders.terminal);
             if let Some((pid, sig)) = stopped.filter(|(_, sig)| terminal_stop(*sig)) {
                 stop_seen = stop_seen.or(Some((pid, sig)));
             }
@@ -537,7 +538,7 @@ fn serve(
             {
                 exited = Some(status);
                 // Nothing left (the usual case): one frame says both.
-                let tag = if empty || !spec.contain {
+                let tag = if empty || !orders.contain {
                     EXITED_EMPTY
                 } else {
                     EXITED
@@ -558,12 +559,12 @@ fn serve(
             match read_frame(ctrl) {
                 Ok((DEADLINE, p)) => {
                     if let Some(d) = stamp_of(&p) {
-                        kill_at = Some(d.checked_sub(spec.kill_guard).unwrap_or(d));
+                        kill_at = Some(d.checked_sub(orders.kill_guard).unwrap_or(d));
                     }
                 }
                 Ok(_) => {}
                 Err(_) => {
-                    if spec.contain {
+                    if orders.contain {
                         tree::kill_all(me, true, None);
                     }
                     exit_now();
@@ -709,7 +710,7 @@ fn release_stdio() {
     let _ = dup2_stderr(&null);
 }
 
-impl Spec {
+impl Orders {
     /// flags, kill guard (ns), the program's kind, its parts, the names to
     /// remove; every part as [u32 length][bytes].
     fn encode(&self) -> io::Result<Vec<u8>> {
@@ -735,7 +736,7 @@ impl Spec {
         Ok(out)
     }
 
-    fn decode(payload: &[u8]) -> Option<Spec> {
+    fn decode(payload: &[u8]) -> Option<Orders> {
         use std::os::unix::ffi::OsStringExt;
         let (&flags, rest) = payload.split_first()?;
         let (nanos, rest) = rest.split_first_chunk::<8>()?;
@@ -760,7 +761,7 @@ impl Spec {
             }
             _ => return None,
         };
-        Some(Spec {
+        Some(Orders {
             program,
             remove: names
                 .into_iter()
@@ -828,8 +829,8 @@ mod tests {
     #[test]
     fn spec_frames_round_trip() {
         use std::os::unix::ffi::OsStringExt;
-        for spec in [
-            Spec {
+        for orders in [
+            Orders {
                 program: Program::Argv(vec![
                     OsString::from("printf"),
                     OsString::from_vec(b"%s\n\xff".to_vec()),
@@ -841,7 +842,7 @@ mod tests {
                 again: true,
                 kill_guard: Duration::from_millis(1500),
             },
-            Spec {
+            Orders {
                 program: Program::Shell("echo 'a b' | tr a c".into()),
                 remove: Vec::new(),
                 terminal: false,
@@ -850,10 +851,10 @@ mod tests {
                 kill_guard: Duration::ZERO,
             },
         ] {
-            let bytes = spec.encode().expect("encode");
-            assert_eq!(Spec::decode(&bytes), Some(spec));
+            let bytes = orders.encode().expect("encode");
+            assert_eq!(Orders::decode(&bytes), Some(orders));
             for cut in 0..bytes.len() {
-                assert_eq!(Spec::decode(&bytes[..cut]), None, "cut at {cut}");
+                assert_eq!(Orders::decode(&bytes[..cut]), None, "cut at {cut}");
             }
         }
     }

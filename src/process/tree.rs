@@ -53,10 +53,10 @@ impl Member {
     }
 }
 
-/// A live process that may not be signalled by us (EPERM): it runs as
-/// another user.
+/// A live member of the tree that may not be signalled by us (EPERM): it
+/// runs as another user, and neither SIGTERM nor SIGKILL of ours reaches it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub struct Unkillable {
     pub pid: libc::pid_t,
     /// Its real user id, or u32::MAX when it could not be read.
     pub uid: u32,
@@ -70,7 +70,7 @@ pub struct Sent {
     /// Members that got the signal.
     pub delivered: usize,
     /// Members that refused it.
-    pub refused: Vec<Refusal>,
+    pub refused: Vec<Unkillable>,
 }
 
 /// Set once pidfd_open answers ENOSYS (kernels before 5.3): plain kill(2) then.
@@ -291,7 +291,7 @@ pub fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
         sent.found += 1;
         match send(pid, fd.as_ref(), sig) {
             Ok(()) => sent.delivered += 1,
-            Err(Errno::PERM) => sent.refused.push(Refusal {
+            Err(Errno::PERM) => sent.refused.push(Unkillable {
                 pid,
                 uid: uid_of(pid),
             }),
@@ -324,7 +324,7 @@ pub struct Killed {
     /// Nothing of the tree is left.
     pub empty: bool,
     /// Members that refused SIGKILL in the last round.
-    pub refused: Vec<Refusal>,
+    pub refused: Vec<Unkillable>,
 }
 
 /// SIGKILLs every descendant of `root`, again and again, until none is left
