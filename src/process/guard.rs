@@ -344,7 +344,7 @@ impl Drop for Guard {
     }
 }
 
-fn guard_main(mut ctrl: File, mut report: File, mask: SigSet) -> ! {
+fn guard_main(mut ctrl: File, report: File, mask: SigSet) -> ! {
     // Its own group, so that a group kill aimed at redlock-run leaves it
     // standing to clean up. A fork's child is no group or session leader,
     // so this cannot fail; if it did, the guard would not be what it claims
@@ -381,8 +381,16 @@ fn guard_main(mut ctrl: File, mut report: File, mask: SigSet) -> ! {
     };
     // The next attempt's command gets the caller's stdio, not /dev/null.
     let stdio = orders.again.then(keep_stdio);
+    let mut post = Post {
+        me,
+        children,
+        ctrl,
+        report,
+        orders,
+        mask,
+    };
     loop {
-        let (deadline, set) = match read_frame(&mut ctrl) {
+        let (deadline, set) = match read_frame(&mut post.ctrl) {
             Ok((SPAWN, payload)) => (
                 stamp_of(&payload),
                 decode_env(payload.get(8..).unwrap_or_default()),
@@ -397,182 +405,312 @@ fn guard_main(mut ctrl: File, mut report: File, mask: SigSet) -> ! {
         if let Some(saved) = &stdio {
             restore_stdio(saved);
         }
-        serve(
-            &set,
-            deadline,
-            me,
-            &children,
-            &mut ctrl,
-            &mut report,
-            &orders,
-            &mask,
-        );
-        if !orders.again {
+        post.serve(&set, deadline);
+        if !post.orders.again {
             exit_now();
         }
     }
 }
 
-/// Starts one command and watches its tree until the last process of it is
-/// gone (and reaped), reporting to redlock-run; exits the guard at once when
-/// redlock-run goes away.
-#[allow(clippy::too_many_arguments)]
-fn serve(
-    set: &[(String, String)],
-    deadline: Option<Stamp>,
+/// The guard at its post: what it was told, its ends of the pipes, and its
+/// descriptor for its children's exits.
+struct Post {
+    /// The guard's own pid: the tree hangs from it.
     me: libc::pid_t,
-    children: &OwnedFd,
-    ctrl: &mut File,
-    report: &mut File,
-    orders: &Orders,
-    mask: &SigSet,
-) {
-    let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let env = spawn::Env {
-        set,
-        remove: orders.remove.iter().map(String::as_str).collect(),
-    };
-    // The command gets the signal mask redlock-run was started with (SIGCHLD
-    // is blocked here only for the signalfd); the first reap below catches a
-    // command that exits at once.
-    let command_pid = match spawn::start(&orders.program, &env, orders.terminal, me, mask) {
-        Ok(pid) => pid,
-        Err(e) => {
-            let errno = e.raw_os_error().unwrap_or(-1);
-            let _ = write_frame(report, FAILED, &errno.to_le_bytes());
-            if orders.again {
+    /// The SIGCHLD signalfd.
+    children: OwnedFd,
+    ctrl: File,
+    report: File,
+    orders: Orders,
+    /// The signal mask redlock-run was started with, for the command.
+    mask: SigSet,
+}
+
+impl Post {
+    /// Starts one command and watches its tree until the last process of it
+    /// is gone (and reaped), reporting to redlock-run; exits the guard at
+    /// once when redlock-run goes away.
+    fn serve(&mut self, set: &[(String, String)], deadline: Option<Stamp>) {
+        let Some(command) = self.start(set) else {
+            return;
+        };
+        let mut serving = Serving::new(command, deadline, &self.orders);
+        // The first pass reaps without waiting: a command that exits at
+        // once is caught there.
+        let mut first_pass = true;
+        loop {
+            self.enforce(&mut serving);
+            let (control, exits) = if std::mem::take(&mut first_pass) {
+                (false, false)
+            } else {
+                match poll_two(&self.ctrl, &self.children, serving.wait(clock::now())) {
+                    Ok(ready) => ready,
+                    // Interrupted: the next pass polls again.
+                    Err(_) => continue,
+                }
+            };
+            if (exits || !control) && self.reap(&mut serving) {
                 return;
             }
+            if control {
+                self.on_control(&mut serving);
+            }
+        }
+    }
+
+    /// Starts the command and tells redlock-run its pid (or why it could
+    /// not start, and then goes on to the next request with --retry, or
+    /// exits). The guard then lets go of the caller's stdio.
+    fn start(&mut self, set: &[(String, String)]) -> Option<libc::pid_t> {
+        let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let env = spawn::Env {
+            set,
+            remove: self.orders.remove.iter().map(String::as_str).collect(),
+        };
+        // The command gets the signal mask redlock-run was started with
+        // (SIGCHLD is blocked here only for the signalfd).
+        let started = spawn::start(
+            &self.orders.program,
+            &env,
+            self.orders.terminal,
+            self.me,
+            &self.mask,
+        );
+        let command = match started {
+            Ok(pid) => pid,
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(-1);
+                // Unread only when redlock-run is gone; the control pipe's
+                // end of file then ends the guard.
+                let _ = write_frame(&mut self.report, FAILED, &errno.to_le_bytes());
+                if self.orders.again {
+                    return None;
+                }
+                exit_now();
+            }
+        };
+        test_hook("spawned");
+        if write_frame(&mut self.report, STARTED, &command.to_le_bytes()).is_err() {
+            tree::kill_all(self.me, true, None);
             exit_now();
         }
-    };
-    test_hook("spawned");
-    if write_frame(report, STARTED, &command_pid.to_le_bytes()).is_err() {
-        tree::kill_all(me, true, None);
-        exit_now();
+        test_hook("reported");
+        release_stdio();
+        Some(command)
     }
-    test_hook("reported");
-    release_stdio();
-    let mut exited: Option<i32> = None;
-    let mut first_pass = true;
-    let mut kill_at = deadline.map(|d| d.checked_sub(orders.kill_guard).unwrap_or(d));
-    let mut killing = false;
-    // Terminal mode: a job holding a lock cannot be suspended. The terminal
-    // stopped the command's group (Ctrl-Z), and redlock-run, which is not in
-    // it, would hold the lock while the shell waits for it and Ctrl-C (sent
-    // to the stopped group) waited too: the tree is resumed, and redlock-run
-    // says so after.
-    let mut stop_seen: Option<(libc::pid_t, i32)> = None;
-    let mut resumed_at: Option<Stamp> = None;
-    let mut frames = 0u32;
-    loop {
-        if orders.contain && !killing && kill_at.is_some_and(|k| clock::now() >= k) {
-            // No newer deadline came: redlock-run is stopped or wedged, or
-            // its stop came too late. The lock may be gone now.
-            killing = true;
-            tree::signal_all(me, libc::SIGKILL);
-            // Said after the kill, never before it: redlock-run exits 76 for
-            // it even when the command's own status looks like success (a
-            // leftover was what the guard stopped).
-            let _ = write_frame(report, DEADLINE_KILL, &[]);
-        } else if killing {
-            tree::signal_all(me, libc::SIGKILL);
+
+    /// The deadline's SIGKILL, and the resume of a tree the terminal
+    /// stopped, each reported after the signal, never before it. A frame
+    /// that cannot be written means redlock-run is gone: the control pipe's
+    /// end of file then ends the guard.
+    fn enforce(&mut self, serving: &mut Serving) {
+        match serving.kill(clock::now()) {
+            Kill::First => {
+                // No newer deadline came: redlock-run is stopped or wedged,
+                // or its stop came too late. The lock may be gone now.
+                tree::signal_all(self.me, libc::SIGKILL);
+                // redlock-run exits 76 for it even when the command's own
+                // status looks like success (a leftover was what the guard
+                // stopped).
+                let _ = write_frame(&mut self.report, DEADLINE_KILL, &[]);
+            }
+            Kill::Again => {
+                tree::signal_all(self.me, libc::SIGKILL);
+            }
+            Kill::No => {}
         }
-        let resume_at = resumed_at.map(|t| t + RESUME_GAP);
-        if !killing
-            && let Some((pid, sig)) = stop_seen
-            && resume_at.is_none_or(|t| clock::now() >= t)
-        {
-            stop_seen = None;
-            resumed_at = Some(clock::now());
-            resume(me, command_pid, orders.contain);
-            // Said after the signal, never before it.
-            if frames < RESUMED_FRAMES {
-                frames += 1;
-                let mut p = pid.to_le_bytes().to_vec();
-                p.extend_from_slice(&sig.to_le_bytes());
-                let _ = write_frame(report, RESUMED, &p);
+        if let Some(stop) = serving.resume(clock::now()) {
+            resume(self.me, serving.command, self.orders.contain);
+            if stop.tell {
+                let mut p = stop.pid.to_le_bytes().to_vec();
+                p.extend_from_slice(&stop.sig.to_le_bytes());
+                let _ = write_frame(&mut self.report, RESUMED, &p);
             }
         }
-        let timeout = if killing {
-            // Again until reaped: a process forked between a listing and the
-            // kill is found by the next one.
-            Some(Duration::from_millis(5))
-        } else {
-            // Slices: poll waits on CLOCK_MONOTONIC, which stands still
-            // while the host is suspended; the deadline is on BOOTTIME.
-            kill_at.map(|k| {
-                k.saturating_duration_since(clock::now())
-                    .min(Duration::from_millis(100))
-            })
+    }
+
+    /// Drains the SIGCHLD descriptor (SIGCHLDs coalesce), reaps every
+    /// exited child, and says what that changed; true when the command's
+    /// tree is gone.
+    fn reap(&mut self, serving: &mut Serving) -> bool {
+        while signals::take(&self.children).is_some() {}
+        let Some(tag) = serving.reaped(reap(serving.command, self.orders.terminal)) else {
+            return false;
         };
-        // A resume held back by RESUME_GAP is due then.
-        let timeout = match resume_at.filter(|_| stop_seen.is_some() && !killing) {
-            Some(t) => {
-                let wait = t.saturating_duration_since(clock::now()) + Duration::from_millis(1);
-                Some(timeout.map_or(wait, |w| w.min(wait)))
-            }
-            None => timeout,
-        };
-        let (control, exits) = if std::mem::take(&mut first_pass) {
-            (false, false)
-        } else {
-            match poll_two(ctrl, children, timeout) {
-                Ok(ready) => ready,
-                Err(_) => continue,
-            }
-        };
-        if exits || !control {
-            // Drained, then every exited child reaped: SIGCHLDs coalesce.
-            while signals::take(children).is_some() {}
-            let Reaped {
-                command: status,
-                empty,
-                stopped,
-            } = reap(command_pid, orders.terminal);
-            if let Some((pid, sig)) = stopped.filter(|(_, sig)| terminal_stop(*sig)) {
-                stop_seen = stop_seen.or(Some((pid, sig)));
-            }
-            if exited.is_none()
-                && let Some(status) = status
-            {
-                exited = Some(status);
-                // Nothing left (the usual case): one frame says both.
-                let tag = if empty || !orders.contain {
-                    EXITED_EMPTY
-                } else {
-                    EXITED
-                };
-                let _ = write_frame(report, tag, &status.to_le_bytes());
-                if tag == EXITED_EMPTY {
-                    return;
+        let status = serving.exited.unwrap_or(-1).to_le_bytes();
+        let payload: &[u8] = if tag == EMPTY { &[] } else { &status };
+        // Unread only when redlock-run is gone (see `enforce`).
+        let _ = write_frame(&mut self.report, tag, payload);
+        tag != EXITED
+    }
+
+    /// Only deadlines come on the control pipe while a command runs: end of
+    /// file means redlock-run is finished or was killed, and the tree goes
+    /// with the guard.
+    fn on_control(&mut self, serving: &mut Serving) {
+        match read_frame(&mut self.ctrl) {
+            Ok((DEADLINE, p)) => {
+                if let Some(d) = stamp_of(&p) {
+                    serving.new_deadline(d);
                 }
             }
-            if empty && exited.is_some() {
-                let _ = write_frame(report, EMPTY, &[]);
-                return;
-            }
-        }
-        if control {
-            // Only deadlines come on the control pipe while a command runs:
-            // end of file means redlock-run is finished or was killed.
-            match read_frame(ctrl) {
-                Ok((DEADLINE, p)) => {
-                    if let Some(d) = stamp_of(&p) {
-                        kill_at = Some(d.checked_sub(orders.kill_guard).unwrap_or(d));
-                    }
+            Ok(_) => {}
+            Err(_) => {
+                if self.orders.contain {
+                    tree::kill_all(self.me, true, None);
                 }
-                Ok(_) => {}
-                Err(_) => {
-                    if orders.contain {
-                        tree::kill_all(me, true, None);
-                    }
-                    exit_now();
-                }
+                exit_now();
             }
         }
     }
 }
+
+/// Whether a pass kills the tree.
+#[derive(Debug, PartialEq, Eq)]
+enum Kill {
+    No,
+    /// The deadline (less the kill guard) passed: the first SIGKILL, to be
+    /// reported.
+    First,
+    /// Again until reaped: a process forked between a listing and the kill
+    /// is found by the next one.
+    Again,
+}
+
+/// A stop by the terminal that is undone now.
+#[derive(Debug, PartialEq, Eq)]
+struct Resume {
+    pid: libc::pid_t,
+    sig: i32,
+    /// Said to redlock-run (at most `RESUMED_FRAMES` per command).
+    tell: bool,
+}
+
+/// What the guard knows of the command it serves: when the tree must be
+/// gone, whether it is being killed, which stop of the terminal's is to be
+/// undone. Each change of it is a method, tested without a process.
+#[derive(Debug)]
+struct Serving {
+    command: libc::pid_t,
+    contain: bool,
+    kill_guard: Duration,
+    /// The command's wait status, once reaped.
+    exited: Option<i32>,
+    /// When the tree is SIGKILLed unless a newer deadline comes.
+    kill_at: Option<Stamp>,
+    killing: bool,
+    /// Terminal mode: a job holding a lock cannot be suspended. The
+    /// terminal stopped the command's group (Ctrl-Z), and redlock-run, which
+    /// is not in it, would hold the lock while the shell waits for it and
+    /// Ctrl-C (sent to the stopped group) waited too: the tree is resumed,
+    /// and redlock-run says so after. The stop not yet undone.
+    stop_seen: Option<(libc::pid_t, i32)>,
+    resumed_at: Option<Stamp>,
+    /// `Resumed` frames written so far.
+    frames: u32,
+}
+
+impl Serving {
+    fn new(command: libc::pid_t, deadline: Option<Stamp>, orders: &Orders) -> Serving {
+        let mut serving = Serving {
+            command,
+            contain: orders.contain,
+            kill_guard: orders.kill_guard,
+            exited: None,
+            kill_at: None,
+            killing: false,
+            stop_seen: None,
+            resumed_at: None,
+            frames: 0,
+        };
+        if let Some(d) = deadline {
+            serving.new_deadline(d);
+        }
+        serving
+    }
+
+    /// The lock's validity deadline, as redlock-run last sent it.
+    fn new_deadline(&mut self, deadline: Stamp) {
+        self.kill_at = Some(deadline.checked_sub(self.kill_guard).unwrap_or(deadline));
+    }
+
+    /// Whether this pass, at `now`, SIGKILLs the tree (contained only).
+    fn kill(&mut self, now: Stamp) -> Kill {
+        if self.killing {
+            Kill::Again
+        } else if self.contain && self.kill_at.is_some_and(|k| now >= k) {
+            self.killing = true;
+            Kill::First
+        } else {
+            Kill::No
+        }
+    }
+
+    /// The stop to undo at `now`, if one is seen and the last resume is
+    /// `RESUME_GAP` ago; none while the tree is being killed.
+    fn resume(&mut self, now: Stamp) -> Option<Resume> {
+        if self.killing || self.resumed_at.is_some_and(|t| now < t + RESUME_GAP) {
+            return None;
+        }
+        let (pid, sig) = self.stop_seen.take()?;
+        self.resumed_at = Some(now);
+        let tell = self.frames < RESUMED_FRAMES;
+        if tell {
+            self.frames += 1;
+        }
+        Some(Resume { pid, sig, tell })
+    }
+
+    /// How long the next poll may wait at `now` (None: until a child exits
+    /// or redlock-run writes). Slices of the deadline's wait: poll waits on
+    /// CLOCK_MONOTONIC, which stands still while the host is suspended, and
+    /// the deadline is on BOOTTIME. A resume held back by `RESUME_GAP` is
+    /// due at its end.
+    fn wait(&self, now: Stamp) -> Option<Duration> {
+        if self.killing {
+            return Some(KILL_AGAIN);
+        }
+        let deadline = self
+            .kill_at
+            .map(|k| k.saturating_duration_since(now).min(SLICE));
+        let resume = self
+            .resumed_at
+            .filter(|_| self.stop_seen.is_some())
+            .map(|t| (t + RESUME_GAP).saturating_duration_since(now) + Duration::from_millis(1));
+        match (deadline, resume) {
+            (Some(d), Some(r)) => Some(d.min(r)),
+            (d, r) => d.or(r),
+        }
+    }
+
+    /// What a reap found, as the frame it calls for: `EXITED_EMPTY` for the
+    /// command's exit with nothing left (the usual case, one frame for
+    /// both; always so uncontained), `EXITED` for its exit with processes
+    /// left, `EMPTY` once they are gone too. A stop by the terminal is noted
+    /// for `resume`.
+    fn reaped(&mut self, r: Reaped) -> Option<u8> {
+        if let Some((pid, sig)) = r.stopped.filter(|(_, sig)| terminal_stop(*sig)) {
+            self.stop_seen = self.stop_seen.or(Some((pid, sig)));
+        }
+        if self.exited.is_none()
+            && let Some(status) = r.command
+        {
+            self.exited = Some(status);
+            return Some(if r.empty || !self.contain {
+                EXITED_EMPTY
+            } else {
+                EXITED
+            });
+        }
+        (r.empty && self.exited.is_some()).then_some(EMPTY)
+    }
+}
+
+/// The longest a poll waits for the deadline at once (see `Serving::wait`).
+const SLICE: Duration = Duration::from_millis(100);
+
+/// How often SIGKILL is repeated until the tree is reaped.
+const KILL_AGAIN: Duration = Duration::from_millis(5);
 
 /// Copies of fds 0-2 above them, close-on-exec so that no command inherits
 /// the copies. Held only with --retry, until redlock-run closes the control
@@ -827,7 +965,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn spec_frames_round_trip() {
+    fn orders_frames_round_trip() {
         use std::os::unix::ffi::OsStringExt;
         for orders in [
             Orders {
@@ -857,6 +995,127 @@ mod tests {
                 assert_eq!(Orders::decode(&bytes[..cut]), None, "cut at {cut}");
             }
         }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A moment `n` ms after an arbitrary origin.
+    fn at(n: u64) -> Stamp {
+        Stamp::from_nanos(1_000_000_000_000) + ms(n)
+    }
+
+    fn serving(contain: bool, deadline: Option<Stamp>) -> Serving {
+        let orders = Orders {
+            program: Program::Shell("true".into()),
+            remove: Vec::new(),
+            terminal: true,
+            contain,
+            again: false,
+            kill_guard: ms(1_000),
+        };
+        Serving::new(4242, deadline, &orders)
+    }
+
+    fn reaped(command: Option<i32>, empty: bool, stopped: Option<(i32, i32)>) -> Reaped {
+        Reaped {
+            command,
+            empty,
+            stopped,
+        }
+    }
+
+    #[test]
+    fn the_tree_is_killed_a_guard_before_the_deadline_unless_a_newer_one_comes() {
+        let mut s = serving(true, Some(at(10_000)));
+        assert_eq!(s.wait(at(0)), Some(SLICE), "in slices");
+        assert_eq!(s.wait(at(8_950)), Some(ms(50)));
+        assert_eq!(s.kill(at(8_999)), Kill::No);
+        s.new_deadline(at(20_000));
+        assert_eq!(s.kill(at(9_000)), Kill::No, "moved on");
+        assert_eq!(s.kill(at(19_000)), Kill::First, "reported once");
+        assert_eq!(s.kill(at(19_001)), Kill::Again);
+        assert_eq!(s.wait(at(19_001)), Some(KILL_AGAIN));
+        s.new_deadline(at(60_000));
+        assert_eq!(s.kill(at(19_002)), Kill::Again, "too late: killing goes on");
+
+        let mut s = serving(false, Some(at(10_000)));
+        assert_eq!(
+            s.kill(at(60_000)),
+            Kill::No,
+            "uncontained: redlock-run stops it"
+        );
+        assert_eq!(serving(true, None).wait(at(0)), None, "nothing to time");
+    }
+
+    #[test]
+    fn terminal_stops_are_undone_at_most_every_gap_and_said_a_bounded_number_of_times() {
+        let mut s = serving(true, None);
+        assert_eq!(
+            s.reaped(reaped(None, false, Some((7, libc::SIGSTOP)))),
+            None
+        );
+        assert_eq!(s.resume(at(0)), None, "SIGSTOP is meant: left alone");
+        s.reaped(reaped(None, false, Some((7, libc::SIGTSTP))));
+        let first = Resume {
+            pid: 7,
+            sig: libc::SIGTSTP,
+            tell: true,
+        };
+        assert_eq!(s.resume(at(0)), Some(first));
+        assert_eq!(s.resume(at(1)), None, "once per stop");
+        s.reaped(reaped(None, false, Some((8, libc::SIGTTIN))));
+        assert_eq!(s.resume(at(50)), None, "within the gap");
+        assert_eq!(s.wait(at(50)), Some(ms(51)), "woken at its end");
+        assert_eq!(s.resume(at(100)).map(|r| r.pid), Some(8));
+        let mut told = 2;
+        for n in 1..40u64 {
+            s.reaped(reaped(None, false, Some((8, libc::SIGTTIN))));
+            if s.resume(at(100 + n * 100)).expect("due").tell {
+                told += 1;
+            }
+        }
+        assert_eq!(told, RESUMED_FRAMES, "the rest resume without a word");
+        s.reaped(reaped(None, false, Some((9, libc::SIGTTOU))));
+        assert_eq!(s.kill(at(0)), Kill::No);
+        s.killing = true;
+        assert_eq!(s.resume(at(60_000)), None, "not while killing");
+    }
+
+    #[test]
+    fn one_frame_says_exit_and_end_unless_processes_are_left() {
+        let mut s = serving(true, None);
+        assert_eq!(s.reaped(reaped(None, false, None)), None);
+        assert_eq!(
+            s.reaped(reaped(Some(3 << 8), true, None)),
+            Some(EXITED_EMPTY)
+        );
+        assert_eq!(s.exited, Some(3 << 8));
+
+        let mut s = serving(true, None);
+        assert_eq!(s.reaped(reaped(Some(0), false, None)), Some(EXITED));
+        assert_eq!(s.reaped(reaped(None, false, None)), None, "leftovers run");
+        assert_eq!(s.reaped(reaped(None, true, None)), Some(EMPTY));
+
+        let mut s = serving(false, None);
+        assert_eq!(
+            s.reaped(reaped(Some(0), false, None)),
+            Some(EXITED_EMPTY),
+            "uncontained: the tree is not followed"
+        );
+    }
+
+    #[test]
+    fn no_fork_while_another_thread_runs() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            let _ = rx.recv();
+        });
+        let refused = Guard::fork(SigSet::of([])).err().expect("refused");
+        assert!(refused.to_string().contains("threads by now"), "{refused}");
+        drop(tx);
+        other.join().expect("join");
     }
 
     #[test]
