@@ -48,7 +48,11 @@ impl Events {
     /// A new channel and its eventfd, and a signalfd for the `blocked`
     /// signals.
     pub fn new(blocked: Blocked) -> io::Result<(Events, Inbox)> {
-        let signals = signals::open(blocked)?;
+        Events::with_signals(signals::open(blocked)?)
+    }
+
+    /// A new channel and its eventfd, beside the signalfd `signals`.
+    fn with_signals(signals: OwnedFd) -> io::Result<(Events, Inbox)> {
         let wake = Arc::new(rustix::event::eventfd(
             0,
             EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK,
@@ -181,4 +185,125 @@ fn poll_ready(
     }
     let ready = |i: usize| i < len && !fds[i].revents().is_empty();
     Ok(Some([ready(0), ready(1), ready(2)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::signals::{How, SigSet};
+    use std::io::Write;
+    use std::time::Instant;
+
+    /// A channel whose signalfd takes `signals`, which the caller blocks in
+    /// its thread.
+    fn channel(signals: &[i32]) -> (Events, Inbox) {
+        let fd = signals::signalfd(&SigSet::of(signals.iter().copied())).expect("signalfd");
+        Events::with_signals(fd).expect("channel")
+    }
+
+    #[test]
+    fn an_event_from_another_thread_ends_the_wait_at_once() {
+        let (tx, inbox) = channel(&[]);
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tx.send(Event::Wake)
+        });
+        let begun = Instant::now();
+        let got = inbox.recv_timeout(Duration::from_secs(30));
+        assert!(matches!(got, Ok(Event::Wake)));
+        assert!(
+            begun.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            begun.elapsed()
+        );
+        assert!(sender.join().expect("join"), "delivered");
+    }
+
+    #[test]
+    fn events_come_in_order_and_a_taken_ones_wake_up_does_not_end_a_wait() {
+        let (tx, inbox) = channel(&[]);
+        let d = crate::clock::now();
+        assert!(tx.send(Event::Extended(d)));
+        assert!(tx.send(Event::Gone("why".into())));
+        assert!(matches!(inbox.try_next(), Some(Event::Extended(x)) if x == d));
+        assert!(matches!(inbox.try_next(), Some(Event::Gone(w)) if w == "why"));
+        assert!(inbox.try_next().is_none());
+        // The eventfd still counts two: it is drained, and the wait goes on
+        // to its end.
+        let begun = Instant::now();
+        let got = inbox.recv_timeout(Duration::from_millis(50));
+        assert!(matches!(got, Err(RecvTimeoutError::Timeout)));
+        assert!(begun.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn the_wait_ends_disconnected_once_every_sender_is_gone() {
+        let (tx, inbox) = channel(&[]);
+        let other = tx.clone();
+        drop(tx);
+        assert!(other.send(Event::Wake));
+        drop(other);
+        assert!(matches!(
+            inbox.recv_timeout(Duration::from_secs(1)),
+            Ok(Event::Wake)
+        ));
+        assert!(matches!(
+            inbox.recv_timeout(Duration::from_secs(30)),
+            Err(RecvTimeoutError::Disconnected)
+        ));
+    }
+
+    #[test]
+    fn the_guards_reports_are_read_until_its_last() {
+        let (_tx, inbox) = channel(&[]);
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
+        let mut w = File::from(w);
+        let mut reports = Some(File::from(r));
+        // As the guard writes them: [tag][u32 length][payload]; a
+        // resume of pid 7 after SIGTSTP, then the command's exit (status
+        // 3 << 8) with nothing left.
+        w.write_all(b"C\x08\x00\x00\x00\x07\x00\x00\x00\x14\x00\x00\x00")
+            .expect("write");
+        w.write_all(b"X\x04\x00\x00\x00\x00\x03\x00\x00")
+            .expect("write");
+        let got = inbox.next(&mut reports, Duration::from_secs(30));
+        assert!(matches!(
+            got,
+            Ok(Event::Guard(Report::Resumed {
+                pid: 7,
+                sig: libc::SIGTSTP
+            }))
+        ));
+        assert!(reports.is_some(), "more to come");
+        let got = inbox.next(&mut reports, Duration::from_secs(30));
+        let Ok(Event::Guard(Report::Exited {
+            status,
+            empty: true,
+        })) = got
+        else {
+            panic!("not the exit");
+        };
+        assert_eq!(status.code(), Some(3));
+        assert!(reports.is_none(), "the pipe said its last");
+        // A guard that dies says `Gone` by the pipe's end.
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
+        drop(w);
+        let mut reports = Some(File::from(r));
+        let got = inbox.next(&mut reports, Duration::from_secs(30));
+        assert!(matches!(got, Ok(Event::Guard(Report::Gone))));
+        assert!(reports.is_none());
+    }
+
+    #[test]
+    fn a_signal_arrives_beside_the_events() {
+        // This test's thread only: the harness's other threads keep theirs.
+        let before = signals::thread_mask(How::Block, Some(&SigSet::of([libc::SIGUSR1])));
+        let (_tx, inbox) = channel(&[libc::SIGUSR1]);
+        // SAFETY: raise sends to the calling thread, which blocks SIGUSR1: it
+        // waits, pending, for the signalfd.
+        assert_eq!(unsafe { libc::raise(libc::SIGUSR1) }, 0);
+        let got = inbox.recv_timeout(Duration::from_secs(30));
+        signals::thread_mask(How::SetTo, Some(&before));
+        assert!(matches!(got, Ok(Event::Signal(libc::SIGUSR1))));
+    }
 }
