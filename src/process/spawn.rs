@@ -283,3 +283,75 @@ pub fn scrub_environ(names: &[&str]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::tree;
+    use rustix::process::{Signal, kill_process, waitpid};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_command_starts_in_its_own_group_with_its_environment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("out");
+        let script = format!(
+            "echo \"$SET_BY_THE_TEST ${{HOME-unset}}\" > '{}'; exec sleep 30",
+            out.display()
+        );
+        let env = Env {
+            set: vec![("SET_BY_THE_TEST", "given")],
+            remove: vec!["HOME"],
+        };
+        let me = rustix::process::getpid().as_raw_pid();
+        let mask = signals::thread_mask(How::Block, None);
+        let pid = start(&Program::Shell(script), &env, false, me, &mask).expect("start");
+        let until = Instant::now() + Duration::from_secs(10);
+        let written = loop {
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            if text.ends_with('\n') || Instant::now() > until {
+                break text;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let group = tree::Member { pid }.pgid();
+        let child = super::super::pid(pid).expect("a pid");
+        kill_process(child, Signal::KILL).expect("kill");
+        let (_, status) = waitpid(Some(child), rustix::process::WaitOptions::empty())
+            .expect("wait")
+            .expect("a status");
+        assert_eq!(written, "given unset\n");
+        assert_eq!(group, Some(pid), "a process group of its own");
+        assert_eq!(status.terminating_signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_command_that_cannot_start_says_why_as_env_does() {
+        let env = Env {
+            set: Vec::new(),
+            remove: Vec::new(),
+        };
+        let me = rustix::process::getpid().as_raw_pid();
+        let mask = signals::thread_mask(How::Block, None);
+        let missing = Program::Argv(vec![OsString::from("/nonexistent/no-such-command")]);
+        let e = start(&missing, &env, false, me, &mask).expect_err("not found");
+        assert_eq!(exit_of_spawn_error(&e), Exit::NotFound);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let not_executable = Program::Argv(vec![dir.path().as_os_str().to_owned()]);
+        let e = start(&not_executable, &env, false, me, &mask).expect_err("a directory");
+        assert_eq!(exit_of_spawn_error(&e), Exit::CannotExecute);
+        let nul = Program::Shell("echo a\0b".into());
+        let e = start(&nul, &env, false, me, &mask).expect_err("a NUL byte");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn statuses_map_as_timeout_and_env_map_them() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(exit_of(ExitStatus::from_raw(3 << 8)), Exit::Command(3));
+        assert_eq!(
+            exit_of(ExitStatus::from_raw(libc::SIGTERM)),
+            Exit::Signal(libc::SIGTERM)
+        );
+    }
+}
