@@ -4,7 +4,7 @@
 //! Not `std::fs::read`, for two reasons. It reads until end of file, and some
 //! files never end: `/dev/zero` given by mistake grows the run until the kernel
 //! kills it. And `open(2)` of a FIFO blocks until a writer opens it, while
-//! SIGTERM and SIGINT are already blocked (`process::signals` takes them from a
+//! SIGTERM and SIGINT are already blocked (`signals` takes them from a
 //! signalfd later): a secret pipe whose writer never comes would hold the run
 //! until SIGKILL. So a file is opened with O_NONBLOCK, which returns at once for
 //! a FIFO, read only up to a cap, and waited on with poll(2) beside a signalfd
@@ -18,7 +18,7 @@ use std::path::Path;
 
 use rustix::event::{PollFd, PollFlags};
 
-use crate::process::signals;
+use crate::signals;
 
 /// The most a password file may hold: a password, or a token of a few lines.
 pub const PASSWORD_CAP: usize = 4 * 1024;

@@ -27,9 +27,9 @@ use crate::process::attempts::{self, Attempts, Ran};
 use crate::process::events::{Event, Events, Inbox};
 use crate::process::guard::{Guard, Orders};
 use crate::process::heartbeat::heartbeat;
-use crate::process::signals;
 use crate::process::spawn as child;
 use crate::report::{self, Stats};
+use crate::signals;
 use crate::text::os_message;
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {

@@ -21,7 +21,7 @@ use rustix::io::Errno;
 
 use crate::clock::Stamp;
 use crate::process::guard::{self, Report};
-use crate::process::signals::{self, Blocked};
+use crate::signals::{self, Blocked};
 
 /// Everything the waiting and supervising loops react to.
 pub enum Event {
@@ -190,7 +190,7 @@ fn poll_ready(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::signals::{How, SigSet};
+    use crate::signals::{How, SigSet};
     use std::io::Write;
     use std::time::Instant;
 

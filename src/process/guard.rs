@@ -60,8 +60,8 @@ use rustix::process::{Signal, WaitOptions};
 
 use crate::cli::Program;
 use crate::clock::{self, Stamp};
-use crate::process::signals::{self, How, SigSet};
 use crate::process::{spawn, tree};
+use crate::signals::{self, How, SigSet};
 
 /// What the guard tells redlock-run.
 #[derive(Debug)]

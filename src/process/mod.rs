@@ -5,7 +5,6 @@ pub mod attempts;
 pub mod events;
 pub mod guard;
 pub mod heartbeat;
-pub mod signals;
 pub mod spawn;
 pub mod supervise;
 pub mod tree;

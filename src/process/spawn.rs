@@ -13,7 +13,7 @@ use rustix::process::WaitOptions;
 
 use crate::cli::Program;
 use crate::exit::Exit;
-use crate::process::signals::{self, How, SigSet};
+use crate::signals::{self, How, SigSet};
 
 /// Environment changes for the command.
 pub struct Env<'a> {

@@ -1,7 +1,8 @@
 //! Which signal arrived, so the command gets that same signal.
 //!
 //! The forwarded signals are blocked in every thread and read from a
-//! signalfd(2) by the loops that wait (see `events`). No handler ever runs,
+//! signalfd(2) by the loops that wait (see `process::events`, and
+//! `option_file` for a wait before the run). No handler ever runs,
 //! so no blocking call anywhere (a socket read with a timeout, which the
 //! kernel never restarts) fails with EINTR because a signal arrived: a storm
 //! of signals cannot cost a node's answer or a heartbeat.
@@ -10,6 +11,8 @@
 //! safe wrapper (rustix leaves them to the C library, whose own signals they
 //! must respect): this module is where they are called, each in one small
 //! `unsafe` block, and the rest of the crate uses the safe functions below.
+//! It depends on nothing of the crate: the log's thread and the option
+//! files use it from below the process side.
 
 use std::io;
 use std::mem::MaybeUninit;
