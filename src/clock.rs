@@ -12,15 +12,9 @@ pub struct Stamp(Duration);
 
 /// Now, on CLOCK_BOOTTIME.
 pub fn now() -> Stamp {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out-pointer; CLOCK_BOOTTIME exists on every Linux since
-    // 2.6.39, and the call cannot fail with a valid clock and pointer.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts);
-    }
+    // CLOCK_BOOTTIME exists on every Linux since 2.6.39: the call cannot
+    // fail (rustix's form of it has no error to return).
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
     let d = Duration::new(
         ts.tv_sec.max(0) as u64,
         ts.tv_nsec.clamp(0, 999_999_999) as u32,

@@ -16,6 +16,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
+use rustix::fs::{Access, AtFlags};
+
 /// Replaces `path` with `contents`, atomically, and on disk before the
 /// rename. A new file gets mode 0644 (less the umask), as a plain create
 /// would; a file replaced keeps its mode, owner and group.
@@ -100,7 +102,7 @@ pub fn check_writable(path: &Path) -> io::Result<()> {
         }
         Err(e) => return Err(e),
     };
-    if let Err(e) = access(dir, libc::W_OK | libc::X_OK) {
+    if let Err(e) = access(dir, Access::WRITE_OK | Access::EXEC_OK) {
         return Err(refused(&match e.raw_os_error() {
             Some(libc::EROFS) => format!("{} is on a read-only file system", dir.display()),
             Some(libc::EACCES | libc::EPERM) => {
@@ -117,8 +119,7 @@ pub fn check_writable(path: &Path) -> io::Result<()> {
     if let Some(meta) = existing
         && dir_meta.mode() & libc::S_ISVTX != 0
     {
-        // SAFETY: geteuid cannot fail.
-        let me = unsafe { libc::geteuid() };
+        let me = rustix::process::geteuid().as_raw();
         if me != 0 && meta.uid() != me && dir_meta.uid() != me {
             return Err(refused(&format!(
                 "it belongs to uid {} in the sticky directory {}, so this user may not \
@@ -140,17 +141,12 @@ fn parent(path: &Path) -> &Path {
 }
 
 /// faccessat(2) with the effective IDs: what open(2) and rename(2) will use.
-pub fn access(path: &Path, mode: libc::c_int) -> io::Result<()> {
+pub fn access(path: &Path, mode: Access) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| refused("it contains a NUL byte"))?;
-    // SAFETY: a NUL-terminated path, and no pointer kept past the call.
-    let rc = unsafe { libc::faccessat(libc::AT_FDCWD, c_path.as_ptr(), mode, libc::AT_EACCESS) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    rustix::fs::accessat(rustix::fs::CWD, c_path.as_c_str(), mode, AtFlags::EACCESS)?;
+    Ok(())
 }
 
 /// A usage problem with a path, worded for the line that names it.
@@ -220,9 +216,12 @@ mod tests {
         // Refused, each saying why.
         assert_eq!(why(dir.path()), "it is a directory");
         let fifo = dir.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("cstr");
-        // SAFETY: mkfifo on a path we own.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .expect("mkfifo");
         assert_eq!(why(&fifo), "it is a FIFO, not a regular file");
         assert_eq!(
             why(Path::new("/dev/null")),

@@ -8,16 +8,11 @@ pub fn hostname() -> String {
     if let Some(host) = std::env::var_os("REDLOCK_TEST_HOST") {
         return host.to_string_lossy().into_owned();
     }
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
-    // when the name fits, and we stop at the first NUL either way.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    if ok {
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        "?".into()
-    }
+    // gethostname(3) in glibc is uname(2)'s node name, which cannot fail.
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// `$USER`, `$LOGNAME`, else the password database's name for our uid (CI
@@ -27,8 +22,7 @@ pub fn user_name() -> String {
     // the user, and the password database may be a network service.
     static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     NAME.get_or_init(|| {
-        // SAFETY: getuid cannot fail.
-        let uid = unsafe { libc::getuid() };
+        let uid = rustix::process::getuid().as_raw();
         std::env::var("USER")
             .or_else(|_| std::env::var("LOGNAME"))
             .ok()
@@ -43,30 +37,33 @@ pub fn user_name() -> String {
 fn passwd_name(uid: libc::uid_t) -> Option<String> {
     let mut buf = vec![0u8; 1024];
     loop {
-        // SAFETY: an all-zero passwd is a valid out-value; getpwuid_r writes
-        // only into it and into `buf` (of the length given), and sets
-        // `found` to null or to `pwd`.
-        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut pwd = std::mem::MaybeUninit::<libc::passwd>::uninit();
         let mut found: *mut libc::passwd = std::ptr::null_mut();
-        let rc = unsafe {
-            libc::getpwuid_r(
+        // SAFETY: no safe form of getpwuid_r(3) is in the tree. It writes
+        // only into `pwd` and `buf` (of the length given), and sets `found`
+        // to null or to `pwd`; the entry is read only through `found` once
+        // the call says it was written, and its pw_name then points at a
+        // NUL-terminated string in `buf`, copied out before `buf` changes.
+        let (rc, name) = unsafe {
+            let rc = libc::getpwuid_r(
                 uid,
-                &mut pwd,
+                pwd.as_mut_ptr(),
                 buf.as_mut_ptr().cast(),
                 buf.len(),
                 &mut found,
-            )
+            );
+            let name = (rc == 0 && !found.is_null() && !(*found).pw_name.is_null()).then(|| {
+                std::ffi::CStr::from_ptr((*found).pw_name)
+                    .to_string_lossy()
+                    .into_owned()
+            });
+            (rc, name)
         };
         if rc == libc::ERANGE && buf.len() < 1 << 20 {
             buf.resize(buf.len() * 4, 0);
             continue;
         }
-        if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
-            return None;
-        }
-        // SAFETY: on success pw_name points at a NUL-terminated string in `buf`.
-        let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
-        return Some(name.to_string_lossy().into_owned()).filter(|n| !n.is_empty());
+        return name.filter(|n| !n.is_empty());
     }
 }
 

@@ -18,4 +18,6 @@ pub mod program;
 pub mod report;
 pub mod run;
 pub mod run_record;
+pub mod signals;
+pub mod text;
 pub mod wall;

@@ -272,7 +272,7 @@ fn writer() -> Option<&'static SyncSender<Msg>> {
             std::thread::Builder::new()
                 .name("log".into())
                 .spawn(move || {
-                    crate::process::signals::block_all_here();
+                    crate::signals::block_all_here();
                     let mut reported = 0;
                     for msg in rx {
                         match msg {

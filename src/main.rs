@@ -4,7 +4,7 @@ use std::time::Duration;
 /// Runs before the Rust runtime sets SIGPIPE to ignored (which it does
 /// before `main`): the command is to inherit the caller's disposition.
 extern "C" fn note_sigpipe() {
-    redlock_run::process::signals::note_caller_sigpipe();
+    redlock_run::signals::note_caller_sigpipe();
 }
 
 #[used]

@@ -75,10 +75,11 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use rustix::fs::{Access, FlockOperation, Mode, OFlags};
+use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
 use crate::exit::Exit;
@@ -257,7 +258,7 @@ pub fn check(path: &Path) -> io::Result<()> {
                     .into(),
             ));
         }
-        if crate::files::access(path, libc::R_OK).is_err() {
+        if crate::files::access(path, Access::READ_OK).is_err() {
             return Err(refused(
                 "this user may not read it, and the counts in it would be lost".into(),
             ));
@@ -265,14 +266,13 @@ pub fn check(path: &Path) -> io::Result<()> {
     }
     let lock = lock_path(path)?;
     match std::fs::symlink_metadata(&lock) {
-        Ok(meta) if meta.file_type().is_file() => {
-            crate::files::access(&lock, libc::R_OK).map_err(|_| {
+        Ok(meta) if meta.file_type().is_file() => crate::files::access(&lock, Access::READ_OK)
+            .map_err(|_| {
                 refused(format!(
                     "this user may not read its lock file {}",
                     lock.display()
                 ))
-            })
-        }
+            }),
         Ok(_) => Err(refused(format!(
             "its lock file {} is not a regular file",
             lock.display()
@@ -331,15 +331,10 @@ fn lock(path: &Path, wait: Duration) -> io::Result<File> {
         )
     })?;
     let flags =
-        libc::O_RDONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
-    // SAFETY: open(2) on a NUL-terminated path; the mode is the variadic
-    // argument O_CREAT needs, passed promoted as C does.
-    let fd = unsafe { libc::open(c_path.as_ptr(), flags, 0o644 as libc::c_uint) };
-    if fd < 0 {
-        return Err(refuse_symlink(path, io::Error::last_os_error()));
-    }
-    // SAFETY: fd was just opened and nothing else owns it.
-    let file = unsafe { File::from_raw_fd(fd) };
+        OFlags::RDONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let file = rustix::fs::open(c_path.as_c_str(), flags, Mode::from_raw_mode(0o644))
+        .map(File::from)
+        .map_err(|e| refuse_symlink(path, e.into()))?;
     if !file.metadata().map_err(|e| named(path, e))?.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -354,15 +349,11 @@ fn lock(path: &Path, wait: Duration) -> io::Result<File> {
     let deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(1);
     loop {
-        // SAFETY: flock on a descriptor we own for the duration of the call.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Ok(file);
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => {}
-            _ => return Err(named(path, e)),
+        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(file),
+            Err(Errno::INTR) => continue,
+            Err(Errno::WOULDBLOCK) => {}
+            Err(e) => return Err(named(path, e.into())),
         }
         let now = Instant::now();
         if now >= deadline {
@@ -1281,9 +1272,12 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         assert!(!planted.exists());
         // A FIFO is refused without hanging.
         std::fs::remove_file(&lock).expect("rm");
-        let c = std::ffi::CString::new(lock.as_os_str().as_encoded_bytes()).expect("cstr");
-        // SAFETY: mkfifo on a path we own.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &lock,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .expect("mkfifo");
         let err = record(&path, &run("k", Outcome::Ok, 0)).expect_err("refused");
         assert!(err.to_string().contains("not a regular file"), "{err}");
     }

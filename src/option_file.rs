@@ -4,7 +4,7 @@
 //! Not `std::fs::read`, for two reasons. It reads until end of file, and some
 //! files never end: `/dev/zero` given by mistake grows the run until the kernel
 //! kills it. And `open(2)` of a FIFO blocks until a writer opens it, while
-//! SIGTERM and SIGINT are already blocked (`process::signals` takes them from a
+//! SIGTERM and SIGINT are already blocked (`signals` takes them from a
 //! signalfd later): a secret pipe whose writer never comes would hold the run
 //! until SIGKILL. So a file is opened with O_NONBLOCK, which returns at once for
 //! a FIFO, read only up to a cap, and waited on with poll(2) beside a signalfd
@@ -12,11 +12,13 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use crate::process::signals;
+use rustix::event::{PollFd, PollFlags};
+
+use crate::signals;
 
 /// The most a password file may hold: a password, or a token of a few lines.
 pub const PASSWORD_CAP: usize = 4 * 1024;
@@ -77,29 +79,35 @@ pub fn read(path: &Path, cap: usize) -> Result<Vec<u8>, ReadError> {
 
 /// Waits until `file` can be read, or a signal arrives on `stop`.
 fn wait_readable(file: &File, stop: Option<&OwnedFd>) -> Result<(), ReadError> {
-    let mut fds = [file.as_raw_fd(), stop.map_or(-1, AsRawFd::as_raw_fd)].map(|fd| libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    });
     loop {
-        // SAFETY: two valid pollfd structs (a negative fd is skipped); no
-        // timeout, a signal on `stop` ends the wait.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(ReadError::Io(e));
-        }
+        // No timeout: a signal on `stop` ends the wait.
+        let readable = poll_either(file, stop).map_err(|e| ReadError::Io(e.into()))?;
         if let Some(sig) = stop.and_then(signals::take) {
             return Err(ReadError::Stopped(sig));
         }
-        if fds[0].revents != 0 {
+        if readable {
             return Ok(());
         }
     }
+}
+
+/// One poll(2) for `file` and, when there is one, `stop`, retried when it
+/// is interrupted: whether `file` is readable.
+fn poll_either(file: &File, stop: Option<&OwnedFd>) -> rustix::io::Result<bool> {
+    let mut fds = [
+        PollFd::new(file, PollFlags::IN),
+        // Not polled without a descriptor (see `len` below).
+        PollFd::new(file, PollFlags::IN),
+    ];
+    let len = match stop {
+        Some(fd) => {
+            fds[1].set_fd(fd);
+            2
+        }
+        None => 1,
+    };
+    rustix::io::retry_on_intr(|| rustix::event::poll(&mut fds[..len], None))?;
+    Ok(!fds[0].revents().is_empty())
 }
 
 #[cfg(test)]

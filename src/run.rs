@@ -24,13 +24,13 @@ use crate::lock::{Acquired, Busy, Held, Holder, Lock, NodeOutcome, record};
 use crate::log::{self, Log, ev};
 use crate::outcome::Outcome;
 use crate::process::attempts::{self, Attempts, Ran};
-use crate::process::events::{Events, Inbox};
-use crate::process::guard::{Guard, Spec};
+use crate::process::events::{Event, Events, Inbox};
+use crate::process::guard::{Guard, Orders};
 use crate::process::heartbeat::heartbeat;
-use crate::process::signals;
 use crate::process::spawn as child;
-use crate::process::supervise::Event;
 use crate::report::{self, Stats};
+use crate::signals;
+use crate::text::os_message;
 
 pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     // First of all: a signal that arrives from here on is passed on (or
@@ -399,19 +399,23 @@ fn take_and_run(
     // this process has one thread (see `guard`): every later step may start
     // threads.
     let contain = containment();
-    if contain {
-        // Orphans of a guard that was killed on its own come here, not to init.
-        // SAFETY: prctl on this process.
-        unsafe {
-            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
-        }
+    // Orphans of a guard that was killed on its own come here, not to init,
+    // where nothing would stop them. Linux has had it since 3.4 (as the
+    // guard needs it too): a failure ends the run before the lock is taken.
+    if contain && let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+    {
+        log.error(format!(
+            "cannot become a subreaper: {}",
+            os_message(&e.into())
+        ));
+        return Exit::Unavailable;
     }
     let terminal = child::owns_terminal();
     let remove = secret_env();
     // /proc/<pid>/environ shows the environment this process was started
     // with, which the command can read (the guard scrubs its own copy).
     child::scrub_environ(&remove);
-    let spec = Spec {
+    let spec = Orders {
         program: config.program.clone(),
         remove: remove.iter().map(|n| n.to_string()).collect(),
         terminal,
@@ -611,7 +615,7 @@ fn run_held(lock: &Arc<Lock>, held: Held, a: &mut Attempts) -> Ran {
         log,
         Arc::clone(a.stats),
     );
-    let ran = attempts::run(a, deadline, &mut heartbeat);
+    let ran = attempts::run_with_retries(a, deadline, &mut heartbeat);
     if a.terminal {
         // Normally done when the command exits; here too for the paths that
         // end supervision without that.
@@ -1095,15 +1099,6 @@ fn secret_env() -> Vec<&'static str> {
         remove.push("REDLOCK_REDIS");
     }
     remove
-}
-
-/// The OS's description without Rust's " (os error N)" suffix.
-pub fn os_message(e: &io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error ") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
 }
 
 #[cfg(test)]

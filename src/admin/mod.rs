@@ -130,7 +130,10 @@ pub fn dispatch(ask: &Ask, lock: &Subject, nodes: &Nodes) -> Exit {
     // The answer goes to stdout; when its reader goes away (`status | head -1`)
     // end as ls(1) does, killed by SIGPIPE, not with a panic over a write
     // nobody reads. Nothing is spawned here, so the disposition is ours alone.
-    // SAFETY: setting a signal to its default disposition, no handler runs.
+    // SAFETY: signal(2) has no safe form in the tree. Setting a signal to
+    // its default disposition installs no handler, and for SIGPIPE it cannot
+    // fail (SIG_ERR comes only for a number that is no signal, or SIGKILL
+    // and SIGSTOP).
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }

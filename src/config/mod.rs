@@ -73,7 +73,7 @@ impl fmt::Display for Error {
                 "cannot read the configuration file {} ({}): {} (--no-config reads none)",
                 path.display(),
                 found.describe(),
-                crate::run::os_message(error)
+                crate::text::os_message(error)
             ),
             Error::NotFile { path } => write!(
                 f,

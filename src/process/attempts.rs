@@ -22,13 +22,14 @@ use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
-use crate::process::events::{Events, Inbox};
+use crate::process::events::{Event, Events, Inbox};
 use crate::process::guard::{Guard, SpawnError};
 use crate::process::heartbeat::Heartbeat;
 use crate::process::spawn as child;
-use crate::process::supervise::{Event, Tree, supervise};
+use crate::process::supervise::{Supervised, Tree, supervise};
 use crate::process::tree;
 use crate::report::Stats;
+use crate::text::os_message;
 
 /// What the attempts need besides the lock's deadline.
 pub struct Attempts<'a> {
@@ -60,7 +61,7 @@ pub struct Ran {
 }
 
 /// Runs the command, and again after a failure while --retry allows.
-pub fn run(a: &mut Attempts, deadline: Stamp, heartbeat: &mut Heartbeat) -> Ran {
+pub fn run_with_retries(a: &mut Attempts, deadline: Stamp, heartbeat: &mut Heartbeat) -> Ran {
     let first = clock::now();
     let started_at = SystemTime::now();
     let mut deadline = deadline;
@@ -68,122 +69,33 @@ pub fn run(a: &mut Attempts, deadline: Stamp, heartbeat: &mut Heartbeat) -> Ran 
     let mut leftover = false;
     let exit = loop {
         let started = clock::now();
-        let env: Vec<(&str, &str)> = a.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let pid = match a.guard.spawn(&env, deadline) {
+        let pid = match start(a, deadline) {
             Ok(pid) => pid,
-            Err(SpawnError::Command(e)) => {
-                a.log.error(format!(
-                    "cannot run {}: {}",
-                    a.config.program.describe(),
-                    crate::run::os_message(&e)
-                ));
-                break child::exit_of_spawn_error(&e);
-            }
-            Err(SpawnError::Gone(why)) => {
-                // It may have started the command before it died: whatever
-                // it started is ours now (redlock-run is a subreaper), and
-                // is killed before anything else happens.
-                let me = std::process::id() as libc::pid_t;
-                let killed = tree::kill_all(me, true, Some(Duration::from_secs(5)));
-                leftover = !killed.empty;
-                a.log.error(format!(
-                    "cannot run {}: {why}; {}",
-                    a.config.program.describe(),
-                    if killed.empty {
-                        "nothing of it is left"
-                    } else {
-                        "some of its processes would not die: the lock is left to expire"
-                    }
-                ));
-                break Exit::Unavailable;
+            Err(not) => {
+                leftover = not.leftover;
+                break not.exit;
             }
         };
         attempts += 1;
         a.stats.attempts.store(attempts, Relaxed);
-        let config = a.config;
-        a.log.info(|| {
-            let of = if config.retry > 0 {
-                format!("attempt {attempts} of {}: ", config.retry + 1)
-            } else {
-                String::new()
-            };
-            ev(
-                "started",
-                format!("{of}running {} as pid {pid}", config.program.describe()),
-            )
-            .field("pid", pid)
-            .field("attempt", attempts)
-            .outcome("started")
-        });
-        let reports = match a.guard.reports() {
-            Ok(r) => r,
-            Err(e) => {
-                // Nobody would notice the command's exit: stop it rather
-                // than hold the lock blindly.
-                leftover =
-                    !tree::kill_all(a.guard.pid(), false, Some(Duration::from_secs(5))).empty;
-                a.log.error(format!("cannot watch the command: {e}"));
-                break Exit::Unavailable;
+        log_started(a, attempts, pid);
+        let end = match watch(a, pid, started, deadline, heartbeat) {
+            Ok(end) => end,
+            Err(not) => {
+                leftover = not.leftover;
+                break not.exit;
             }
         };
-        let mut tree = Tree {
-            guard: a.guard.pid(),
-            command: pid,
-            contain: a.contain,
-            terminal: a.terminal,
-            control: a.guard.control(),
-            reports: Some(reports),
-            told: Default::default(),
-        };
-        let end = supervise(
-            &mut tree, config, started, deadline, a.rx, heartbeat, &a.log,
-        );
         deadline = end.deadline;
         if end.leftover {
             leftover = true;
             break end.exit;
         }
-        let retryable = matches!(end.exit, Exit::Command(c) if c != 0) && end.signalled.is_none();
-        if !retryable || attempts > config.retry {
+        if !retry_after(&end, attempts, a.config.retry) {
             break end.exit;
         }
-        let pause = pause_before(config.retry_delay, attempts, rand::random_range(0.0..1.0));
-        a.log.info(|| {
-            ev(
-                "retry",
-                format!(
-                    "attempt {attempts} of {} exited with status {}; retrying in {pause:.0?}",
-                    config.retry + 1,
-                    end.exit.code()
-                ),
-            )
-            .ms(pause)
-            .field("attempt", attempts)
-            .field("exit_code", end.exit.code())
-            .outcome("retry")
-        });
-        match wait_out(pause, &mut deadline, a.config, a.rx, heartbeat) {
-            Ok(()) => {}
-            Err(Interrupted::Signal(sig)) => {
-                a.log
-                    .info(|| format!("signal {sig} while waiting to retry; not retrying"));
-                break Exit::Signal(sig);
-            }
-            Err(Interrupted::Lost(why)) => {
-                a.log.error(
-                    ev(
-                        "lost",
-                        format!(
-                            "lock '{}' lost while waiting to retry: {why}; not retrying (exit \
-                             {}, the last attempt's status)",
-                            config.name,
-                            end.exit.code()
-                        ),
-                    )
-                    .outcome("lost"),
-                );
-                break end.exit;
-            }
+        if let Some(exit) = pause(a, attempts, end.exit, &mut deadline, heartbeat) {
+            break exit;
         }
     };
     Ran {
@@ -192,6 +104,163 @@ pub fn run(a: &mut Attempts, deadline: Stamp, heartbeat: &mut Heartbeat) -> Ran 
         started_at,
         duration: first.elapsed(),
         leftover,
+    }
+}
+
+/// An attempt that did not run, or could not be watched, and ends the run.
+struct Unwatched {
+    exit: Exit,
+    /// Processes of it may still be alive.
+    leftover: bool,
+}
+
+/// Has the guard start the command; its pid.
+fn start(a: &mut Attempts, deadline: Stamp) -> Result<libc::pid_t, Unwatched> {
+    let env: Vec<(&str, &str)> = a.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    match a.guard.spawn(&env, deadline) {
+        Ok(pid) => Ok(pid),
+        Err(SpawnError::Command(e)) => {
+            a.log.error(format!(
+                "cannot run {}: {}",
+                a.config.program.describe(),
+                os_message(&e)
+            ));
+            Err(Unwatched {
+                exit: child::exit_of_spawn_error(&e),
+                leftover: false,
+            })
+        }
+        Err(SpawnError::Gone(why)) => {
+            // It may have started the command before it died: whatever it
+            // started is ours now (redlock-run is a subreaper), and is
+            // killed before anything else happens.
+            let me = std::process::id() as libc::pid_t;
+            let killed = tree::kill_all(me, true, Some(Duration::from_secs(5)));
+            a.log.error(format!(
+                "cannot run {}: {why}; {}",
+                a.config.program.describe(),
+                if killed.empty {
+                    "nothing of it is left"
+                } else {
+                    "some of its processes would not die: the lock is left to expire"
+                }
+            ));
+            Err(Unwatched {
+                exit: Exit::Unavailable,
+                leftover: !killed.empty,
+            })
+        }
+    }
+}
+
+fn log_started(a: &Attempts, attempts: u32, pid: libc::pid_t) {
+    let config = a.config;
+    a.log.info(|| {
+        let of = if config.retry > 0 {
+            format!("attempt {attempts} of {}: ", config.retry + 1)
+        } else {
+            String::new()
+        };
+        ev(
+            "started",
+            format!("{of}running {} as pid {pid}", config.program.describe()),
+        )
+        .field("pid", pid)
+        .field("attempt", attempts)
+        .outcome("started")
+    });
+}
+
+/// Supervises the attempt started as `pid` until its whole tree is gone.
+fn watch(
+    a: &mut Attempts,
+    pid: libc::pid_t,
+    started: Stamp,
+    deadline: Stamp,
+    heartbeat: &mut Heartbeat,
+) -> Result<Supervised, Unwatched> {
+    let reports = match a.guard.reports() {
+        Ok(r) => r,
+        Err(e) => {
+            // Nobody would notice the command's exit: stop it rather than
+            // hold the lock blindly.
+            let killed = tree::kill_all(a.guard.pid(), false, Some(Duration::from_secs(5)));
+            a.log.error(format!("cannot watch the command: {e}"));
+            return Err(Unwatched {
+                exit: Exit::Unavailable,
+                leftover: !killed.empty,
+            });
+        }
+    };
+    let mut tree = Tree {
+        guard: a.guard.pid(),
+        command: pid,
+        contain: a.contain,
+        terminal: a.terminal,
+        control: a.guard.control(),
+        reports: Some(reports),
+        told: Default::default(),
+    };
+    Ok(supervise(
+        &mut tree, a.config, started, deadline, a.rx, heartbeat, &a.log,
+    ))
+}
+
+/// Whether attempt number `attempts`, which ended as `end`, is followed by
+/// another: only a command that exited non-zero on its own, while --retry
+/// (`retry` more attempts) allows.
+fn retry_after(end: &Supervised, attempts: u32, retry: u32) -> bool {
+    let failed = matches!(end.exit, Exit::Command(c) if c != 0) && end.signalled.is_none();
+    failed && attempts <= retry
+}
+
+/// The pause before the next attempt, said and waited out; the run's exit
+/// when it ends the run instead (a signal, the lock lost).
+fn pause(
+    a: &Attempts,
+    attempts: u32,
+    last: Exit,
+    deadline: &mut Stamp,
+    heartbeat: &mut Heartbeat,
+) -> Option<Exit> {
+    let config = a.config;
+    let pause = pause_before(config.retry_delay, attempts, rand::random_range(0.0..1.0));
+    a.log.info(|| {
+        ev(
+            "retry",
+            format!(
+                "attempt {attempts} of {} exited with status {}; retrying in {pause:.0?}",
+                config.retry + 1,
+                last.code()
+            ),
+        )
+        .ms(pause)
+        .field("attempt", attempts)
+        .field("exit_code", last.code())
+        .outcome("retry")
+    });
+    match wait_out(pause, deadline, config, a.rx, heartbeat) {
+        Ok(()) => None,
+        Err(Interrupted::Signal(sig)) => {
+            a.log
+                .info(|| format!("signal {sig} while waiting to retry; not retrying"));
+            Some(Exit::Signal(sig))
+        }
+        Err(Interrupted::Lost(why)) => {
+            a.log.error(
+                ev(
+                    "lost",
+                    format!(
+                        "lock '{}' lost while waiting to retry: {why}; not retrying (exit {}, \
+                         the last attempt's status)",
+                        config.name,
+                        last.code()
+                    ),
+                )
+                .outcome("lost"),
+            );
+            Some(last)
+        }
     }
 }
 
@@ -265,6 +334,38 @@ pub fn pause_before(base: Duration, retry: u32, unit: f64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ended(exit: Exit, signalled: Option<i32>) -> Supervised {
+        Supervised {
+            exit,
+            deadline: clock::now(),
+            signalled,
+            leftover: false,
+        }
+    }
+
+    #[test]
+    fn only_a_command_that_failed_on_its_own_is_tried_again_while_retry_allows() {
+        let failed = ended(Exit::Command(1), None);
+        assert!(retry_after(&failed, 1, 2));
+        assert!(retry_after(&failed, 2, 2));
+        assert!(!retry_after(&failed, 3, 2), "--retry 2: three attempts");
+        assert!(!retry_after(&failed, 1, 0), "no --retry");
+        assert!(
+            !retry_after(&ended(Exit::Command(0), None), 1, 2),
+            "success"
+        );
+        let passed_on = ended(Exit::Command(1), Some(libc::SIGTERM));
+        assert!(!retry_after(&passed_on, 1, 2), "somebody wants it stopped");
+        for exit in [
+            Exit::Signal(libc::SIGKILL),
+            Exit::Lost,
+            Exit::Timeout,
+            Exit::NotFound,
+        ] {
+            assert!(!retry_after(&ended(exit, None), 1, 2), "{exit:?}");
+        }
+    }
 
     #[test]
     fn pauses_double_with_jitter_within_bounds() {

@@ -11,14 +11,31 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::Duration;
 
-use crate::process::guard;
-use crate::process::signals::{self, Blocked};
-use crate::process::supervise::Event;
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+
+use crate::clock::Stamp;
+use crate::process::guard::{self, Report};
+use crate::signals::{self, Blocked};
+
+/// Everything the waiting and supervising loops react to.
+pub enum Event {
+    /// A report of the guard's, read from its pipe.
+    Guard(Report),
+    /// A signal redlock-run was sent.
+    Signal(i32),
+    /// The heartbeat extended the lock to this validity deadline.
+    Extended(Stamp),
+    /// The lock is certainly gone (a quorum holds another token or none).
+    Gone(String),
+    /// A release was announced on some node: worth another try.
+    Wake,
+}
 
 /// The sending side of the supervisor's events; clone it for each thread.
 #[derive(Clone)]
@@ -31,14 +48,15 @@ impl Events {
     /// A new channel and its eventfd, and a signalfd for the `blocked`
     /// signals.
     pub fn new(blocked: Blocked) -> io::Result<(Events, Inbox)> {
-        let signals = signals::open(blocked)?;
-        // SAFETY: eventfd has no memory-safety preconditions.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a new descriptor, owned by nothing else.
-        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        Events::with_signals(signals::open(blocked)?)
+    }
+
+    /// A new channel and its eventfd, beside the signalfd `signals`.
+    fn with_signals(signals: OwnedFd) -> io::Result<(Events, Inbox)> {
+        let wake = Arc::new(rustix::event::eventfd(
+            0,
+            EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK,
+        )?);
         let (tx, rx) = mpsc::channel();
         let inbox = Inbox {
             rx,
@@ -54,16 +72,9 @@ impl Events {
             return false;
         }
         // After the send: a poll woken by this finds the event queued. The
-        // counter cannot overflow in practice; a full one is awake anyway.
-        let one = 1u64;
-        // SAFETY: an 8-byte write from a live value to our own eventfd.
-        unsafe {
-            libc::write(
-                self.wake.as_raw_fd(),
-                (&raw const one).cast(),
-                std::mem::size_of::<u64>(),
-            );
-        }
+        // write fails only with a full counter (EAGAIN), which cannot come
+        // in practice and leaves the eventfd readable, awake anyway.
+        let _ = rustix::io::write(&*self.wake, &1u64.to_ne_bytes());
         true
     }
 }
@@ -90,15 +101,8 @@ impl Inbox {
 
     /// Clears the eventfd's count (its events are in the channel).
     fn drain(&self) {
-        let mut n = 0u64;
-        // SAFETY: an 8-byte read into a live value from our own eventfd.
-        unsafe {
-            libc::read(
-                self.wake.as_raw_fd(),
-                (&raw mut n).cast(),
-                std::mem::size_of::<u64>(),
-            );
-        }
+        // Fails only when the count is zero already (EAGAIN): drained.
+        let _ = rustix::io::read(&*self.wake, &mut [0u8; 8]);
     }
 
     /// The next event, or the guard's next report (as `Event::Guard`),
@@ -116,54 +120,34 @@ impl Inbox {
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
                 Err(TryRecvError::Empty) => {}
             }
-            let mut fds = [
-                libc::pollfd {
-                    fd: self.wake.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.signals.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: reports.as_ref().map_or(-1, |r| r.as_raw_fd()),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
             let left = until.saturating_duration_since(crate::clock::now());
-            let timeout = libc::timespec {
-                tv_sec: libc::time_t::try_from(left.as_secs()).unwrap_or(libc::time_t::MAX),
-                tv_nsec: left.subsec_nanos() as libc::c_long,
-            };
-            // SAFETY: three live pollfds, a live timespec, no signal mask change.
-            let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 3, &timeout, std::ptr::null()) };
-            if n == 0 || (n < 0 && left.is_zero()) {
-                return Err(RecvTimeoutError::Timeout);
-            }
-            if n < 0 {
-                if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            let timeout = Timespec::try_from(left).unwrap_or(Timespec {
+                tv_sec: i64::MAX,
+                tv_nsec: 0,
+            });
+            let ready = match poll_ready(&self.wake, &self.signals, reports.as_ref(), &timeout) {
+                Ok(ready) => ready,
+                Err(_) if left.is_zero() => return Err(RecvTimeoutError::Timeout),
+                Err(Errno::INTR) => continue,
+                Err(_) => {
                     // Cannot wait: sleep in short steps rather than spin; the
                     // loop above still sees every event.
                     std::thread::sleep(left.min(Duration::from_millis(5)));
+                    continue;
                 }
-                continue;
-            }
-            if fds[0].revents != 0 {
+            };
+            let Some([wake, signal, report]) = ready else {
+                return Err(RecvTimeoutError::Timeout);
+            };
+            if wake {
                 self.drain();
             }
             // A pending signal keeps its signalfd readable: poll finds one
             // that came before the call too.
-            if fds[1].revents != 0
-                && let Some(sig) = signals::take(&self.signals)
-            {
+            if signal && let Some(sig) = signals::take(&self.signals) {
                 return Ok(Event::Signal(sig));
             }
-            if fds[2].revents != 0
-                && let Some(pipe) = reports.as_mut()
-            {
+            if report && let Some(pipe) = reports.as_mut() {
                 let report = guard::read_report(pipe);
                 if report.is_last() {
                     *reports = None;
@@ -171,5 +155,155 @@ impl Inbox {
                 return Ok(Event::Guard(report));
             }
         }
+    }
+}
+
+/// One poll(2) for the eventfd, the signalfd and the guard's report pipe
+/// while it is open: which of them are readable (or at their end), or None
+/// when `timeout` passed first.
+fn poll_ready(
+    wake: &OwnedFd,
+    signals: &OwnedFd,
+    reports: Option<&File>,
+    timeout: &Timespec,
+) -> rustix::io::Result<Option<[bool; 3]>> {
+    let mut fds = [
+        PollFd::new(wake, PollFlags::IN),
+        PollFd::new(signals, PollFlags::IN),
+        // Not polled without a pipe (see `len` below).
+        PollFd::new(wake, PollFlags::IN),
+    ];
+    let len = match reports {
+        Some(pipe) => {
+            fds[2].set_fd(pipe);
+            3
+        }
+        None => 2,
+    };
+    if rustix::event::poll(&mut fds[..len], Some(timeout))? == 0 {
+        return Ok(None);
+    }
+    let ready = |i: usize| i < len && !fds[i].revents().is_empty();
+    Ok(Some([ready(0), ready(1), ready(2)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signals::{How, SigSet};
+    use std::io::Write;
+    use std::time::Instant;
+
+    /// A channel whose signalfd takes `signals`, which the caller blocks in
+    /// its thread.
+    fn channel(signals: &[i32]) -> (Events, Inbox) {
+        let fd = signals::signalfd(&SigSet::of(signals.iter().copied())).expect("signalfd");
+        Events::with_signals(fd).expect("channel")
+    }
+
+    #[test]
+    fn an_event_from_another_thread_ends_the_wait_at_once() {
+        let (tx, inbox) = channel(&[]);
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tx.send(Event::Wake)
+        });
+        let begun = Instant::now();
+        let got = inbox.recv_timeout(Duration::from_secs(30));
+        assert!(matches!(got, Ok(Event::Wake)));
+        assert!(
+            begun.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            begun.elapsed()
+        );
+        assert!(sender.join().expect("join"), "delivered");
+    }
+
+    #[test]
+    fn events_come_in_order_and_a_taken_ones_wake_up_does_not_end_a_wait() {
+        let (tx, inbox) = channel(&[]);
+        let d = crate::clock::now();
+        assert!(tx.send(Event::Extended(d)));
+        assert!(tx.send(Event::Gone("why".into())));
+        assert!(matches!(inbox.try_next(), Some(Event::Extended(x)) if x == d));
+        assert!(matches!(inbox.try_next(), Some(Event::Gone(w)) if w == "why"));
+        assert!(inbox.try_next().is_none());
+        // The eventfd still counts two: it is drained, and the wait goes on
+        // to its end.
+        let begun = Instant::now();
+        let got = inbox.recv_timeout(Duration::from_millis(50));
+        assert!(matches!(got, Err(RecvTimeoutError::Timeout)));
+        assert!(begun.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn the_wait_ends_disconnected_once_every_sender_is_gone() {
+        let (tx, inbox) = channel(&[]);
+        let other = tx.clone();
+        drop(tx);
+        assert!(other.send(Event::Wake));
+        drop(other);
+        assert!(matches!(
+            inbox.recv_timeout(Duration::from_secs(1)),
+            Ok(Event::Wake)
+        ));
+        assert!(matches!(
+            inbox.recv_timeout(Duration::from_secs(30)),
+            Err(RecvTimeoutError::Disconnected)
+        ));
+    }
+
+    #[test]
+    fn the_guards_reports_are_read_until_its_last() {
+        let (_tx, inbox) = channel(&[]);
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
+        let mut w = File::from(w);
+        let mut reports = Some(File::from(r));
+        // As the guard writes them: [tag][u32 length][payload]; a
+        // resume of pid 7 after SIGTSTP, then the command's exit (status
+        // 3 << 8) with nothing left.
+        w.write_all(b"C\x08\x00\x00\x00\x07\x00\x00\x00\x14\x00\x00\x00")
+            .expect("write");
+        w.write_all(b"X\x04\x00\x00\x00\x00\x03\x00\x00")
+            .expect("write");
+        let got = inbox.next(&mut reports, Duration::from_secs(30));
+        assert!(matches!(
+            got,
+            Ok(Event::Guard(Report::Resumed {
+                pid: 7,
+                sig: libc::SIGTSTP
+            }))
+        ));
+        assert!(reports.is_some(), "more to come");
+        let got = inbox.next(&mut reports, Duration::from_secs(30));
+        let Ok(Event::Guard(Report::Exited {
+            status,
+            empty: true,
+        })) = got
+        else {
+            panic!("not the exit");
+        };
+        assert_eq!(status.code(), Some(3));
+        assert!(reports.is_none(), "the pipe said its last");
+        // A guard that dies says `Gone` by the pipe's end.
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
+        drop(w);
+        let mut reports = Some(File::from(r));
+        let got = inbox.next(&mut reports, Duration::from_secs(30));
+        assert!(matches!(got, Ok(Event::Guard(Report::Gone))));
+        assert!(reports.is_none());
+    }
+
+    #[test]
+    fn a_signal_arrives_beside_the_events() {
+        // This test's thread only: the harness's other threads keep theirs.
+        let before = signals::thread_mask(How::Block, Some(&SigSet::of([libc::SIGUSR1])));
+        let (_tx, inbox) = channel(&[libc::SIGUSR1]);
+        // SAFETY: raise sends to the calling thread, which blocks SIGUSR1: it
+        // waits, pending, for the signalfd.
+        assert_eq!(unsafe { libc::raise(libc::SIGUSR1) }, 0);
+        let got = inbox.recv_timeout(Duration::from_secs(30));
+        signals::thread_mask(How::SetTo, Some(&before));
+        assert!(matches!(got, Ok(Event::Signal(libc::SIGUSR1))));
     }
 }

@@ -20,9 +20,10 @@
 //! The guard is forked while redlock-run still has one thread, so it can use
 //! the standard library freely (no lock held by another thread is copied into
 //! it). It is forked first of all, before the command line is parsed, and
-//! told what to run (its `Spec`) once that is known: a fork of a process that
-//! has barely started copies little, and leaves few pages that either side
-//! must copy when it writes to them (each such fault costs microseconds). It runs in its own process group so that a group kill aimed at
+//! told what to run (its `Orders`) once that is known: a fork of a process
+//! that has barely started copies little, and leaves few pages that either
+//! side must copy when it writes to them (each such fault costs
+//! microseconds). It runs in its own process group so that a group kill aimed at
 //! redlock-run (a CI runner killing its job's group) leaves it standing to
 //! clean up. redlock-run signals the tree itself (see `tree`); the guard
 //! starts the command, reports its exit and the moment the last descendant is
@@ -48,14 +49,19 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+use rustix::process::{Signal, WaitOptions};
+
 use crate::cli::Program;
 use crate::clock::{self, Stamp};
 use crate::process::{spawn, tree};
+use crate::signals::{self, How, SigSet};
 
 /// What the guard tells redlock-run.
 #[derive(Debug)]
@@ -83,10 +89,10 @@ pub struct Guard {
     report: File,
 }
 
-/// What the guard needs to start the command, sent to it once the command
-/// line is parsed.
+/// The guard's orders: what it needs to start the command (and every retry
+/// of it), sent to it once the command line is parsed.
 #[derive(Debug, PartialEq)]
-pub struct Spec {
+pub struct Orders {
     pub program: Program,
     /// Variables the command must not see (passwords), which the guard also
     /// scrubs from its own copy of the environment.
@@ -113,7 +119,7 @@ pub enum SpawnError {
 }
 
 // Frame tags, both directions: [tag][u32 length, little endian][payload].
-const SPEC: u8 = b'I';
+const ORDERS: u8 = b'I';
 const SPAWN: u8 = b'S';
 const STARTED: u8 = b'P';
 const FAILED: u8 = b'F';
@@ -135,18 +141,8 @@ const RESUME_GAP: Duration = Duration::from_millis(100);
 const RESUMED_FRAMES: u32 = 16;
 
 fn pipe() -> io::Result<(File, File)> {
-    let mut fds = [0; 2];
-    // SAFETY: a valid two-element array; both fds are ours on success.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh descriptors owned by nobody else.
-    unsafe {
-        Ok((
-            File::from(OwnedFd::from_raw_fd(fds[0])),
-            File::from(OwnedFd::from_raw_fd(fds[1])),
-        ))
-    }
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    Ok((File::from(r), File::from(w)))
 }
 
 fn write_frame(w: &mut File, tag: u8, payload: &[u8]) -> io::Result<()> {
@@ -174,21 +170,42 @@ fn int(payload: &[u8]) -> i32 {
         .map_or(-1, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
+/// Refuses a fork while other threads run. The guard's side of the fork
+/// goes on with the standard library (allocations, the environment), and a
+/// lock held by a thread that the child does not have would never be
+/// released there: only a fork from a single thread is sound. The early
+/// fork comes before anything can start a thread; nothing starts one before
+/// the late fork either (the log thread starts with the first line logged),
+/// and this check turns a change that would into a clear error before the
+/// lock is taken, in every build, rather than a guard that may hang.
+///
+/// Where /proc cannot be read (a chroot without it) the count cannot be
+/// had, and the fork goes ahead as the order of the steps allows.
+fn single_threaded() -> io::Result<()> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Ok(());
+    };
+    match tasks.count() {
+        1 => Ok(()),
+        n => Err(io::Error::other(format!(
+            "redlock-run runs {n} threads by now, and the guard may only be forked \
+             from one"
+        ))),
+    }
+}
+
 impl Guard {
-    /// Forks the guard, which waits for its [`Spec`] (`configure`) and exits
+    /// Forks the guard, which waits for its [`Orders`] (`configure`) and exits
     /// at end of file without one. Call it while this process has a single
     /// thread, as early as it can be; `mask` is the signal mask redlock-run
     /// was started with, for the command.
-    pub fn fork(mask: libc::sigset_t) -> io::Result<Guard> {
-        #[cfg(debug_assertions)]
-        {
-            let threads = std::fs::read_dir("/proc/self/task").map_or(1, |d| d.count());
-            debug_assert_eq!(threads, 1, "the guard must be forked single-threaded");
-        }
+    pub fn fork(mask: SigSet) -> io::Result<Guard> {
+        single_threaded()?;
         let (ctrl_r, ctrl_w) = pipe()?;
         let (report_r, report_w) = pipe()?;
-        // SAFETY: single-threaded here (checked above in test builds), so the
-        // child may go on with the standard library.
+        // SAFETY: fork(2) has no safe form. This process has one thread
+        // (checked just above), so no lock of another thread's is copied
+        // into the child, which may go on with the standard library.
         match unsafe { libc::fork() } {
             -1 => Err(io::Error::last_os_error()),
             0 => {
@@ -209,12 +226,12 @@ impl Guard {
     }
 
     /// Tells the guard what it is to run; before the first `spawn`.
-    pub fn configure(&mut self, spec: &Spec) -> io::Result<()> {
+    pub fn configure(&mut self, orders: &Orders) -> io::Result<()> {
         let ctrl = self
             .ctrl
             .as_mut()
             .ok_or_else(|| io::Error::other("no pipe to it"))?;
-        write_frame(ctrl, SPEC, &spec.encode()?)
+        write_frame(ctrl, ORDERS, &orders.encode()?)
     }
 
     /// A second handle on the control pipe, for `send_deadline` while the
@@ -327,41 +344,53 @@ impl Drop for Guard {
     }
 }
 
-fn guard_main(mut ctrl: File, mut report: File, mask: libc::sigset_t) -> ! {
-    // SAFETY: plain syscalls on this process.
-    unsafe {
-        libc::setpgid(0, 0);
-        libc::prctl(libc::PR_SET_NAME, c"redlock-guard".as_ptr());
+fn guard_main(mut ctrl: File, report: File, mask: SigSet) -> ! {
+    // Its own group, so that a group kill aimed at redlock-run leaves it
+    // standing to clean up. A fork's child is no group or session leader,
+    // so this cannot fail; if it did, the guard would not be what it claims
+    // to be, and it goes: redlock-run finds it gone and runs nothing.
+    if rustix::process::setpgid(None, None).is_err() {
+        exit_now();
     }
+    // Only the name ps(1) shows: nothing depends on it.
+    let _ = rustix::thread::set_name(c"redlock-guard");
     // redlock-run parses its command line meanwhile; it says nothing more
     // when it ends without running anything (a usage error, --help).
-    let spec = match read_frame(&mut ctrl) {
-        Ok((SPEC, payload)) => match Spec::decode(&payload) {
-            Some(spec) => spec,
+    let orders = match read_frame(&mut ctrl) {
+        Ok((ORDERS, payload)) => match Orders::decode(&payload) {
+            Some(orders) => orders,
             None => exit_now(),
         },
         _ => exit_now(),
     };
     // Forked before redlock-run scrubbed its own: /proc/<guard>/environ,
     // which the command could read, shows this copy.
-    let names: Vec<&str> = spec.remove.iter().map(String::as_str).collect();
+    let names: Vec<&str> = orders.remove.iter().map(String::as_str).collect();
     spawn::scrub_environ(&names);
-    // SAFETY: plain syscalls on this process.
-    let me = unsafe {
-        if spec.contain {
-            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
-        }
-        libc::getpid()
-    };
+    let me = rustix::process::getpid();
+    // Every orphan of the tree comes to the guard. Linux has had it since
+    // 3.4; without it the guard cannot contain the tree, and it goes.
+    if orders.contain && rustix::process::set_child_subreaper(Some(me)).is_err() {
+        exit_now();
+    }
+    let me = me.as_raw_pid();
     // Children's exits arrive on a descriptor, so one thread can wait for
     // them and for the control pipe at once.
     let Some(children) = sigchld_fd() else {
         exit_now();
     };
     // The next attempt's command gets the caller's stdio, not /dev/null.
-    let stdio = spec.again.then(keep_stdio);
+    let stdio = orders.again.then(keep_stdio);
+    let mut post = Post {
+        me,
+        children,
+        ctrl,
+        report,
+        orders,
+        mask,
+    };
     loop {
-        let (deadline, set) = match read_frame(&mut ctrl) {
+        let (deadline, set) = match read_frame(&mut post.ctrl) {
             Ok((SPAWN, payload)) => (
                 stamp_of(&payload),
                 decode_env(payload.get(8..).unwrap_or_default()),
@@ -376,244 +405,366 @@ fn guard_main(mut ctrl: File, mut report: File, mask: libc::sigset_t) -> ! {
         if let Some(saved) = &stdio {
             restore_stdio(saved);
         }
-        serve(
-            &set,
-            deadline,
-            me,
-            &children,
-            &mut ctrl,
-            &mut report,
-            &spec,
-            &mask,
-        );
-        if !spec.again {
+        post.serve(&set, deadline);
+        if !post.orders.again {
             exit_now();
         }
     }
 }
 
-/// Starts one command and watches its tree until the last process of it is
-/// gone (and reaped), reporting to redlock-run; exits the guard at once when
-/// redlock-run goes away.
-#[allow(clippy::too_many_arguments)]
-fn serve(
-    set: &[(String, String)],
-    deadline: Option<Stamp>,
+/// The guard at its post: what it was told, its ends of the pipes, and its
+/// descriptor for its children's exits.
+struct Post {
+    /// The guard's own pid: the tree hangs from it.
     me: libc::pid_t,
-    children: &OwnedFd,
-    ctrl: &mut File,
-    report: &mut File,
-    spec: &Spec,
-    mask: &libc::sigset_t,
-) {
-    let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let env = spawn::Env {
-        set,
-        remove: spec.remove.iter().map(String::as_str).collect(),
-    };
-    // The command gets the signal mask redlock-run was started with (SIGCHLD
-    // is blocked here only for the signalfd); the first reap below catches a
-    // command that exits at once.
-    let command_pid = match spawn::start(&spec.program, &env, spec.terminal, me, mask) {
-        Ok(pid) => pid,
-        Err(e) => {
-            let errno = e.raw_os_error().unwrap_or(-1);
-            let _ = write_frame(report, FAILED, &errno.to_le_bytes());
-            if spec.again {
+    /// The SIGCHLD signalfd.
+    children: OwnedFd,
+    ctrl: File,
+    report: File,
+    orders: Orders,
+    /// The signal mask redlock-run was started with, for the command.
+    mask: SigSet,
+}
+
+impl Post {
+    /// Starts one command and watches its tree until the last process of it
+    /// is gone (and reaped), reporting to redlock-run; exits the guard at
+    /// once when redlock-run goes away.
+    fn serve(&mut self, set: &[(String, String)], deadline: Option<Stamp>) {
+        let Some(command) = self.start(set) else {
+            return;
+        };
+        let mut serving = Serving::new(command, deadline, &self.orders);
+        // The first pass reaps without waiting: a command that exits at
+        // once is caught there.
+        let mut first_pass = true;
+        loop {
+            self.enforce(&mut serving);
+            let (control, exits) = if std::mem::take(&mut first_pass) {
+                (false, false)
+            } else {
+                match poll_two(&self.ctrl, &self.children, serving.wait(clock::now())) {
+                    Ok(ready) => ready,
+                    // Interrupted: the next pass polls again.
+                    Err(_) => continue,
+                }
+            };
+            if (exits || !control) && self.reap(&mut serving) {
                 return;
             }
+            if control {
+                self.on_control(&mut serving);
+            }
+        }
+    }
+
+    /// Starts the command and tells redlock-run its pid (or why it could
+    /// not start, and then goes on to the next request with --retry, or
+    /// exits). The guard then lets go of the caller's stdio.
+    fn start(&mut self, set: &[(String, String)]) -> Option<libc::pid_t> {
+        let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let env = spawn::Env {
+            set,
+            remove: self.orders.remove.iter().map(String::as_str).collect(),
+        };
+        // The command gets the signal mask redlock-run was started with
+        // (SIGCHLD is blocked here only for the signalfd).
+        let started = spawn::start(
+            &self.orders.program,
+            &env,
+            self.orders.terminal,
+            self.me,
+            &self.mask,
+        );
+        let command = match started {
+            Ok(pid) => pid,
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(-1);
+                // Unread only when redlock-run is gone; the control pipe's
+                // end of file then ends the guard.
+                let _ = write_frame(&mut self.report, FAILED, &errno.to_le_bytes());
+                if self.orders.again {
+                    return None;
+                }
+                exit_now();
+            }
+        };
+        test_hook("spawned");
+        if write_frame(&mut self.report, STARTED, &command.to_le_bytes()).is_err() {
+            tree::kill_all(self.me, true, None);
             exit_now();
         }
-    };
-    test_hook("spawned");
-    if write_frame(report, STARTED, &command_pid.to_le_bytes()).is_err() {
-        tree::kill_all(me, true, None);
-        exit_now();
+        test_hook("reported");
+        release_stdio();
+        Some(command)
     }
-    test_hook("reported");
-    release_stdio();
-    let mut exited: Option<i32> = None;
-    let mut first_pass = true;
-    let mut kill_at = deadline.map(|d| d.checked_sub(spec.kill_guard).unwrap_or(d));
-    let mut killing = false;
-    // Terminal mode: a job holding a lock cannot be suspended. The terminal
-    // stopped the command's group (Ctrl-Z), and redlock-run, which is not in
-    // it, would hold the lock while the shell waits for it and Ctrl-C (sent
-    // to the stopped group) waited too: the tree is resumed, and redlock-run
-    // says so after.
-    let mut stop_seen: Option<(libc::pid_t, i32)> = None;
-    let mut resumed_at: Option<Stamp> = None;
-    let mut frames = 0u32;
-    loop {
-        if spec.contain && !killing && kill_at.is_some_and(|k| clock::now() >= k) {
-            // No newer deadline came: redlock-run is stopped or wedged, or
-            // its stop came too late. The lock may be gone now.
-            killing = true;
-            tree::signal_all(me, libc::SIGKILL);
-            // Said after the kill, never before it: redlock-run exits 76 for
-            // it even when the command's own status looks like success (a
-            // leftover was what the guard stopped).
-            let _ = write_frame(report, DEADLINE_KILL, &[]);
-        } else if killing {
-            tree::signal_all(me, libc::SIGKILL);
+
+    /// The deadline's SIGKILL, and the resume of a tree the terminal
+    /// stopped, each reported after the signal, never before it. A frame
+    /// that cannot be written means redlock-run is gone: the control pipe's
+    /// end of file then ends the guard.
+    fn enforce(&mut self, serving: &mut Serving) {
+        match serving.kill(clock::now()) {
+            Kill::First => {
+                // No newer deadline came: redlock-run is stopped or wedged,
+                // or its stop came too late. The lock may be gone now.
+                tree::signal_all(self.me, libc::SIGKILL);
+                // redlock-run exits 76 for it even when the command's own
+                // status looks like success (a leftover was what the guard
+                // stopped).
+                let _ = write_frame(&mut self.report, DEADLINE_KILL, &[]);
+            }
+            Kill::Again => {
+                tree::signal_all(self.me, libc::SIGKILL);
+            }
+            Kill::No => {}
         }
-        let resume_at = resumed_at.map(|t| t + RESUME_GAP);
-        if !killing
-            && let Some((pid, sig)) = stop_seen
-            && resume_at.is_none_or(|t| clock::now() >= t)
-        {
-            stop_seen = None;
-            resumed_at = Some(clock::now());
-            resume(me, command_pid, spec.contain);
-            // Said after the signal, never before it.
-            if frames < RESUMED_FRAMES {
-                frames += 1;
-                let mut p = pid.to_le_bytes().to_vec();
-                p.extend_from_slice(&sig.to_le_bytes());
-                let _ = write_frame(report, RESUMED, &p);
+        if let Some(stop) = serving.resume(clock::now()) {
+            resume(self.me, serving.command, self.orders.contain);
+            if stop.tell {
+                let mut p = stop.pid.to_le_bytes().to_vec();
+                p.extend_from_slice(&stop.sig.to_le_bytes());
+                let _ = write_frame(&mut self.report, RESUMED, &p);
             }
         }
-        let timeout = if killing {
-            // Again until reaped: a process forked between a listing and the
-            // kill is found by the next one.
-            5
-        } else {
-            // Slices: poll waits on CLOCK_MONOTONIC, which stands still
-            // while the host is suspended; the deadline is on BOOTTIME.
-            kill_at.map_or(-1, |k| {
-                k.saturating_duration_since(clock::now())
-                    .min(Duration::from_millis(100))
-                    .as_millis() as i32
-            })
+    }
+
+    /// Drains the SIGCHLD descriptor (SIGCHLDs coalesce), reaps every
+    /// exited child, and says what that changed; true when the command's
+    /// tree is gone.
+    fn reap(&mut self, serving: &mut Serving) -> bool {
+        while signals::take(&self.children).is_some() {}
+        let Some(tag) = serving.reaped(reap(serving.command, self.orders.terminal)) else {
+            return false;
         };
-        // A resume held back by RESUME_GAP is due then.
-        let timeout = match resume_at.filter(|_| stop_seen.is_some() && !killing) {
-            Some(t) => {
-                let wait = t.saturating_duration_since(clock::now()).as_millis() as i32 + 1;
-                if timeout < 0 { wait } else { timeout.min(wait) }
-            }
-            None => timeout,
-        };
-        let mut fds = [
-            libc::pollfd {
-                fd: ctrl.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: children.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        if !std::mem::take(&mut first_pass) {
-            // SAFETY: a valid array of two pollfds.
-            if unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) } < 0 {
-                continue;
-            }
-        }
-        if fds[1].revents != 0 || fds[0].revents == 0 {
-            let mut info = [0u8; 128];
-            // Drained, then every exited child reaped: SIGCHLDs coalesce.
-            // SAFETY: reading a signalfd (non-blocking) into a buffer of its
-            // record size.
-            unsafe {
-                libc::read(children.as_raw_fd(), info.as_mut_ptr().cast(), info.len());
-            }
-            let Reaped {
-                command: status,
-                empty,
-                stopped,
-            } = reap(command_pid, spec.terminal);
-            if let Some((pid, sig)) = stopped.filter(|(_, sig)| terminal_stop(*sig)) {
-                stop_seen = stop_seen.or(Some((pid, sig)));
-            }
-            if exited.is_none()
-                && let Some(status) = status
-            {
-                exited = Some(status);
-                // Nothing left (the usual case): one frame says both.
-                let tag = if empty || !spec.contain {
-                    EXITED_EMPTY
-                } else {
-                    EXITED
-                };
-                let _ = write_frame(report, tag, &status.to_le_bytes());
-                if tag == EXITED_EMPTY {
-                    return;
+        let status = serving.exited.unwrap_or(-1).to_le_bytes();
+        let payload: &[u8] = if tag == EMPTY { &[] } else { &status };
+        // Unread only when redlock-run is gone (see `enforce`).
+        let _ = write_frame(&mut self.report, tag, payload);
+        tag != EXITED
+    }
+
+    /// Only deadlines come on the control pipe while a command runs: end of
+    /// file means redlock-run is finished or was killed, and the tree goes
+    /// with the guard.
+    fn on_control(&mut self, serving: &mut Serving) {
+        match read_frame(&mut self.ctrl) {
+            Ok((DEADLINE, p)) => {
+                if let Some(d) = stamp_of(&p) {
+                    serving.new_deadline(d);
                 }
             }
-            if empty && exited.is_some() {
-                let _ = write_frame(report, EMPTY, &[]);
-                return;
-            }
-        }
-        if fds[0].revents != 0 {
-            // Only deadlines come on the control pipe while a command runs:
-            // end of file means redlock-run is finished or was killed.
-            match read_frame(ctrl) {
-                Ok((DEADLINE, p)) => {
-                    if let Some(d) = stamp_of(&p) {
-                        kill_at = Some(d.checked_sub(spec.kill_guard).unwrap_or(d));
-                    }
+            Ok(_) => {}
+            Err(_) => {
+                if self.orders.contain {
+                    tree::kill_all(self.me, true, None);
                 }
-                Ok(_) => {}
-                Err(_) => {
-                    if spec.contain {
-                        tree::kill_all(me, true, None);
-                    }
-                    exit_now();
-                }
+                exit_now();
             }
         }
     }
 }
+
+/// Whether a pass kills the tree.
+#[derive(Debug, PartialEq, Eq)]
+enum Kill {
+    No,
+    /// The deadline (less the kill guard) passed: the first SIGKILL, to be
+    /// reported.
+    First,
+    /// Again until reaped: a process forked between a listing and the kill
+    /// is found by the next one.
+    Again,
+}
+
+/// A stop by the terminal that is undone now.
+#[derive(Debug, PartialEq, Eq)]
+struct Resume {
+    pid: libc::pid_t,
+    sig: i32,
+    /// Said to redlock-run (at most `RESUMED_FRAMES` per command).
+    tell: bool,
+}
+
+/// What the guard knows of the command it serves: when the tree must be
+/// gone, whether it is being killed, which stop of the terminal's is to be
+/// undone. Each change of it is a method, tested without a process.
+#[derive(Debug)]
+struct Serving {
+    command: libc::pid_t,
+    contain: bool,
+    kill_guard: Duration,
+    /// The command's wait status, once reaped.
+    exited: Option<i32>,
+    /// When the tree is SIGKILLed unless a newer deadline comes.
+    kill_at: Option<Stamp>,
+    killing: bool,
+    /// Terminal mode: a job holding a lock cannot be suspended. The
+    /// terminal stopped the command's group (Ctrl-Z), and redlock-run, which
+    /// is not in it, would hold the lock while the shell waits for it and
+    /// Ctrl-C (sent to the stopped group) waited too: the tree is resumed,
+    /// and redlock-run says so after. The stop not yet undone.
+    stop_seen: Option<(libc::pid_t, i32)>,
+    resumed_at: Option<Stamp>,
+    /// `Resumed` frames written so far.
+    frames: u32,
+}
+
+impl Serving {
+    fn new(command: libc::pid_t, deadline: Option<Stamp>, orders: &Orders) -> Serving {
+        let mut serving = Serving {
+            command,
+            contain: orders.contain,
+            kill_guard: orders.kill_guard,
+            exited: None,
+            kill_at: None,
+            killing: false,
+            stop_seen: None,
+            resumed_at: None,
+            frames: 0,
+        };
+        if let Some(d) = deadline {
+            serving.new_deadline(d);
+        }
+        serving
+    }
+
+    /// The lock's validity deadline, as redlock-run last sent it.
+    fn new_deadline(&mut self, deadline: Stamp) {
+        self.kill_at = Some(deadline.checked_sub(self.kill_guard).unwrap_or(deadline));
+    }
+
+    /// Whether this pass, at `now`, SIGKILLs the tree (contained only).
+    fn kill(&mut self, now: Stamp) -> Kill {
+        if self.killing {
+            Kill::Again
+        } else if self.contain && self.kill_at.is_some_and(|k| now >= k) {
+            self.killing = true;
+            Kill::First
+        } else {
+            Kill::No
+        }
+    }
+
+    /// The stop to undo at `now`, if one is seen and the last resume is
+    /// `RESUME_GAP` ago; none while the tree is being killed.
+    fn resume(&mut self, now: Stamp) -> Option<Resume> {
+        if self.killing || self.resumed_at.is_some_and(|t| now < t + RESUME_GAP) {
+            return None;
+        }
+        let (pid, sig) = self.stop_seen.take()?;
+        self.resumed_at = Some(now);
+        let tell = self.frames < RESUMED_FRAMES;
+        if tell {
+            self.frames += 1;
+        }
+        Some(Resume { pid, sig, tell })
+    }
+
+    /// How long the next poll may wait at `now` (None: until a child exits
+    /// or redlock-run writes). Slices of the deadline's wait: poll waits on
+    /// CLOCK_MONOTONIC, which stands still while the host is suspended, and
+    /// the deadline is on BOOTTIME. A resume held back by `RESUME_GAP` is
+    /// due at its end.
+    fn wait(&self, now: Stamp) -> Option<Duration> {
+        if self.killing {
+            return Some(KILL_AGAIN);
+        }
+        let deadline = self
+            .kill_at
+            .map(|k| k.saturating_duration_since(now).min(SLICE));
+        let resume = self
+            .resumed_at
+            .filter(|_| self.stop_seen.is_some())
+            .map(|t| (t + RESUME_GAP).saturating_duration_since(now) + Duration::from_millis(1));
+        match (deadline, resume) {
+            (Some(d), Some(r)) => Some(d.min(r)),
+            (d, r) => d.or(r),
+        }
+    }
+
+    /// What a reap found, as the frame it calls for: `EXITED_EMPTY` for the
+    /// command's exit with nothing left (the usual case, one frame for
+    /// both; always so uncontained), `EXITED` for its exit with processes
+    /// left, `EMPTY` once they are gone too. A stop by the terminal is noted
+    /// for `resume`.
+    fn reaped(&mut self, r: Reaped) -> Option<u8> {
+        if let Some((pid, sig)) = r.stopped.filter(|(_, sig)| terminal_stop(*sig)) {
+            self.stop_seen = self.stop_seen.or(Some((pid, sig)));
+        }
+        if self.exited.is_none()
+            && let Some(status) = r.command
+        {
+            self.exited = Some(status);
+            return Some(if r.empty || !self.contain {
+                EXITED_EMPTY
+            } else {
+                EXITED
+            });
+        }
+        (r.empty && self.exited.is_some()).then_some(EMPTY)
+    }
+}
+
+/// The longest a poll waits for the deadline at once (see `Serving::wait`).
+const SLICE: Duration = Duration::from_millis(100);
+
+/// How often SIGKILL is repeated until the tree is reaped.
+const KILL_AGAIN: Duration = Duration::from_millis(5);
 
 /// Copies of fds 0-2 above them, close-on-exec so that no command inherits
 /// the copies. Held only with --retry, until redlock-run closes the control
 /// pipe, which it does before it releases the lock: a `$(redlock-run ...)`
-/// still ends with redlock-run.
-fn keep_stdio() -> [libc::c_int; 3] {
-    let mut saved = [-1; 3];
-    for (fd, copy) in saved.iter_mut().enumerate() {
-        // SAFETY: fcntl on a descriptor of this process.
-        *copy = unsafe { libc::fcntl(fd as libc::c_int, libc::F_DUPFD_CLOEXEC, 3) };
-    }
-    saved
+/// still ends with redlock-run. A copy that cannot be made (no such fd, or
+/// none free) is None.
+fn keep_stdio() -> [Option<OwnedFd>; 3] {
+    use rustix::stdio::{stderr, stdin, stdout};
+    [stdin(), stdout(), stderr()].map(|fd| rustix::io::fcntl_dupfd_cloexec(fd, 3).ok())
 }
 
-/// Puts the caller's stdio back on fds 0-2 for the next command (a copy that
-/// could not be made leaves /dev/null there).
-fn restore_stdio(saved: &[libc::c_int; 3]) {
-    for (fd, copy) in saved.iter().enumerate() {
-        if *copy >= 0 {
-            // SAFETY: dup2 between descriptors of this process.
-            unsafe {
-                libc::dup2(*copy, fd as libc::c_int);
-            }
-        }
+/// Puts the caller's stdio back on fds 0-2 for the next command. A copy
+/// that could not be made, or put back, leaves /dev/null there: the command
+/// runs with that, as it would under a caller that closed it.
+fn restore_stdio(saved: &[Option<OwnedFd>; 3]) {
+    use rustix::stdio::{dup2_stderr, dup2_stdin, dup2_stdout};
+    let [stdin, stdout, stderr] = saved;
+    if let Some(copy) = stdin {
+        let _ = dup2_stdin(copy);
+    }
+    if let Some(copy) = stdout {
+        let _ = dup2_stdout(copy);
+    }
+    if let Some(copy) = stderr {
+        let _ = dup2_stderr(copy);
     }
 }
 
 /// A signalfd for SIGCHLD, which is blocked so that only the fd sees it.
 fn sigchld_fd() -> Option<OwnedFd> {
-    let set = block_sigchld();
-    // SAFETY: signalfd returns a fresh fd or -1.
-    unsafe {
-        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-        (fd >= 0).then(|| OwnedFd::from_raw_fd(fd))
-    }
+    let set = SigSet::of([libc::SIGCHLD]);
+    signals::thread_mask(How::Block, Some(&set));
+    signals::signalfd(&set).ok()
 }
 
-fn block_sigchld() -> libc::sigset_t {
-    // SAFETY: sigset manipulation on a local value.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGCHLD);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
+/// One poll(2) for the control pipe and the SIGCHLD descriptor, up to
+/// `timeout` (None: until one is ready): which of them is.
+fn poll_two(
+    ctrl: &File,
+    children: &OwnedFd,
+    timeout: Option<Duration>,
+) -> rustix::io::Result<(bool, bool)> {
+    let mut fds = [
+        PollFd::new(ctrl, PollFlags::IN),
+        PollFd::new(children, PollFlags::IN),
+    ];
+    let timeout = timeout.map(|t| {
+        Timespec::try_from(t).unwrap_or(Timespec {
+            tv_sec: i64::MAX,
+            tv_nsec: 0,
+        })
+    });
+    rustix::event::poll(&mut fds, timeout.as_ref())?;
+    Ok((!fds[0].revents().is_empty(), !fds[1].revents().is_empty()))
 }
 
 /// What one pass of `reap` found.
@@ -635,24 +786,29 @@ fn reap(command_pid: libc::pid_t, untraced: bool) -> Reaped {
         empty: false,
         stopped: None,
     };
-    let flags = libc::WNOHANG | if untraced { libc::WUNTRACED } else { 0 };
+    let mut flags = WaitOptions::NOHANG;
+    if untraced {
+        flags |= WaitOptions::UNTRACED;
+    }
     loop {
-        let mut status = 0;
-        // SAFETY: a valid out-pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, flags) };
-        if pid > 0 && libc::WIFSTOPPED(status) {
-            r.stopped = r.stopped.or(Some((pid, libc::WSTOPSIG(status))));
-        } else if pid == command_pid {
-            r.command = Some(status);
-        } else if pid == 0 {
-            return r;
-        } else if pid < 0 {
-            if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
+        // Any child: wait(2)'s -1, not waitpid(None), which is 0 (the
+        // guard's own process group only, which the command leaves).
+        match rustix::process::wait(flags) {
+            Ok(Some((pid, status))) => {
+                let pid = pid.as_raw_pid();
+                if let Some(sig) = status.stopping_signal().filter(|_| status.stopped()) {
+                    r.stopped = r.stopped.or(Some((pid, sig)));
+                } else if pid == command_pid {
+                    r.command = Some(status.as_raw());
+                }
             }
+            Ok(None) => return r,
+            Err(Errno::INTR) => continue,
             // ECHILD: every descendant is gone and reaped.
-            r.empty = true;
-            return r;
+            Err(_) => {
+                r.empty = true;
+                return r;
+            }
         }
     }
 }
@@ -668,30 +824,31 @@ fn terminal_stop(sig: i32) -> bool {
 fn resume(me: libc::pid_t, command_pid: libc::pid_t, contain: bool) {
     if contain {
         tree::signal_all(me, libc::SIGCONT);
-    } else {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe {
-            libc::kill(-command_pid, libc::SIGCONT);
-        }
+    } else if let Some(group) = super::pid(command_pid) {
+        // The group is gone (ESRCH) when there is nothing left to resume.
+        let _ = rustix::process::kill_process_group(group, Signal::CONT);
     }
 }
 
 /// The guard holds no terminal or pipe of the caller's once the command has
-/// its own copies: a `$(redlock-run ...)` must not wait for the guard.
+/// its own copies: a `$(redlock-run ...)` must not wait for the guard. Where
+/// /dev/null cannot be opened (or put in place), the fds stay as they were:
+/// a caller may then wait for the guard, never the other way round.
 fn release_stdio() {
-    // SAFETY: open/dup2/close on fds 0-2 of this process.
-    unsafe {
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
-        if null >= 0 {
-            for fd in 0..3 {
-                libc::dup2(null, fd);
-            }
-            libc::close(null);
-        }
-    }
+    use rustix::stdio::{dup2_stderr, dup2_stdin, dup2_stdout};
+    let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    else {
+        return;
+    };
+    let _ = dup2_stdin(&null);
+    let _ = dup2_stdout(&null);
+    let _ = dup2_stderr(&null);
 }
 
-impl Spec {
+impl Orders {
     /// flags, kill guard (ns), the program's kind, its parts, the names to
     /// remove; every part as [u32 length][bytes].
     fn encode(&self) -> io::Result<Vec<u8>> {
@@ -717,7 +874,7 @@ impl Spec {
         Ok(out)
     }
 
-    fn decode(payload: &[u8]) -> Option<Spec> {
+    fn decode(payload: &[u8]) -> Option<Orders> {
         use std::os::unix::ffi::OsStringExt;
         let (&flags, rest) = payload.split_first()?;
         let (nanos, rest) = rest.split_first_chunk::<8>()?;
@@ -742,7 +899,7 @@ impl Spec {
             }
             _ => return None,
         };
-        Some(Spec {
+        Some(Orders {
             program,
             remove: names
                 .into_iter()
@@ -789,10 +946,8 @@ fn decode_env(mut payload: &[u8]) -> Vec<(String, String)> {
 #[cfg(feature = "test-hooks")]
 fn test_hook(step: &str) {
     if std::env::var_os("REDLOCK_TEST_GUARD_DIES").is_some_and(|s| s == step) {
-        // SAFETY: raise has no preconditions.
-        unsafe {
-            libc::raise(libc::SIGKILL);
-        }
+        // SIGKILL to ourselves does not return.
+        let _ = rustix::process::kill_process(rustix::process::getpid(), Signal::KILL);
     }
 }
 
@@ -810,10 +965,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn spec_frames_round_trip() {
+    fn orders_frames_round_trip() {
         use std::os::unix::ffi::OsStringExt;
-        for spec in [
-            Spec {
+        for orders in [
+            Orders {
                 program: Program::Argv(vec![
                     OsString::from("printf"),
                     OsString::from_vec(b"%s\n\xff".to_vec()),
@@ -825,7 +980,7 @@ mod tests {
                 again: true,
                 kill_guard: Duration::from_millis(1500),
             },
-            Spec {
+            Orders {
                 program: Program::Shell("echo 'a b' | tr a c".into()),
                 remove: Vec::new(),
                 terminal: false,
@@ -834,12 +989,133 @@ mod tests {
                 kill_guard: Duration::ZERO,
             },
         ] {
-            let bytes = spec.encode().expect("encode");
-            assert_eq!(Spec::decode(&bytes), Some(spec));
+            let bytes = orders.encode().expect("encode");
+            assert_eq!(Orders::decode(&bytes), Some(orders));
             for cut in 0..bytes.len() {
-                assert_eq!(Spec::decode(&bytes[..cut]), None, "cut at {cut}");
+                assert_eq!(Orders::decode(&bytes[..cut]), None, "cut at {cut}");
             }
         }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A moment `n` ms after an arbitrary origin.
+    fn at(n: u64) -> Stamp {
+        Stamp::from_nanos(1_000_000_000_000) + ms(n)
+    }
+
+    fn serving(contain: bool, deadline: Option<Stamp>) -> Serving {
+        let orders = Orders {
+            program: Program::Shell("true".into()),
+            remove: Vec::new(),
+            terminal: true,
+            contain,
+            again: false,
+            kill_guard: ms(1_000),
+        };
+        Serving::new(4242, deadline, &orders)
+    }
+
+    fn reaped(command: Option<i32>, empty: bool, stopped: Option<(i32, i32)>) -> Reaped {
+        Reaped {
+            command,
+            empty,
+            stopped,
+        }
+    }
+
+    #[test]
+    fn the_tree_is_killed_a_guard_before_the_deadline_unless_a_newer_one_comes() {
+        let mut s = serving(true, Some(at(10_000)));
+        assert_eq!(s.wait(at(0)), Some(SLICE), "in slices");
+        assert_eq!(s.wait(at(8_950)), Some(ms(50)));
+        assert_eq!(s.kill(at(8_999)), Kill::No);
+        s.new_deadline(at(20_000));
+        assert_eq!(s.kill(at(9_000)), Kill::No, "moved on");
+        assert_eq!(s.kill(at(19_000)), Kill::First, "reported once");
+        assert_eq!(s.kill(at(19_001)), Kill::Again);
+        assert_eq!(s.wait(at(19_001)), Some(KILL_AGAIN));
+        s.new_deadline(at(60_000));
+        assert_eq!(s.kill(at(19_002)), Kill::Again, "too late: killing goes on");
+
+        let mut s = serving(false, Some(at(10_000)));
+        assert_eq!(
+            s.kill(at(60_000)),
+            Kill::No,
+            "uncontained: redlock-run stops it"
+        );
+        assert_eq!(serving(true, None).wait(at(0)), None, "nothing to time");
+    }
+
+    #[test]
+    fn terminal_stops_are_undone_at_most_every_gap_and_said_a_bounded_number_of_times() {
+        let mut s = serving(true, None);
+        assert_eq!(
+            s.reaped(reaped(None, false, Some((7, libc::SIGSTOP)))),
+            None
+        );
+        assert_eq!(s.resume(at(0)), None, "SIGSTOP is meant: left alone");
+        s.reaped(reaped(None, false, Some((7, libc::SIGTSTP))));
+        let first = Resume {
+            pid: 7,
+            sig: libc::SIGTSTP,
+            tell: true,
+        };
+        assert_eq!(s.resume(at(0)), Some(first));
+        assert_eq!(s.resume(at(1)), None, "once per stop");
+        s.reaped(reaped(None, false, Some((8, libc::SIGTTIN))));
+        assert_eq!(s.resume(at(50)), None, "within the gap");
+        assert_eq!(s.wait(at(50)), Some(ms(51)), "woken at its end");
+        assert_eq!(s.resume(at(100)).map(|r| r.pid), Some(8));
+        let mut told = 2;
+        for n in 1..40u64 {
+            s.reaped(reaped(None, false, Some((8, libc::SIGTTIN))));
+            if s.resume(at(100 + n * 100)).expect("due").tell {
+                told += 1;
+            }
+        }
+        assert_eq!(told, RESUMED_FRAMES, "the rest resume without a word");
+        s.reaped(reaped(None, false, Some((9, libc::SIGTTOU))));
+        assert_eq!(s.kill(at(0)), Kill::No);
+        s.killing = true;
+        assert_eq!(s.resume(at(60_000)), None, "not while killing");
+    }
+
+    #[test]
+    fn one_frame_says_exit_and_end_unless_processes_are_left() {
+        let mut s = serving(true, None);
+        assert_eq!(s.reaped(reaped(None, false, None)), None);
+        assert_eq!(
+            s.reaped(reaped(Some(3 << 8), true, None)),
+            Some(EXITED_EMPTY)
+        );
+        assert_eq!(s.exited, Some(3 << 8));
+
+        let mut s = serving(true, None);
+        assert_eq!(s.reaped(reaped(Some(0), false, None)), Some(EXITED));
+        assert_eq!(s.reaped(reaped(None, false, None)), None, "leftovers run");
+        assert_eq!(s.reaped(reaped(None, true, None)), Some(EMPTY));
+
+        let mut s = serving(false, None);
+        assert_eq!(
+            s.reaped(reaped(Some(0), false, None)),
+            Some(EXITED_EMPTY),
+            "uncontained: the tree is not followed"
+        );
+    }
+
+    #[test]
+    fn no_fork_while_another_thread_runs() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            let _ = rx.recv();
+        });
+        let refused = Guard::fork(SigSet::of([])).err().expect("refused");
+        assert!(refused.to_string().contains("threads by now"), "{refused}");
+        drop(tx);
+        other.join().expect("join");
     }
 
     #[test]

@@ -7,9 +7,13 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use rustix::process::WaitOptions;
+
 use crate::cli::Program;
 use crate::exit::Exit;
-use crate::process::signals;
+use crate::signals::{self, How, SigSet};
 
 /// Environment changes for the command.
 pub struct Env<'a> {
@@ -38,7 +42,7 @@ pub fn start(
     env: &Env,
     terminal: bool,
     parent: libc::pid_t,
-    mask: &libc::sigset_t,
+    mask: &SigSet,
 ) -> io::Result<libc::pid_t> {
     let argv: Vec<CString> = match program {
         Program::Shell(s) => vec![c_string("/bin/sh")?, c_string("-c")?, c_string(s)?],
@@ -60,7 +64,7 @@ pub fn start(
     }
     let argv_ptrs = pointers(&argv);
     let envp_ptrs = pointers(&envp);
-    let mut request = Exec {
+    let request = Exec {
         path: argv[0].as_ptr(),
         argv: argv_ptrs.as_ptr(),
         envp: envp_ptrs.as_ptr(),
@@ -68,42 +72,42 @@ pub fn start(
         ignore_pipe: signals::caller_ignores_sigpipe(),
         terminal,
         parent,
-        errno: 0,
+        errno: AtomicI32::new(0),
     };
     // The child runs on a stack of its own until it execs; untouched pages
-    // of it cost nothing.
+    // of it cost nothing. It grows down from the end, aligned to 16.
     let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK);
-    // SAFETY: the stack grows down from the end of the allocation, aligned
-    // to 16; `request`, `argv`, `envp` and the stack outlive the child's use
-    // of them (the guard is suspended until the child execs or exits). Every
-    // signal is blocked around the clone so that no handler runs in the
-    // child on the shared memory; the child sets the command's own mask.
+    let end = stack.spare_capacity_mut().as_mut_ptr_range().end;
+    let top = end.wrapping_byte_sub(end as usize % 16);
+    // Every signal is blocked around the clone so that no handler runs in
+    // the child on the shared memory; the child sets the command's own mask.
+    let old = signals::thread_mask(How::SetTo, Some(&SigSet::all()));
+    // SAFETY: clone(2) with CLONE_VM | CLONE_VFORK has no safe form: the
+    // child runs `exec_child` on this process's memory, on `stack`, until it
+    // execs or exits, and this thread is suspended until then. So `request`,
+    // the strings it points to and the stack outlive the child's use of
+    // them, and nothing else touches them meanwhile.
     let pid = unsafe {
-        let top = stack.as_mut_ptr().add(CHILD_STACK) as usize & !15;
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
+        libc::clone(
             exec_child,
-            top as *mut libc::c_void,
+            top.cast(),
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (&raw mut request).cast(),
-        );
-        let err = io::Error::last_os_error();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(err);
-        }
-        pid
+            (&raw const request).cast_mut().cast(),
+        )
     };
+    let err = io::Error::last_os_error();
+    signals::thread_mask(How::SetTo, Some(&old));
+    if pid < 0 {
+        return Err(err);
+    }
     drop(stack);
-    // SAFETY: the child is gone or has exec'd: nothing writes it any more.
-    let errno = unsafe { std::ptr::read_volatile(&raw const request.errno) };
+    // The child is gone or has exec'd: nothing writes it any more.
+    let errno = request.errno.load(Ordering::Acquire);
     if errno != 0 {
-        let mut status = 0;
-        // SAFETY: reaping our own child, which has exited.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+        // Reaping our own child, which has exited: this cannot fail (the
+        // guard catches no signal, so no EINTR), and a child left unreaped
+        // would be reaped by the guard's next pass all the same.
+        let _ = rustix::process::waitpid(super::pid(pid), WaitOptions::empty());
         return Err(io::Error::from_raw_os_error(errno));
     }
     Ok(pid)
@@ -116,50 +120,61 @@ struct Exec {
     path: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
-    mask: libc::sigset_t,
+    mask: SigSet,
     ignore_pipe: bool,
     terminal: bool,
     parent: libc::pid_t,
     /// Set by the child when it cannot exec.
-    errno: libc::c_int,
+    errno: AtomicI32,
 }
 
 /// The child between clone and exec. It shares the guard's memory, so it
-/// calls only async-signal-safe functions and allocates nothing; on a
-/// failure it leaves the errno in `Exec::errno` and exits.
+/// calls only async-signal-safe functions (rustix's are bare system calls)
+/// and allocates nothing; on a failure it leaves the errno in `Exec::errno`
+/// and exits.
 extern "C" fn exec_child(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the `Exec` the guard prepared, alive while the guard
-    // is suspended in `clone`.
-    let req = unsafe { &mut *arg.cast::<Exec>() };
-    // SAFETY: async-signal-safe calls with valid arguments.
+    // SAFETY: `arg` is the `Exec` the guard prepared, alive and unmoved
+    // while the guard is suspended in `clone`; the child only reads it, but
+    // for `errno`, an atomic.
+    let req = unsafe { &*arg.cast::<Exec>() };
+    let ready = prepare(req);
+    if ready.is_ok() {
+        signals::thread_mask(How::SetTo, Some(&req.mask));
+    }
+    // SAFETY: execvpe gets NUL-terminated strings in null-terminated arrays,
+    // which outlive the child (see `start`), and returns only when it
+    // failed; _exit then ends the child without the guard's exit handlers
+    // or buffers, which are the guard's own memory.
     unsafe {
-        let ok = libc::setpgid(0, 0) == 0 && {
-            if req.terminal {
-                // A background group reading the terminal gets SIGTTIN and
-                // Ctrl-C would not reach it: hand it the foreground, as a
-                // shell does.
-                with_sigttou_blocked(|| libc::tcsetpgrp(0, libc::getpid()));
-            }
-            // The Rust runtime ignores SIGPIPE for itself: the caller's
-            // disposition for the command.
-            let pipe = if req.ignore_pipe {
-                libc::SIG_IGN
-            } else {
-                libc::SIG_DFL
-            };
-            libc::signal(libc::SIGPIPE, pipe);
-            tie_to(req.parent).is_ok()
-        };
-        if ok {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &req.mask, std::ptr::null_mut());
+        if ready.is_ok() {
             libc::execvpe(req.path, req.argv, req.envp);
         }
-        req.errno = *libc::__errno_location();
-        if req.errno == 0 {
-            req.errno = libc::EINVAL;
-        }
+        let failed = ready.err().unwrap_or_else(io::Error::last_os_error);
+        let errno = failed.raw_os_error().filter(|e| *e != 0);
+        req.errno
+            .store(errno.unwrap_or(libc::EINVAL), Ordering::Release);
         libc::_exit(127)
     }
+}
+
+/// The child's own state before exec: its process group, the terminal's
+/// foreground, the caller's SIGPIPE disposition, and its tie to the guard.
+fn prepare(req: &Exec) -> io::Result<()> {
+    rustix::process::setpgid(None, None)?;
+    if req.terminal {
+        // A background group reading the terminal gets SIGTTIN and Ctrl-C
+        // would not reach it: hand it the foreground, as a shell does. A
+        // command that cannot have it (the terminal went away) still runs,
+        // as under a shell without job control; the guard resumes it if the
+        // terminal stops it.
+        let _ = with_sigttou_blocked(|| {
+            rustix::termios::tcsetpgrp(rustix::stdio::stdin(), rustix::process::getpid())
+        });
+    }
+    // The Rust runtime ignores SIGPIPE for itself: the caller's
+    // disposition for the command.
+    signals::set_disposition(libc::SIGPIPE, req.ignore_pipe)?;
+    tie_to(req.parent)
 }
 
 fn c_string(s: impl Into<OsString>) -> io::Result<CString> {
@@ -179,50 +194,45 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 /// SIGKILL when the guard dies, checked against a guard that died already.
 /// Async-signal-safe.
 fn tie_to(parent: libc::pid_t) -> io::Result<()> {
-    // SAFETY: prctl, getppid and raise are async-signal-safe.
-    unsafe {
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::getppid() != parent {
-            libc::raise(libc::SIGKILL);
-        }
+    use rustix::process::{Signal, getpid, getppid, kill_process};
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+    if getppid().map(|p| p.as_raw_pid()) != Some(parent) {
+        // The guard died before the prctl: nothing would stop the command
+        // with it. A SIGKILL to ourselves does not return; if it did, the
+        // command must still not start.
+        let _ = kill_process(getpid(), Signal::KILL);
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
     }
     Ok(())
 }
 
 /// Whether redlock-run is in the terminal's foreground, so the command should be.
 pub fn owns_terminal() -> bool {
-    // SAFETY: isatty, tcgetpgrp and getpgrp have no preconditions.
-    unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
+    let stdin = rustix::stdio::stdin();
+    rustix::termios::isatty(stdin)
+        && rustix::termios::tcgetpgrp(stdin).is_ok_and(|g| g == rustix::process::getpgrp())
 }
 
 /// Takes the terminal's foreground back once the command's first process
 /// has exited, as a shell takes it back for its prompt.
 pub fn take_terminal_back() {
-    // SAFETY: plain syscalls on fd 0.
-    unsafe {
-        if libc::tcgetpgrp(0) != libc::getpgrp() {
-            with_sigttou_blocked(|| libc::tcsetpgrp(0, libc::getpgrp()));
-        }
+    let stdin = rustix::stdio::stdin();
+    let ours = rustix::process::getpgrp();
+    if rustix::termios::tcgetpgrp(stdin).ok() != Some(ours) {
+        // A failure leaves nothing to do (no terminal any more, or not
+        // ours): the shell takes the foreground back itself when
+        // redlock-run exits.
+        let _ = with_sigttou_blocked(|| rustix::termios::tcsetpgrp(stdin, ours));
     }
 }
 
 /// Runs `f` with SIGTTOU blocked in this thread: tcsetpgrp from a background
-/// process group is allowed then, instead of stopping us.
-fn with_sigttou_blocked(f: impl FnOnce() -> libc::c_int) -> libc::c_int {
-    // SAFETY: sigset manipulation on local values; pthread_sigmask is
-    // async-signal-safe in practice and only affects this thread.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTTOU);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-        let r = f();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        r
-    }
+/// process group is allowed then, instead of stopping us. Async-signal-safe.
+fn with_sigttou_blocked<T>(f: impl FnOnce() -> T) -> T {
+    let old = signals::thread_mask(How::Block, Some(&SigSet::of([libc::SIGTTOU])));
+    let r = f();
+    signals::thread_mask(How::SetTo, Some(&old));
+    r
 }
 
 /// The command's status as ours: its code, or 128+N for a signal.
@@ -271,5 +281,77 @@ pub fn scrub_environ(names: &[&str]) {
             }
             entry = entry.add(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::tree;
+    use rustix::process::{Signal, kill_process, waitpid};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_command_starts_in_its_own_group_with_its_environment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("out");
+        let script = format!(
+            "echo \"$SET_BY_THE_TEST ${{HOME-unset}}\" > '{}'; exec sleep 30",
+            out.display()
+        );
+        let env = Env {
+            set: vec![("SET_BY_THE_TEST", "given")],
+            remove: vec!["HOME"],
+        };
+        let me = rustix::process::getpid().as_raw_pid();
+        let mask = signals::thread_mask(How::Block, None);
+        let pid = start(&Program::Shell(script), &env, false, me, &mask).expect("start");
+        let until = Instant::now() + Duration::from_secs(10);
+        let written = loop {
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            if text.ends_with('\n') || Instant::now() > until {
+                break text;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let group = tree::Member { pid }.pgid();
+        let child = super::super::pid(pid).expect("a pid");
+        kill_process(child, Signal::KILL).expect("kill");
+        let (_, status) = waitpid(Some(child), rustix::process::WaitOptions::empty())
+            .expect("wait")
+            .expect("a status");
+        assert_eq!(written, "given unset\n");
+        assert_eq!(group, Some(pid), "a process group of its own");
+        assert_eq!(status.terminating_signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_command_that_cannot_start_says_why_as_env_does() {
+        let env = Env {
+            set: Vec::new(),
+            remove: Vec::new(),
+        };
+        let me = rustix::process::getpid().as_raw_pid();
+        let mask = signals::thread_mask(How::Block, None);
+        let missing = Program::Argv(vec![OsString::from("/nonexistent/no-such-command")]);
+        let e = start(&missing, &env, false, me, &mask).expect_err("not found");
+        assert_eq!(exit_of_spawn_error(&e), Exit::NotFound);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let not_executable = Program::Argv(vec![dir.path().as_os_str().to_owned()]);
+        let e = start(&not_executable, &env, false, me, &mask).expect_err("a directory");
+        assert_eq!(exit_of_spawn_error(&e), Exit::CannotExecute);
+        let nul = Program::Shell("echo a\0b".into());
+        let e = start(&nul, &env, false, me, &mask).expect_err("a NUL byte");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn statuses_map_as_timeout_and_env_map_them() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(exit_of(ExitStatus::from_raw(3 << 8)), Exit::Command(3));
+        assert_eq!(
+            exit_of(ExitStatus::from_raw(libc::SIGTERM)),
+            Exit::Signal(libc::SIGTERM)
+        );
     }
 }

@@ -14,21 +14,10 @@ use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
-use crate::process::events::Inbox;
+use crate::process::events::{Event, Inbox};
 use crate::process::guard::{self, Report};
 use crate::process::heartbeat::Heartbeat;
 use crate::process::{spawn, tree};
-
-/// Everything the waiting and supervising loops react to.
-pub enum Event {
-    Guard(Report),
-    Signal(i32),
-    Extended(Stamp),
-    /// The lock is certainly gone (a quorum holds another token or none).
-    Gone(String),
-    /// A release was announced on some node: worth another try.
-    Wake,
-}
 
 /// Why the tree is being stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,8 +55,12 @@ impl Tree {
     /// verbosity: the lock is kept while it runs.
     fn signal(&mut self, sig: i32, log: &Log) -> usize {
         if !self.contain {
-            // SAFETY: kill has no memory-safety preconditions.
-            return usize::from(unsafe { libc::kill(-self.command, sig) } == 0);
+            let sent = super::pid(self.command)
+                .zip(rustix::process::Signal::from_named_raw(sig))
+                .is_some_and(|(group, sig)| {
+                    rustix::process::kill_process_group(group, sig).is_ok()
+                });
+            return usize::from(sent);
         }
         let sent = tree::signal_all(self.guard, sig);
         for r in sent.refused {
@@ -148,240 +141,388 @@ pub fn supervise(
     heartbeat: &mut Heartbeat,
     log: &Log,
 ) -> Supervised {
-    let mut end = Supervised {
-        exit: Exit::Command(1),
-        deadline,
+    let mut watch = Watch {
+        course: Course::new(
+            deadline,
+            redlock::kill_guard(config.ttl),
+            config.kill_after,
+            config.max_runtime.map(|t| started + t),
+        ),
+        tree,
+        config,
+        log,
+        me: std::process::id() as libc::pid_t,
+        told_resumed: HashSet::new(),
         signalled: None,
         leftover: false,
     };
-    end.exit = watch(tree, config, started, &mut end, rx, heartbeat, log);
-    end
+    let exit = watch.run(rx, heartbeat);
+    Supervised {
+        exit,
+        deadline: watch.course.deadline,
+        signalled: watch.signalled,
+        leftover: watch.leftover,
+    }
 }
 
-fn watch(
-    tree: &mut Tree,
-    config: &Config,
-    started: Stamp,
-    end: &mut Supervised,
-    rx: &Inbox,
-    heartbeat: &mut Heartbeat,
-    log: &Log,
-) -> Exit {
-    let deadline = &mut end.deadline;
-    let timeout_at = config.max_runtime.map(|t| started + t);
-    let mut stop: Option<Stop> = None;
-    // Once stopping: when SIGKILL goes out (capped by `last` below).
-    let mut kill_at: Option<Stamp> = None;
-    let mut killed = false;
-    let mut first: Option<ExitStatus> = None;
-    let guard = redlock::kill_guard(config.ttl);
-    let me = std::process::id() as libc::pid_t;
-    // The guard died before the command's first process exited.
-    let mut gone_before_exit = false;
-    // The guard stopped the tree at the deadline in redlock-run's place.
-    let mut guard_killed = false;
-    // Processes said to have been stopped by the terminal and resumed.
-    let mut told_resumed: HashSet<libc::pid_t> = HashSet::new();
-    loop {
-        heartbeat.tick();
-        let now = clock::now();
-        // The last moment anything of the tree may be alive, a guard before
-        // the deadline (see `kill_guard`); everything is scheduled from it.
-        let last = deadline.checked_sub(guard).unwrap_or(*deadline);
-        let term_at = last.checked_sub(config.kill_after).unwrap_or(last);
-        let lost = matches!(stop, Some(Stop::Lost(_)));
-        if !lost && now >= term_at {
-            begin(
-                tree,
-                &mut stop,
-                &mut kill_at,
+/// The supervision loop's state apart from the processes: which stop is
+/// under way, and when its signals are due. Each change of it is a method
+/// here, so that the loop's decisions are tested without a process.
+#[derive(Debug)]
+struct Course {
+    /// The validity deadline as the last extension left it.
+    deadline: Stamp,
+    /// How long before the deadline the tree must be gone (`kill_guard`).
+    guard: Duration,
+    /// --kill-after: from SIGTERM to SIGKILL.
+    kill_after: Duration,
+    /// When --max-runtime is reached.
+    timeout_at: Option<Stamp>,
+    /// Why the tree is being stopped, once it is.
+    stop: Option<Stop>,
+    /// Once stopping: when SIGKILL goes out (capped by `last`).
+    kill_at: Option<Stamp>,
+    /// SIGKILL went out at least once.
+    killed: bool,
+    /// The command's first process's status, once it exited.
+    first: Option<ExitStatus>,
+    /// The guard died before the command's first process exited.
+    gone_before_exit: bool,
+    /// The guard stopped the tree at the deadline in redlock-run's place.
+    guard_killed: bool,
+}
+
+impl Course {
+    fn new(
+        deadline: Stamp,
+        guard: Duration,
+        kill_after: Duration,
+        timeout_at: Option<Stamp>,
+    ) -> Course {
+        Course {
+            deadline,
+            guard,
+            kill_after,
+            timeout_at,
+            stop: None,
+            kill_at: None,
+            killed: false,
+            first: None,
+            gone_before_exit: false,
+            guard_killed: false,
+        }
+    }
+
+    /// The last moment anything of the tree may be alive, a guard before
+    /// the deadline (see `kill_guard`); everything is scheduled from it.
+    fn last(&self) -> Stamp {
+        self.deadline
+            .checked_sub(self.guard)
+            .unwrap_or(self.deadline)
+    }
+
+    /// When SIGTERM goes out for want of an extension.
+    fn term_at(&self) -> Stamp {
+        let last = self.last();
+        last.checked_sub(self.kill_after).unwrap_or(last)
+    }
+
+    fn lost(&self) -> bool {
+        matches!(self.stop, Some(Stop::Lost(_)))
+    }
+
+    /// The stop the clock calls for at `now`, and when its SIGKILL is due:
+    /// the lock's when no extension came in time (over any other stop), or
+    /// --max-runtime's when no stop is under way.
+    fn due(&self, now: Stamp) -> Option<(Stop, Stamp)> {
+        if !self.lost() && now >= self.term_at() {
+            Some((
                 Stop::Lost("no extension succeeded in time".into()),
-                last,
-                log,
-            );
-            log_stop(&stop, config, log);
-        } else if stop.is_none() && timeout_at.is_some_and(|t| now >= t) {
-            begin(
-                tree,
-                &mut stop,
-                &mut kill_at,
-                Stop::Timeout,
-                now + config.kill_after,
-                log,
-            );
-            log_stop(&stop, config, log);
-        }
-        let kill_due = kill_at.map(|k| k.min(last));
-        if kill_due.is_some_and(|k| now >= k) {
-            let n = tree.signal(libc::SIGKILL, log);
-            if tree.guard == me {
-                // The guard is gone: reaping is ours, and the tree is gone
-                // only when waitpid says no child is left.
-                if tree::reap_all() {
-                    break;
-                }
-            }
-            if !killed {
-                killed = true;
-                // Said at the default verbosity when anything was left to
-                // kill: a job that ignores SIGTERM ends only by this.
-                if n > 0 {
-                    log.notice(
-                        ev(
-                            "killed",
-                            format!("{n} process(es) still running after SIGTERM: sent SIGKILL"),
-                        )
-                        .outcome("killed"),
-                    );
-                }
-            }
-        }
-        let next = if killed {
-            now + if tree.told.is_empty() {
-                KILL_AGAIN
-            } else {
-                // Only members that refuse may be left: they can run long.
-                SLICE
-            }
+                self.last(),
+            ))
+        } else if self.stop.is_none() && self.timeout_at.is_some_and(|t| now >= t) {
+            Some((Stop::Timeout, now + self.kill_after))
         } else {
-            let mut next = kill_due.map_or(term_at, |k| k.min(term_at));
-            if stop.is_none()
-                && let Some(t) = timeout_at
-            {
-                next = next.min(t);
+            None
+        }
+    }
+
+    /// Starts stopping the tree for `why`, with SIGKILL due by `kill_by`
+    /// (or sooner, if it was due sooner); true when SIGTERM is to go out
+    /// now, no stop being under way. A lost lock overrides a timeout or
+    /// leftovers stop, never the other way round (`due`, `gone`).
+    fn begin(&mut self, why: Stop, kill_by: Stamp) -> bool {
+        let term = self.stop.is_none();
+        self.kill_at = Some(self.kill_at.map_or(kill_by, |k| k.min(kill_by)));
+        self.stop = Some(why);
+        term
+    }
+
+    /// When SIGKILL is due, never later than `last`.
+    fn kill_due(&self) -> Option<Stamp> {
+        self.kill_at.map(|k| k.min(self.last()))
+    }
+
+    /// When the loop must wake next, the heartbeat aside. Once SIGKILL went
+    /// out it is repeated soon, or, when only `refusing` members (another
+    /// user's) may be left, which can run long, every slice.
+    fn next_wake(&self, now: Stamp, refusing: bool) -> Stamp {
+        if self.killed {
+            return now + if refusing { SLICE } else { KILL_AGAIN };
+        }
+        let term_at = self.term_at();
+        let next = self.kill_due().map_or(term_at, |k| k.min(term_at));
+        match self.timeout_at.filter(|_| self.stop.is_none()) {
+            Some(t) => next.min(t),
+            None => next,
+        }
+    }
+
+    /// A new deadline from the heartbeat; false when it comes too late (the
+    /// lock counts as lost already) and is ignored.
+    fn extend(&mut self, deadline: Stamp) -> bool {
+        if self.lost() {
+            return false;
+        }
+        self.deadline = deadline;
+        true
+    }
+
+    /// The lock is certainly gone, as the heartbeat found at `now`: someone
+    /// else may hold it already, so the stop is at once, SIGKILL never later
+    /// than our own validity. None when it was lost already.
+    fn gone(&self, why: String, now: Stamp) -> Option<(Stop, Stamp)> {
+        (!self.lost()).then(|| (Stop::Lost(why), (now + self.kill_after).min(self.last())))
+    }
+
+    /// The guard died: its orphans are killed at once (`now`). True when
+    /// SIGTERM is to go out first, no stop being under way. A stop for the
+    /// lock stays one.
+    fn guard_gone(&mut self, now: Stamp) -> bool {
+        self.gone_before_exit = self.first.is_none();
+        let term = self.stop.is_none();
+        if matches!(self.stop, None | Some(Stop::Leftovers | Stop::Timeout)) {
+            self.stop = Some(Stop::GuardGone);
+        }
+        self.kill_at = Some(now);
+        term
+    }
+
+    /// redlock-run was held up (stopped, wedged) past the deadline, and the
+    /// guard stopped the command in its place, no stop of ours having begun.
+    fn held_up(&self) -> bool {
+        self.stop.is_none() && self.guard_killed
+    }
+
+    /// How the run ends, once the tree is gone.
+    fn ending(&self) -> Exit {
+        if self.held_up() {
+            return Exit::Lost;
+        }
+        match (&self.stop, self.first) {
+            (Some(Stop::GuardGone), _) if self.gone_before_exit => Exit::Lost,
+            (Some(Stop::Lost(_)), _) => Exit::Lost,
+            (Some(Stop::Timeout), _) => Exit::Timeout,
+            (_, Some(s)) => spawn::exit_of(s),
+            (_, None) => Exit::Command(1),
+        }
+    }
+}
+
+/// The supervision loop: its `Course`, and the processes and the log it
+/// acts on.
+struct Watch<'a> {
+    course: Course,
+    tree: &'a mut Tree,
+    config: &'a Config,
+    log: &'a Log,
+    /// redlock-run's own pid: the tree hangs from it once the guard is gone.
+    me: libc::pid_t,
+    /// Processes said to have been stopped by the terminal and resumed.
+    told_resumed: HashSet<libc::pid_t>,
+    /// A signal redlock-run received and passed on to the tree, if any.
+    signalled: Option<i32>,
+    /// Processes of the tree may still be alive.
+    leftover: bool,
+}
+
+impl Watch<'_> {
+    fn run(&mut self, rx: &Inbox, heartbeat: &mut Heartbeat) -> Exit {
+        loop {
+            heartbeat.tick();
+            let now = clock::now();
+            if let Some((why, kill_by)) = self.course.due(now) {
+                self.begin(why, kill_by);
+                log_stop(&self.course.stop, self.config, self.log);
             }
-            next
-        };
-        let next = heartbeat.due().map_or(next, |d| d.min(next));
-        let wait = next.saturating_duration_since(clock::now()).min(SLICE);
-        match rx.next(&mut tree.reports, wait) {
-            Ok(Event::Guard(Report::Exited { status, empty })) => {
-                first = Some(status);
-                if tree.terminal {
-                    spawn::take_terminal_back();
-                }
-                if empty {
-                    break;
-                }
-                let left = tree::descendants(tree.guard);
-                if left.is_empty() {
-                    continue;
-                }
-                if config.leftovers == Leftovers::Kill && stop.is_none() {
-                    let at = clock::now() + config.kill_after;
-                    begin(tree, &mut stop, &mut kill_at, Stop::Leftovers, at, log);
-                }
-                if config.leftovers == Leftovers::Kill {
-                    log.info(|| {
-                        format!(
-                            "{} exited ({}); stopping {} process(es) it left behind: {}",
-                            config.program.describe(),
-                            describe_status(status),
-                            left.len(),
-                            list(&left)
-                        )
-                    });
-                } else {
-                    log.notice(kept_by_leftovers(config, status, &left));
-                }
+            if self.kill_if_due(now) {
+                break;
             }
-            Ok(Event::Guard(Report::Empty)) => break,
-            Ok(Event::Guard(Report::DeadlineKill)) => guard_killed = true,
-            Ok(Event::Guard(Report::Resumed { pid, sig })) => {
+            let next = self.course.next_wake(now, !self.tree.told.is_empty());
+            let next = heartbeat.due().map_or(next, |d| d.min(next));
+            let wait = next.saturating_duration_since(clock::now()).min(SLICE);
+            let done = match rx.next(&mut self.tree.reports, wait) {
+                Ok(Event::Guard(report)) => self.on_report(report),
+                Ok(Event::Signal(sig)) => {
+                    self.signalled = Some(sig);
+                    let n = self.tree.signal(sig, self.log);
+                    self.log
+                        .info(|| format!("passed signal {sig} on to {n} process(es)"));
+                    false
+                }
+                Ok(Event::Extended(d)) => {
+                    if self.course.extend(d) {
+                        self.tree.tell_guard(d);
+                    }
+                    false
+                }
+                Ok(Event::Gone(why)) => {
+                    if let Some((why, kill_by)) = self.course.gone(why, clock::now()) {
+                        self.begin(why, kill_by);
+                        log_stop(&self.course.stop, self.config, self.log);
+                    }
+                    false
+                }
+                Ok(Event::Wake) | Err(RecvTimeoutError::Timeout) => false,
+                Err(RecvTimeoutError::Disconnected) => return self.lost_track(),
+            };
+            if done {
+                break;
+            }
+        }
+        if self.course.held_up() {
+            self.log.error(
+                ev(
+                    "lost",
+                    format!(
+                        "lock '{}' lost: redlock-run was held up past the lock's validity; the \
+                         guard stopped the command",
+                        self.config.name
+                    ),
+                )
+                .outcome("lost"),
+            );
+        }
+        self.course.ending()
+    }
+
+    /// Begins a stop (`Course::begin`), with SIGTERM to the tree when it is
+    /// the first.
+    fn begin(&mut self, why: Stop, kill_by: Stamp) {
+        if self.course.begin(why, kill_by) {
+            self.tree.terminate(self.log);
+        }
+    }
+
+    /// SIGKILL to the tree once it is due; true when the tree is known to
+    /// be gone (redlock-run reaps it itself once the guard is gone).
+    fn kill_if_due(&mut self, now: Stamp) -> bool {
+        if self.course.kill_due().is_none_or(|k| now < k) {
+            return false;
+        }
+        let n = self.tree.signal(libc::SIGKILL, self.log);
+        // The guard is gone: reaping is ours, and the tree is gone only when
+        // waitpid says no child is left.
+        if self.tree.guard == self.me && tree::reap_all() {
+            return true;
+        }
+        if !self.course.killed {
+            self.course.killed = true;
+            // Said at the default verbosity when anything was left to kill:
+            // a job that ignores SIGTERM ends only by this.
+            if n > 0 {
+                self.log.notice(
+                    ev(
+                        "killed",
+                        format!("{n} process(es) still running after SIGTERM: sent SIGKILL"),
+                    )
+                    .outcome("killed"),
+                );
+            }
+        }
+        false
+    }
+
+    /// Acts on a report of the guard's; true when the tree is gone.
+    fn on_report(&mut self, report: Report) -> bool {
+        match report {
+            Report::Exited { status, empty } => return self.on_exited(status, empty),
+            Report::Empty => return true,
+            Report::DeadlineKill => self.course.guard_killed = true,
+            Report::Resumed { pid, sig } => {
                 // The guard resumed the tree already; a process that keeps
                 // reading the terminal from the background is named once.
-                if sig == libc::SIGTSTP || told_resumed.insert(pid) {
-                    log.notice(resumed(pid, sig));
+                if sig == libc::SIGTSTP || self.told_resumed.insert(pid) {
+                    self.log.notice(resumed(pid, sig));
                 }
             }
-            Ok(Event::Guard(Report::Gone)) => {
-                // The guard died (killed on its own): its orphans are ours now,
-                // as redlock-run is a subreaper too. None may run on: they are
-                // killed, here, until none is left, while the heartbeat keeps
-                // the lock.
-                tree.guard = me;
-                gone_before_exit = first.is_none();
-                log.error("the guard process went away; killing the command's processes");
-                if stop.is_none() || stop == Some(Stop::Leftovers) || stop == Some(Stop::Timeout) {
-                    if stop.is_none() {
-                        tree.terminate(log);
-                    }
-                    stop = Some(Stop::GuardGone);
+            Report::Gone => {
+                // The guard died (killed on its own): its orphans are ours
+                // now, as redlock-run is a subreaper too. None may run on:
+                // they are killed, here, until none is left, while the
+                // heartbeat keeps the lock.
+                self.tree.guard = self.me;
+                let term = self.course.guard_gone(clock::now());
+                self.log
+                    .error("the guard process went away; killing the command's processes");
+                if term {
+                    self.tree.terminate(self.log);
                 }
-                kill_at = Some(clock::now());
-            }
-            Ok(Event::Signal(sig)) => {
-                end.signalled = Some(sig);
-                let n = tree.signal(sig, log);
-                log.info(|| format!("passed signal {sig} on to {n} process(es)"));
-            }
-            Ok(Event::Extended(d)) if !matches!(stop, Some(Stop::Lost(_))) => {
-                *deadline = d;
-                tree.tell_guard(d);
-            }
-            Ok(Event::Gone(why)) if !matches!(stop, Some(Stop::Lost(_))) => {
-                // Someone else may hold it already: stop at once, and never
-                // later than our own validity.
-                let at = (clock::now() + config.kill_after).min(last);
-                begin(tree, &mut stop, &mut kill_at, Stop::Lost(why), at, log);
-                log_stop(&stop, config, log);
-            }
-            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                // Nobody can report the tree's end any more: end it ourselves.
-                let killed = if tree.contain {
-                    tree::kill_all(tree.guard, tree.guard == me, Some(Duration::from_secs(5))).empty
-                } else {
-                    tree.signal(libc::SIGKILL, log);
-                    true
-                };
-                end.leftover = !killed;
-                log.error("lost track of the command; its processes were killed");
-                return Exit::Lost;
             }
         }
+        false
     }
-    if stop.is_none() && guard_killed {
-        // redlock-run was held up (stopped, wedged) past the deadline, and
-        // the guard stopped the command in its place.
-        log.error(
-            ev(
-                "lost",
-                format!(
-                    "lock '{}' lost: redlock-run was held up past the lock's validity; the \
-                     guard stopped the command",
-                    config.name
-                ),
-            )
-            .outcome("lost"),
-        );
-        return Exit::Lost;
-    }
-    match (stop, first) {
-        (Some(Stop::GuardGone), _) if gone_before_exit => Exit::Lost,
-        (Some(Stop::Lost(_)), _) => Exit::Lost,
-        (Some(Stop::Timeout), _) => Exit::Timeout,
-        (_, Some(s)) => spawn::exit_of(s),
-        (_, None) => Exit::Command(1),
-    }
-}
 
-/// Starts stopping the tree for `why` (SIGTERM now unless a stop is already
-/// under way), with SIGKILL due by `kill_by`. A lost lock overrides a
-/// timeout or leftovers stop, never the other way round.
-fn begin(
-    tree: &mut Tree,
-    stop: &mut Option<Stop>,
-    kill_at: &mut Option<Stamp>,
-    why: Stop,
-    kill_by: Stamp,
-    log: &Log,
-) {
-    if stop.is_none() {
-        tree.terminate(log);
+    /// The command's first process exited; true when nothing is left of the
+    /// tree. What it left behind is named, and stopped with `--leftovers
+    /// kill`.
+    fn on_exited(&mut self, status: ExitStatus, empty: bool) -> bool {
+        self.course.first = Some(status);
+        if self.tree.terminal {
+            spawn::take_terminal_back();
+        }
+        if empty {
+            return true;
+        }
+        let left = tree::descendants(self.tree.guard);
+        if left.is_empty() {
+            return false;
+        }
+        let config = self.config;
+        if config.leftovers == Leftovers::Kill {
+            if self.course.stop.is_none() {
+                self.begin(Stop::Leftovers, clock::now() + config.kill_after);
+            }
+            self.log.info(|| {
+                format!(
+                    "{} exited ({}); stopping {} process(es) it left behind: {}",
+                    config.program.describe(),
+                    describe_status(status),
+                    left.len(),
+                    list(&left)
+                )
+            });
+        } else {
+            self.log.notice(kept_by_leftovers(config, status, &left));
+        }
+        false
     }
-    *kill_at = Some(kill_at.map_or(kill_by, |k| k.min(kill_by)));
-    *stop = Some(why);
+
+    /// Nobody can report the tree's end any more: it is ended here.
+    fn lost_track(&mut self) -> Exit {
+        let tree = &mut *self.tree;
+        let killed = if tree.contain {
+            let reap = tree.guard == self.me;
+            tree::kill_all(tree.guard, reap, Some(Duration::from_secs(5))).empty
+        } else {
+            tree.signal(libc::SIGKILL, self.log);
+            true
+        };
+        self.leftover = !killed;
+        self.log
+            .error("lost track of the command; its processes were killed");
+        Exit::Lost
+    }
 }
 
 /// The message for a stop just begun: written after the signals went out.
@@ -499,5 +640,131 @@ fn describe_status(status: ExitStatus) -> String {
         (Some(c), _) => format!("status {c}"),
         (None, Some(s)) => format!("signal {s}"),
         _ => "?".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A moment `n` ms after an arbitrary origin.
+    fn at(n: u64) -> Stamp {
+        Stamp::from_nanos(1_000_000_000_000) + ms(n)
+    }
+
+    /// A lock valid until 30 s, a 1 s guard, --kill-after 2 s.
+    fn course(timeout_at: Option<Stamp>) -> Course {
+        Course::new(at(30_000), ms(1_000), ms(2_000), timeout_at)
+    }
+
+    #[test]
+    fn without_an_extension_sigterm_then_sigkill_come_before_the_deadline() {
+        let mut c = course(None);
+        assert_eq!((c.last(), c.term_at()), (at(29_000), at(27_000)));
+        assert_eq!(c.next_wake(at(0), false), at(27_000));
+        assert_eq!(c.due(at(26_999)), None);
+        let (why, kill_by) = c.due(at(27_000)).expect("due");
+        assert_eq!(why, Stop::Lost("no extension succeeded in time".into()));
+        assert_eq!(kill_by, at(29_000));
+        assert!(c.begin(why, kill_by), "SIGTERM goes out");
+        assert_eq!(c.kill_due(), Some(at(29_000)));
+        assert_eq!(c.due(at(28_000)), None, "begun once");
+        assert_eq!(c.ending(), Exit::Lost);
+    }
+
+    #[test]
+    fn an_extension_moves_every_stop_on_until_the_lock_is_lost() {
+        let mut c = course(None);
+        assert!(c.extend(at(40_000)));
+        assert_eq!(c.term_at(), at(37_000));
+        assert_eq!(c.due(at(30_000)), None);
+        let (why, by) = c.due(at(37_000)).expect("due");
+        c.begin(why, by);
+        assert!(!c.extend(at(50_000)), "too late: the lock counts as lost");
+        assert_eq!(c.deadline, at(40_000));
+        assert_eq!(
+            c.gone("a quorum holds another token".into(), at(38_000)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_lost_lock_overrides_a_timeout_never_the_other_way_round() {
+        let mut c = course(Some(at(10_000)));
+        assert_eq!(c.next_wake(at(0), false), at(10_000), "the timeout first");
+        let (why, by) = c.due(at(10_000)).expect("timeout");
+        assert_eq!((why.clone(), by), (Stop::Timeout, at(12_000)));
+        assert!(c.begin(why, by));
+        assert_eq!(c.next_wake(at(10_000), false), at(12_000), "the SIGKILL");
+        assert_eq!(c.ending(), Exit::Timeout);
+        // The lock is found gone meanwhile: no second SIGTERM, SIGKILL no
+        // later than it was, and the run ends as lost.
+        let (why, by) = c.gone("gone".into(), at(11_000)).expect("lost");
+        assert_eq!(by, at(13_000), "--kill-after from now");
+        assert!(!c.begin(why, by), "a stop is under way: no second SIGTERM");
+        assert_eq!(c.kill_due(), Some(at(12_000)), "never later than it was");
+        assert_eq!(c.ending(), Exit::Lost);
+        assert_eq!(c.due(at(11_500)), None, "no timeout over a lost lock");
+    }
+
+    #[test]
+    fn a_lock_found_gone_is_stopped_at_once_and_never_after_its_validity() {
+        let c = course(None);
+        let (_, by) = c.gone("why".into(), at(1_000)).expect("stop");
+        assert_eq!(by, at(3_000), "--kill-after from now");
+        let (_, by) = c.gone("why".into(), at(28_500)).expect("stop");
+        assert_eq!(by, at(29_000), "capped by the last moment");
+    }
+
+    #[test]
+    fn once_killing_the_loop_wakes_soon_and_slower_for_members_that_refuse() {
+        let mut c = course(None);
+        c.killed = true;
+        assert_eq!(c.next_wake(at(5), false), at(5) + KILL_AGAIN);
+        assert_eq!(c.next_wake(at(5), true), at(5) + SLICE);
+    }
+
+    #[test]
+    fn a_guard_that_dies_makes_the_run_lost_only_before_the_command_exited() {
+        let mut c = course(Some(at(10_000)));
+        assert!(c.guard_gone(at(100)), "SIGTERM first");
+        assert_eq!(c.stop, Some(Stop::GuardGone));
+        assert_eq!(c.kill_due(), Some(at(100)), "SIGKILL at once");
+        assert_eq!(c.ending(), Exit::Lost);
+        assert_eq!(c.due(at(10_000)), None, "no timeout after");
+
+        let mut c = course(None);
+        c.first = Some(ExitStatus::from_raw(3 << 8));
+        assert!(c.guard_gone(at(100)));
+        assert_eq!(c.ending(), Exit::Command(3), "the command's own status");
+
+        let mut c = course(None);
+        let (why, by) = c.gone("gone".into(), at(50)).expect("lost");
+        c.begin(why, by);
+        assert!(!c.guard_gone(at(100)), "stopping already");
+        assert!(c.lost(), "a lost lock stays lost");
+    }
+
+    #[test]
+    fn the_ending_follows_the_stop_then_the_command() {
+        let mut c = course(None);
+        assert_eq!(c.ending(), Exit::Command(1), "no status at all");
+        c.first = Some(ExitStatus::from_raw(libc::SIGTERM));
+        assert_eq!(c.ending(), Exit::Signal(libc::SIGTERM));
+        c.guard_killed = true;
+        assert!(c.held_up());
+        assert_eq!(
+            c.ending(),
+            Exit::Lost,
+            "the guard stopped it at the deadline"
+        );
+        c.begin(Stop::Leftovers, at(10));
+        assert!(!c.held_up(), "our own stop came first");
+        assert_eq!(c.ending(), Exit::Signal(libc::SIGTERM));
     }
 }

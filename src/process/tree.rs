@@ -16,10 +16,13 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use rustix::io::Errno;
+use rustix::process::{PidfdFlags, Signal, WaitOptions};
 
 use crate::clock;
 
@@ -50,10 +53,10 @@ impl Member {
     }
 }
 
-/// A live process that may not be signalled by us (EPERM): it runs as
-/// another user.
+/// A live member of the tree that may not be signalled by us (EPERM): it
+/// runs as another user, and neither SIGTERM nor SIGKILL of ours reaches it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub struct Unkillable {
     pub pid: libc::pid_t,
     /// Its real user id, or u32::MAX when it could not be read.
     pub uid: u32,
@@ -67,7 +70,7 @@ pub struct Sent {
     /// Members that got the signal.
     pub delivered: usize,
     /// Members that refused it.
-    pub refused: Vec<Refusal>,
+    pub refused: Vec<Unkillable>,
 }
 
 /// Set once pidfd_open answers ENOSYS (kernels before 5.3): plain kill(2) then.
@@ -75,49 +78,30 @@ static NO_PIDFD: AtomicBool = AtomicBool::new(false);
 
 /// A pin on `pid`, or None where the kernel has no pidfds (Err: the process
 /// is gone, or no descriptor is to be had right now).
-fn pidfd_open(pid: libc::pid_t) -> Result<Option<OwnedFd>, i32> {
+fn pidfd_open(pid: libc::pid_t) -> Result<Option<OwnedFd>, Errno> {
     if NO_PIDFD.load(Ordering::Relaxed) {
         return Ok(None);
     }
-    // SAFETY: pidfd_open takes a pid and flags; the fd it returns is ours.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        let errno = std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EINVAL);
-        if errno == libc::ENOSYS {
+    let Some(target) = super::pid(pid) else {
+        return Err(Errno::SRCH);
+    };
+    match rustix::process::pidfd_open(target, PidfdFlags::empty()) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(Errno::NOSYS) => {
             NO_PIDFD.store(true, Ordering::Relaxed);
-            return Ok(None);
+            Ok(None)
         }
-        return Err(errno);
+        Err(e) => Err(e),
     }
-    // SAFETY: a fresh descriptor nobody else owns.
-    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
 }
 
 /// Sends `sig` through the pin (or by pid where there are no pidfds); the
 /// errno on failure.
-fn send(pid: libc::pid_t, fd: Option<&OwnedFd>, sig: i32) -> Result<(), i32> {
-    let rc = match fd {
-        // SAFETY: pidfd_send_signal with a valid pidfd and no siginfo.
-        Some(fd) => unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                fd.as_raw_fd(),
-                sig,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            ) as i32
-        },
-        // SAFETY: kill has no memory-safety preconditions.
-        None => unsafe { libc::kill(pid, sig) },
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EINVAL))
+fn send(pid: libc::pid_t, fd: Option<&OwnedFd>, sig: i32) -> Result<(), Errno> {
+    let sig = Signal::from_named_raw(sig).ok_or(Errno::INVAL)?;
+    match fd {
+        Some(fd) => rustix::process::pidfd_send_signal(fd, sig),
+        None => rustix::process::kill_process(super::pid(pid).ok_or(Errno::SRCH)?, sig),
     }
 }
 
@@ -292,7 +276,7 @@ pub fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
     for pid in live {
         let fd = match pidfd_open(pid) {
             Ok(fd) => fd,
-            Err(libc::ESRCH) => continue,
+            Err(Errno::SRCH) => continue,
             // No descriptor for a pin this time: the next round finds it
             // again if it is still there.
             Err(_) => {
@@ -307,7 +291,7 @@ pub fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
         sent.found += 1;
         match send(pid, fd.as_ref(), sig) {
             Ok(()) => sent.delivered += 1,
-            Err(libc::EPERM) => sent.refused.push(Refusal {
+            Err(Errno::PERM) => sent.refused.push(Unkillable {
                 pid,
                 uid: uid_of(pid),
             }),
@@ -322,19 +306,14 @@ pub fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
 /// (ECHILD).
 pub fn reap_all() -> bool {
     loop {
-        let mut status = 0;
-        // SAFETY: a valid out-pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid > 0 {
-            continue;
-        }
-        if pid == 0 {
-            return false;
-        }
-        match std::io::Error::last_os_error().raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::ECHILD) => return true,
-            _ => return false,
+        // Any child: wait(2)'s -1, not waitpid(None), which is 0 (the
+        // caller's own process group only).
+        match rustix::process::wait(WaitOptions::NOHANG) {
+            Ok(Some(_)) => continue,
+            Ok(None) => return false,
+            Err(Errno::INTR) => continue,
+            Err(Errno::CHILD) => return true,
+            Err(_) => return false,
         }
     }
 }
@@ -345,7 +324,7 @@ pub struct Killed {
     /// Nothing of the tree is left.
     pub empty: bool,
     /// Members that refused SIGKILL in the last round.
-    pub refused: Vec<Refusal>,
+    pub refused: Vec<Unkillable>,
 }
 
 /// SIGKILLs every descendant of `root`, again and again, until none is left
@@ -389,8 +368,8 @@ mod tests {
 
     #[test]
     fn stat_reads_state_and_parent_despite_odd_names() {
-        // SAFETY: getpid/getppid cannot fail.
-        let (me, parent) = unsafe { (libc::getpid(), libc::getppid()) };
+        let me = rustix::process::getpid().as_raw_pid();
+        let parent = rustix::process::getppid().map_or(0, |p| p.as_raw_pid());
         let (state, ppid) = stat(me).expect("own stat");
         assert_eq!(ppid, parent);
         assert!(state.is_ascii_uppercase(), "{}", state as char);
