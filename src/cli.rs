@@ -388,28 +388,6 @@ impl Admin {
             Admin::Config(a) => &a.target,
         }
     }
-
-    /// What the subcommand is asked, in the subcommands' own terms; None for
-    /// `check` and `config`, which read a run's settings themselves.
-    pub fn ask(&self) -> Option<crate::admin::Ask> {
-        use crate::admin::Ask;
-        Some(match self {
-            Admin::Status(a) => Ask::Status {
-                json: a.json,
-                limit: a.limit,
-                keys: a.keys,
-            },
-            Admin::Unlock(a) => Ask::Unlock {
-                token: a.token.clone(),
-            },
-            Admin::History(a) => Ask::History {
-                json: a.json,
-                count: a.count,
-            },
-            Admin::Forget(a) => Ask::Forget { force: a.force },
-            Admin::Check(_) | Admin::Config(_) => return None,
-        })
-    }
 }
 
 /// Each subcommand's name and what `--help` says of it. Their options are

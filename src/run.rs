@@ -12,7 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::FromArgMatches;
 
-use crate::cli::{self, Cli, Config, Wait};
+use crate::admin::Ask;
+use crate::cli::{self, Cli, Config, Leftovers, Wait};
 use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::end::Ending;
@@ -23,6 +24,7 @@ use crate::lock::redlock::{self, Verdict};
 use crate::lock::{Acquired, Busy, Held, Holder, Lock, NodeOutcome, record};
 use crate::log::{self, Log, ev};
 use crate::outcome::Outcome;
+use crate::process::Job;
 use crate::process::attempts::{self, Attempts, Ran};
 use crate::process::events::{Event, Events, Inbox};
 use crate::process::guard::{Guard, Orders};
@@ -308,7 +310,7 @@ fn run_admin(admin: &cli::Admin, given: &[OsString]) -> Exit {
             return Exit::Usage;
         }
     };
-    let Some(ask) = admin.ask() else {
+    let Some(ask) = ask(admin) else {
         return Exit::Usage;
     };
     match nodes {
@@ -318,6 +320,28 @@ fn run_admin(admin: &cli::Admin, given: &[OsString]) -> Exit {
             Exit::Usage
         }
     }
+}
+
+/// What the subcommand is asked, in the subcommands' own terms; None for
+/// `check` and `config`, which read a run's settings themselves.
+fn ask(admin: &cli::Admin) -> Option<Ask> {
+    use cli::Admin;
+    Some(match admin {
+        Admin::Status(a) => Ask::Status {
+            json: a.json,
+            limit: a.limit,
+            keys: a.keys,
+        },
+        Admin::Unlock(a) => Ask::Unlock {
+            token: a.token.clone(),
+        },
+        Admin::History(a) => Ask::History {
+            json: a.json,
+            count: a.count,
+        },
+        Admin::Forget(a) => Ask::Forget { force: a.force },
+        Admin::Check(_) | Admin::Config(_) => return None,
+    })
 }
 
 fn run_locked(
@@ -473,12 +497,14 @@ fn take_and_run(
         }
     };
     let (since, fence) = (held.since, held.fence);
+    let job = job_of(config);
     let ran = run_held(
         lock,
         held,
+        config.limit.is_some(),
         &mut Attempts {
             guard: &mut guard,
-            config,
+            config: &job,
             env: Vec::new(),
             contain,
             terminal,
@@ -545,7 +571,7 @@ fn take_and_run(
 
 /// The lock is held: checks that a stop could still come in time, then the
 /// command's attempts under the heartbeat. Releases nothing.
-fn run_held(lock: &Arc<Lock>, held: Held, a: &mut Attempts) -> Ran {
+fn run_held(lock: &Arc<Lock>, held: Held, slotted: bool, a: &mut Attempts) -> Ran {
     let (config, log) = (a.config, a.log);
     let Held {
         since,
@@ -598,7 +624,7 @@ fn run_held(lock: &Arc<Lock>, held: Held, a: &mut Attempts) -> Ran {
     if let Some(t) = fence {
         a.env.push(("REDLOCK_FENCING_TOKEN", t.to_string()));
     }
-    if config.limit.is_some() {
+    if slotted {
         a.env.push(("REDLOCK_SLOT", lock.slot().to_string()));
     }
     let (stop_tx, stop_rx) = mpsc::channel();
@@ -625,6 +651,21 @@ fn run_held(lock: &Arc<Lock>, held: Held, a: &mut Attempts) -> Ran {
     // At most the round in flight: a round limit.
     heartbeat.join();
     ran
+}
+
+/// The settings the process side works with, out of the run's.
+fn job_of(config: &Config) -> Job {
+    Job {
+        name: config.name.clone(),
+        program: config.program.clone(),
+        ttl: config.ttl,
+        node_timeout: config.node_timeout,
+        kill_after: config.kill_after,
+        max_runtime: config.max_runtime,
+        retry: config.retry,
+        retry_delay: config.retry_delay,
+        kill_leftovers: config.leftovers == Leftovers::Kill,
+    }
 }
 
 /// Whether the whole process tree is tracked. Always, except in test builds
@@ -665,7 +706,7 @@ fn acquire(
         Wait::Once => Queue::Check,
         Wait::For(_) | Wait::Forever => Queue::Join {
             ticket: None,
-            lapse: PLACE_LAPSE,
+            lapse: crate::lock::PLACE_LAPSE,
         },
     };
     let fair = matches!(queue, Queue::Join { .. });
@@ -677,10 +718,6 @@ fn acquire(
     }
     result
 }
-
-/// How long a waiter's place in the queue lasts unless renewed: a waiter that
-/// died holds up the queue this long at most.
-pub const PLACE_LAPSE: Duration = Duration::from_secs(3);
 
 /// How often a queued waiter renews its place (and looks, should a wake-up
 /// have been missed).

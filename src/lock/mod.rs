@@ -62,6 +62,10 @@ use node::{Extension, Granted, KeySet, Nodes, Queue, Refusal, Released};
 use quorum::{Reply, Round};
 use redlock::{Answer, Verdict, Vote};
 
+/// How long a waiter's place in the queue lasts unless renewed: a waiter that
+/// died holds up the queue this long at most.
+pub const PLACE_LAPSE: Duration = Duration::from_secs(3);
+
 pub struct Lock {
     nodes: Nodes,
     keys: Keys,

@@ -17,11 +17,11 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, SystemTime};
 
-use crate::cli::{Config, MAX_SHORT};
 use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
+use crate::process::Job;
 use crate::process::events::{Event, Events, Inbox};
 use crate::process::guard::{Guard, SpawnError};
 use crate::process::heartbeat::Heartbeat;
@@ -31,10 +31,14 @@ use crate::process::tree;
 use crate::report::Stats;
 use crate::text::os_message;
 
+/// The longest pause between attempts: the longest `--retry-delay` the
+/// command line takes, which the doubling never passes either.
+const MAX_PAUSE: Duration = Duration::from_secs(24 * 3600);
+
 /// What the attempts need besides the lock's deadline.
 pub struct Attempts<'a> {
     pub guard: &'a mut Guard,
-    pub config: &'a Config,
+    pub config: &'a Job,
     /// Added to the command's environment.
     pub env: Vec<(&'static str, String)>,
     pub contain: bool,
@@ -281,7 +285,7 @@ enum Interrupted {
 fn wait_out(
     pause: Duration,
     deadline: &mut Stamp,
-    config: &Config,
+    config: &Job,
     rx: &Inbox,
     heartbeat: &mut Heartbeat,
 ) -> Result<(), Interrupted> {
@@ -326,8 +330,8 @@ pub fn pause_before(base: Duration, retry: u32, unit: f64) -> Duration {
             1u32.checked_shl(retry.saturating_sub(1))
                 .unwrap_or(u32::MAX),
         )
-        .unwrap_or(MAX_SHORT)
-        .min(MAX_SHORT);
+        .unwrap_or(MAX_PAUSE)
+        .min(MAX_PAUSE);
     full / 2 + (full / 2).mul_f64(unit.clamp(0.0, 1.0))
 }
 
@@ -378,11 +382,11 @@ mod tests {
         for retry in 1..=100 {
             for unit in [0.0, 0.3, 0.99] {
                 let p = pause_before(s(1), retry, unit);
-                assert!(p <= MAX_SHORT, "{retry}: {p:?}");
-                assert!(p >= MAX_SHORT.min(s(1) * (1 << (retry - 1).min(20))) / 2);
+                assert!(p <= MAX_PAUSE, "{retry}: {p:?}");
+                assert!(p >= MAX_PAUSE.min(s(1) * (1 << (retry - 1).min(20))) / 2);
             }
         }
-        assert_eq!(pause_before(s(3600), 100, 1.0), MAX_SHORT);
+        assert_eq!(pause_before(s(3600), 100, 1.0), MAX_PAUSE);
         assert_eq!(pause_before(s(1), 0, 0.0), Duration::from_millis(500));
     }
 }

@@ -58,9 +58,9 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
 use rustix::process::{Signal, WaitOptions};
 
-use crate::cli::Program;
 use crate::clock::{self, Stamp};
 use crate::process::{spawn, tree};
+use crate::program::Program;
 use crate::signals::{self, How, SigSet};
 
 /// What the guard tells redlock-run.

@@ -13,11 +13,11 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::cli::Config;
 use crate::clock::{self, Stamp};
 use crate::lock::redlock;
 use crate::lock::{Extended, Held, Lock};
 use crate::log::{Log, ev};
+use crate::process::Job;
 use crate::process::events::{Event, Events};
 use crate::report::Stats;
 
@@ -70,7 +70,7 @@ impl Heartbeat {
 /// touching the lock again (--hold), so no late extension undoes it.
 pub fn heartbeat(
     lock: &Arc<Lock>,
-    config: &Config,
+    config: &Job,
     held: &Held,
     tx: Events,
     stop: Receiver<()>,

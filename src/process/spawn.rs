@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use rustix::process::WaitOptions;
 
-use crate::cli::Program;
 use crate::exit::Exit;
+use crate::program::Program;
 use crate::signals::{self, How, SigSet};
 
 /// Environment changes for the command.

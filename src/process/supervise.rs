@@ -9,11 +9,11 @@ use std::process::ExitStatus;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
-use crate::cli::{Config, Leftovers};
 use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
+use crate::process::Job;
 use crate::process::events::{Event, Inbox};
 use crate::process::guard::{self, Report};
 use crate::process::heartbeat::Heartbeat;
@@ -134,7 +134,7 @@ pub struct Supervised {
 /// reason. Signals go out before anything is logged.
 pub fn supervise(
     tree: &mut Tree,
-    config: &Config,
+    config: &Job,
     started: Stamp,
     deadline: Stamp,
     rx: &Inbox,
@@ -334,7 +334,7 @@ impl Course {
 struct Watch<'a> {
     course: Course,
     tree: &'a mut Tree,
-    config: &'a Config,
+    config: &'a Job,
     log: &'a Log,
     /// redlock-run's own pid: the tree hangs from it once the guard is gone.
     me: libc::pid_t,
@@ -489,7 +489,7 @@ impl Watch<'_> {
             return false;
         }
         let config = self.config;
-        if config.leftovers == Leftovers::Kill {
+        if config.kill_leftovers {
             if self.course.stop.is_none() {
                 self.begin(Stop::Leftovers, clock::now() + config.kill_after);
             }
@@ -526,7 +526,7 @@ impl Watch<'_> {
 }
 
 /// The message for a stop just begun: written after the signals went out.
-fn log_stop(stop: &Option<Stop>, config: &Config, log: &Log) {
+fn log_stop(stop: &Option<Stop>, config: &Job, log: &Log) {
     match stop {
         Some(Stop::Lost(reason)) => log.error(
             ev(
@@ -574,11 +574,7 @@ fn list(members: &[tree::Member]) -> String {
 
 /// The line for a command that exited while processes it started keep the
 /// lock (`--leftovers wait`): which, and how to stop them.
-fn kept_by_leftovers(
-    config: &Config,
-    status: ExitStatus,
-    left: &[tree::Member],
-) -> crate::log::Entry {
+fn kept_by_leftovers(config: &Job, status: ExitStatus, left: &[tree::Member]) -> crate::log::Entry {
     let groups: HashSet<Option<libc::pid_t>> = left.iter().map(|m| m.pgid()).collect();
     let how = match groups.into_iter().collect::<Vec<_>>().as_slice() {
         [Some(g)] => format!("kill -- -{g} (their process group)"),

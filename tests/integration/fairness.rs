@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::time::{Duration, Instant};
 
-use redlock_run::run::PLACE_LAPSE;
+use redlock_run::lock::PLACE_LAPSE;
 
 use crate::support::{
     Cluster, Running, START, TempDir, WAIT_FOR_GO, await_marker, base, keys, tempdir, touch,

@@ -1353,7 +1353,7 @@ fn run_workload(settings: &Settings) -> Outcome {
             })
             .collect()
     };
-    let expiry = settings.ttl.max(redlock_run::run::PLACE_LAPSE);
+    let expiry = settings.ttl.max(redlock_run::lock::PLACE_LAPSE);
     wait_until(expiry + Duration::from_millis(500), || {
         leftover(&cluster).is_empty()
     });

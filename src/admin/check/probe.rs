@@ -47,7 +47,7 @@ pub(super) fn run(run: &AsRun, name: &str, nodes: &Nodes, report: &mut Report) {
         Wait::Once => Queue::Check,
         Wait::For(_) | Wait::Forever => Queue::Join {
             ticket: None,
-            lapse: crate::run::PLACE_LAPSE,
+            lapse: crate::lock::PLACE_LAPSE,
         },
     };
     let mut window = None;
