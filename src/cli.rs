@@ -1085,8 +1085,70 @@ impl Cli {
         self.check(resolved)
     }
 
+    /// --node-timeout as given or by default, if the TTL leaves it room.
+    fn node_timeout(&self) -> Result<Duration, Unusable> {
+        let node_timeout = self
+            .target
+            .node_timeout
+            .unwrap_or_else(|| redlock::default_node_timeout(self.ttl));
+        if redlock::node_timeout_fits(self.ttl, node_timeout) {
+            return Ok(node_timeout);
+        }
+        let fits = self.ttl / redlock::MAX_NODE_TIMEOUT_FRACTION;
+        Err(Unusable::Usage(if self.target.node_timeout.is_some() {
+            format!(
+                "--node-timeout {} must be at most 1/{} of --ttl {}: lower it or raise --ttl",
+                humantime::format_duration(node_timeout),
+                redlock::MAX_NODE_TIMEOUT_FRACTION,
+                humantime::format_duration(self.ttl),
+            )
+        } else {
+            let kill_after = self
+                .kill_after
+                .unwrap_or_else(|| redlock::default_kill_after(self.ttl));
+            let fits = Duration::from_millis(fits.as_millis() as u64);
+            // Suggest a smaller node timeout only where the lock's own
+            // schedule would then work.
+            let or_lower = if redlock::schedule_fits(self.ttl, fits, kill_after).is_ok() {
+                format!(
+                    "give --node-timeout {} or less, or ",
+                    humantime::format_duration(fits)
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "--ttl {} is too short for the default --node-timeout {} (TTL/20, at least \
+                 50ms), which must be at most TTL/{}: {or_lower}raise --ttl to {} or more",
+                humantime::format_duration(self.ttl),
+                humantime::format_duration(node_timeout),
+                redlock::MAX_NODE_TIMEOUT_FRACTION,
+                humantime::format_duration(node_timeout * redlock::MAX_NODE_TIMEOUT_FRACTION),
+            )
+        }))
+    }
+
+    /// The --once-per or --once-per-success window, in whole seconds.
+    fn once_per_window(&self) -> Result<Option<u64>, Unusable> {
+        let (flag, window) = match (self.once_per, self.once_per_success) {
+            (Some(w), _) => ("--once-per", Some(w)),
+            (None, w) => ("--once-per-success", w),
+        };
+        Ok(match window {
+            None => None,
+            Some(w) if w.subsec_nanos() == 0 => Some(w.as_secs()),
+            Some(w) => {
+                return Err(format!(
+                    "{flag} {} must be a whole number of seconds",
+                    humantime::format_duration(w)
+                )
+                .into());
+            }
+        })
+    }
+
     /// Checks what clap cannot: relations between values. Errors are one line.
-    fn check(self, resolved: Resolved) -> Result<Config, Unusable> {
+    fn check(mut self, resolved: Resolved) -> Result<Config, Unusable> {
         let Resolved {
             name,
             keys,
@@ -1102,45 +1164,8 @@ impl Cli {
             )
             .into());
         }
-        let node_timeout = self
-            .target
-            .node_timeout
-            .unwrap_or_else(|| redlock::default_node_timeout(self.ttl));
-        if !redlock::node_timeout_fits(self.ttl, node_timeout) {
-            let fits = self.ttl / redlock::MAX_NODE_TIMEOUT_FRACTION;
-            return Err(Unusable::Usage(if self.target.node_timeout.is_some() {
-                format!(
-                    "--node-timeout {} must be at most 1/{} of --ttl {}: lower it or raise --ttl",
-                    humantime::format_duration(node_timeout),
-                    redlock::MAX_NODE_TIMEOUT_FRACTION,
-                    humantime::format_duration(self.ttl),
-                )
-            } else {
-                let kill_after = self
-                    .kill_after
-                    .unwrap_or_else(|| redlock::default_kill_after(self.ttl));
-                let fits = Duration::from_millis(fits.as_millis() as u64);
-                // Suggest a smaller node timeout only where the lock's own
-                // schedule would then work.
-                let or_lower = if redlock::schedule_fits(self.ttl, fits, kill_after).is_ok() {
-                    format!(
-                        "give --node-timeout {} or less, or ",
-                        humantime::format_duration(fits)
-                    )
-                } else {
-                    String::new()
-                };
-                format!(
-                    "--ttl {} is too short for the default --node-timeout {} (TTL/20, at least \
-                     50ms), which must be at most TTL/{}: {or_lower}raise --ttl to {} or more",
-                    humantime::format_duration(self.ttl),
-                    humantime::format_duration(node_timeout),
-                    redlock::MAX_NODE_TIMEOUT_FRACTION,
-                    humantime::format_duration(node_timeout * redlock::MAX_NODE_TIMEOUT_FRACTION),
-                )
-            }));
-        }
-        let program = match (self.command, self.args) {
+        let node_timeout = self.node_timeout()?;
+        let program = match (self.command.take(), std::mem::take(&mut self.args)) {
             (Some(s), a) if a.is_empty() => Program::Shell(s),
             (None, a) if !a.is_empty() => Program::Argv(a),
             (Some(_), _) => {
@@ -1162,21 +1187,7 @@ impl Cli {
             .into());
         }
         redlock::schedule_fits(self.ttl, node_timeout, kill_after)?;
-        let (flag, window) = match (self.once_per, self.once_per_success) {
-            (Some(w), _) => ("--once-per", Some(w)),
-            (None, w) => ("--once-per-success", w),
-        };
-        let once_per = match window {
-            None => None,
-            Some(w) if w.subsec_nanos() == 0 => Some(w.as_secs()),
-            Some(w) => {
-                return Err(format!(
-                    "{flag} {} must be a whole number of seconds",
-                    humantime::format_duration(w)
-                )
-                .into());
-            }
-        };
+        let once_per = self.once_per_window()?;
         options.timeout = node_timeout;
         options.replicas = self.replicas;
         Ok(Config {

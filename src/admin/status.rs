@@ -743,40 +743,7 @@ impl<'a> Status<'a> {
             redlock::quorum(nodes.len())
         );
         for (node, f) in nodes.iter().zip(found) {
-            let line = match f {
-                None => "no answer in time (unreachable)".to_string(),
-                // A node that answered at all (refused our password, an
-                // ACL, a script) is reachable: the error says what it wants.
-                Some(Err(e)) if !matches!(e.kind(), Kind::Timeout | Kind::Unreachable) => {
-                    e.to_string()
-                }
-                Some(Err(e)) => format!("{e} (unreachable)"),
-                Some(Ok(i)) if i.value.is_none() && !i.readers.is_empty() => {
-                    let n = i.readers.len();
-                    format!("shared by {n} reader{}", if n == 1 { "" } else { "s" })
-                }
-                Some(Ok(i)) => match &i.value {
-                    None => "free".to_string(),
-                    Some(v) => {
-                        let who = if i.holder.is_empty() {
-                            "no holder record".to_string()
-                        } else {
-                            format!(
-                                "{} pid {} ({})",
-                                record_field(&i.holder, "host"),
-                                record_field(&i.holder, "pid"),
-                                record_field(&i.holder, "command")
-                            )
-                        };
-                        format!(
-                            "{}, token {}…, {} left, {who}",
-                            if is_stale(v) { "stale copy" } else { "held" },
-                            token_prefix(v),
-                            ms(i.pttl)
-                        )
-                    }
-                },
-            };
+            let line = node_state(f, is_stale);
             match f {
                 // The error names the node already.
                 Some(Err(_)) => println!("  {line}"),
@@ -939,6 +906,46 @@ impl<'a> Status<'a> {
             }
         }
         doc
+    }
+}
+
+/// One node's part in `status`: free, held (by whom, for how much longer),
+/// shared, or why it did not say.
+fn node_state(
+    f: &Option<Result<Inspection, NodeError>>,
+    is_stale: impl Fn(&[u8]) -> bool,
+) -> String {
+    match f {
+        None => "no answer in time (unreachable)".to_string(),
+        // A node that answered at all (refused our password, an
+        // ACL, a script) is reachable: the error says what it wants.
+        Some(Err(e)) if !matches!(e.kind(), Kind::Timeout | Kind::Unreachable) => e.to_string(),
+        Some(Err(e)) => format!("{e} (unreachable)"),
+        Some(Ok(i)) if i.value.is_none() && !i.readers.is_empty() => {
+            let n = i.readers.len();
+            format!("shared by {n} reader{}", if n == 1 { "" } else { "s" })
+        }
+        Some(Ok(i)) => match &i.value {
+            None => "free".to_string(),
+            Some(v) => {
+                let who = if i.holder.is_empty() {
+                    "no holder record".to_string()
+                } else {
+                    format!(
+                        "{} pid {} ({})",
+                        record_field(&i.holder, "host"),
+                        record_field(&i.holder, "pid"),
+                        record_field(&i.holder, "command")
+                    )
+                };
+                format!(
+                    "{}, token {}…, {} left, {who}",
+                    if is_stale(v) { "stale copy" } else { "held" },
+                    token_prefix(v),
+                    ms(i.pttl)
+                )
+            }
+        },
     }
 }
 

@@ -26,7 +26,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Command};
 
 pub use file::Found;
-pub use parse::{Setting, Value};
+pub use parse::Setting;
 
 /// Why a configuration file is refused: one line naming the file (and the
 /// line and key, where one is at fault), as a usage error (64).

@@ -323,8 +323,6 @@ pub fn reap_all() -> bool {
 pub struct Killed {
     /// Nothing of the tree is left.
     pub empty: bool,
-    /// Members that refused SIGKILL in the last round.
-    pub refused: Vec<Unkillable>,
 }
 
 /// SIGKILLs every descendant of `root`, again and again, until none is left
@@ -342,16 +340,10 @@ pub fn kill_all(root: libc::pid_t, reap: bool, limit: Option<Duration>) -> Kille
         let sent = signal_all(root, libc::SIGKILL);
         let empty = if reap { reap_all() } else { sent.found == 0 };
         if empty {
-            return Killed {
-                empty: true,
-                refused: Vec::new(),
-            };
+            return Killed { empty: true };
         }
         if until.is_some_and(|u| clock::now() >= u) {
-            return Killed {
-                empty: false,
-                refused: sent.refused,
-            };
+            return Killed { empty: false };
         }
         pause = if sent.delivered > 0 {
             Duration::from_micros(500)
