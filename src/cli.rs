@@ -596,7 +596,10 @@ pub struct ConfigArgs {
 /// is killed, its guard process kills the tree.
 ///
 /// Signals INT, TERM, HUP, QUIT, USR1 and USR2 are passed on to every process
-/// of the tree. The command sees REDLOCK_KEY and REDLOCK_TOKEN in its environment.
+/// of the tree. A second INT or TERM (Ctrl-C again) sends SIGTERM to every
+/// process of the tree, those that ignore the first too (a shell's background
+/// jobs ignore SIGINT); a third sends SIGKILL. The command sees REDLOCK_KEY and
+/// REDLOCK_TOKEN in its environment.
 #[derive(Debug, Parser)]
 #[command(
     name = "redlock-run",

@@ -28,6 +28,10 @@ enum Stop {
     Leftovers,
     /// The guard died: its orphans, ours now, are killed.
     GuardGone,
+    /// redlock-run was asked to stop (SIGINT or SIGTERM) more than once:
+    /// SIGTERM to the tree at the second, SIGKILL at the third, and no
+    /// SIGKILL unless asked.
+    Interrupted,
 }
 
 /// The processes to signal: the whole tree below the guard, or (test builds
@@ -154,6 +158,7 @@ pub fn supervise(
         me: std::process::id() as libc::pid_t,
         told_resumed: HashSet::new(),
         signalled: None,
+        asked: 0,
         leftover: false,
     };
     let exit = watch.run(rx, heartbeat);
@@ -301,11 +306,30 @@ impl Course {
     fn guard_gone(&mut self, now: Stamp) -> bool {
         self.gone_before_exit = self.first.is_none();
         let term = self.stop.is_none();
-        if matches!(self.stop, None | Some(Stop::Leftovers | Stop::Timeout)) {
+        if matches!(
+            self.stop,
+            None | Some(Stop::Leftovers | Stop::Timeout | Stop::Interrupted)
+        ) {
             self.stop = Some(Stop::GuardGone);
         }
         self.kill_at = Some(now);
         term
+    }
+
+    /// A second request to stop: the tree is stopped from now on (its
+    /// leftovers are not waited for), SIGKILL only when asked again. Any
+    /// other stop under way stays the reason.
+    fn interrupt(&mut self) {
+        if self.stop.is_none() {
+            self.stop = Some(Stop::Interrupted);
+        }
+    }
+
+    /// A third request to stop: SIGKILL at `now`, and again until the tree
+    /// is gone.
+    fn kill_now(&mut self, now: Stamp) {
+        self.interrupt();
+        self.kill_at = Some(self.kill_at.map_or(now, |k| k.min(now)));
     }
 
     /// redlock-run was held up (stopped, wedged) past the deadline, and the
@@ -342,6 +366,8 @@ struct Watch<'a> {
     told_resumed: HashSet<libc::pid_t>,
     /// A signal redlock-run received and passed on to the tree, if any.
     signalled: Option<i32>,
+    /// How many times redlock-run was asked to stop (SIGINT, SIGTERM).
+    asked: u32,
     /// Processes of the tree may still be alive.
     leftover: bool,
 }
@@ -364,10 +390,7 @@ impl Watch<'_> {
             let done = match rx.next(&mut self.tree.reports, wait) {
                 Ok(Event::Guard(report)) => self.on_report(report),
                 Ok(Event::Signal(sig)) => {
-                    self.signalled = Some(sig);
-                    let n = self.tree.signal(sig, self.log);
-                    self.log
-                        .info(|| format!("passed signal {sig} on to {n} process(es)"));
+                    self.on_signal(sig);
                     false
                 }
                 Ok(Event::Extended(d)) => {
@@ -443,6 +466,76 @@ impl Watch<'_> {
         false
     }
 
+    /// A signal to redlock-run: passed on to the tree. Asked to stop again
+    /// (SIGINT or SIGTERM), the whole tree gets SIGTERM, whatever each
+    /// process ignores; a third time, SIGKILL. At a terminal the first
+    /// Ctrl-C reaches the command's group without redlock-run, which sees
+    /// only those after the command has exited and given the terminal
+    /// back: the first it sees then is the second.
+    fn on_signal(&mut self, sig: i32) {
+        self.signalled = Some(sig);
+        if sig != libc::SIGINT && sig != libc::SIGTERM {
+            let n = self.tree.signal(sig, self.log);
+            self.log
+                .info(|| format!("passed signal {sig} on to {n} process(es)"));
+            return;
+        }
+        self.asked += 1;
+        if self.asked == 1 && self.tree.terminal && self.course.first.is_some() {
+            self.asked = 2;
+        }
+        let name = if sig == libc::SIGINT {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        };
+        match self.asked {
+            1 => {
+                let n = self.tree.signal(sig, self.log);
+                self.log
+                    .info(|| format!("passed signal {sig} on to {n} process(es)"));
+            }
+            2 => {
+                self.course.interrupt();
+                self.tree.terminate(self.log);
+                let again = self.again();
+                self.log.notice(
+                    ev(
+                        "interrupted",
+                        format!(
+                            "{name} again: sent SIGTERM to every process of {}; {again} to kill any \
+                             that ignore it",
+                            self.config.program.describe()
+                        ),
+                    )
+                    .field("signal", sig),
+                );
+            }
+            _ => {
+                // The loop sends it, and again until nothing is left.
+                self.course.kill_now(clock::now());
+                self.log
+                    .info(|| format!("{name} a third time: killing the tree"));
+            }
+        }
+    }
+
+    /// How to ask redlock-run to stop the tree once more.
+    fn again(&self) -> &'static str {
+        if self.tree.terminal {
+            "press Ctrl-C again"
+        } else {
+            "send SIGINT or SIGTERM again"
+        }
+    }
+
+    /// How to stop leftovers by asking redlock-run, if that stops them: after
+    /// a first request to stop, or at a terminal (whose first Ctrl-C went to
+    /// the command's group alone).
+    fn stops_them(&self) -> Option<&'static str> {
+        (self.asked > 0 || self.tree.terminal).then(|| self.again())
+    }
+
     /// Acts on a report of the guard's; true when the tree is gone.
     fn on_report(&mut self, report: Report) -> bool {
         match report {
@@ -489,7 +582,9 @@ impl Watch<'_> {
             return false;
         }
         let config = self.config;
-        if config.kill_leftovers {
+        // Being stopped already (lost lock, --max-runtime, asked twice), what
+        // is left goes too: no line that they keep the lock.
+        if config.kill_leftovers || self.course.stop.is_some() {
             if self.course.stop.is_none() {
                 self.begin(Stop::Leftovers, clock::now() + config.kill_after);
             }
@@ -503,7 +598,8 @@ impl Watch<'_> {
                 )
             });
         } else {
-            self.log.notice(kept_by_leftovers(config, status, &left));
+            self.log
+                .notice(kept_by_leftovers(config, status, &left, self.stops_them()));
         }
         false
     }
@@ -553,7 +649,7 @@ fn log_stop(stop: &Option<Stop>, config: &Job, log: &Log) {
             )
             .outcome("timeout"),
         ),
-        Some(Stop::Leftovers | Stop::GuardGone) | None => {}
+        Some(Stop::Leftovers | Stop::GuardGone | Stop::Interrupted) | None => {}
     }
 }
 
@@ -574,7 +670,12 @@ fn list(members: &[tree::Member]) -> String {
 
 /// The line for a command that exited while processes it started keep the
 /// lock (`--leftovers wait`): which, and how to stop them.
-fn kept_by_leftovers(config: &Job, status: ExitStatus, left: &[tree::Member]) -> crate::log::Entry {
+fn kept_by_leftovers(
+    config: &Job,
+    status: ExitStatus,
+    left: &[tree::Member],
+    again: Option<&str>,
+) -> crate::log::Entry {
     let groups: HashSet<Option<libc::pid_t>> = left.iter().map(|m| m.pgid()).collect();
     let how = match groups.into_iter().collect::<Vec<_>>().as_slice() {
         [Some(g)] => format!("kill -- -{g} (their process group)"),
@@ -586,6 +687,10 @@ fn kept_by_leftovers(config: &Job, status: ExitStatus, left: &[tree::Member]) ->
                 .join(" ")
         ),
         _ => "kill them".to_string(),
+    };
+    let how = match again {
+        Some(again) => format!("{again}, or {how}"),
+        None => how,
     };
     ev(
         "leftovers",
@@ -762,5 +867,47 @@ mod tests {
         c.begin(Stop::Leftovers, at(10));
         assert!(!c.held_up(), "our own stop came first");
         assert_eq!(c.ending(), Exit::Signal(libc::SIGTERM));
+    }
+
+    #[test]
+    fn asked_twice_the_tree_is_stopped_and_killed_only_when_asked_again() {
+        let mut c = course(Some(at(10_000)));
+        c.interrupt();
+        assert_eq!(c.stop, Some(Stop::Interrupted));
+        assert_eq!(c.kill_due(), None, "no SIGKILL unless asked");
+        assert_eq!(c.due(at(10_000)), None, "no timeout over it");
+        assert_eq!(
+            c.next_wake(at(0), false),
+            at(27_000),
+            "the lock's own schedule still runs"
+        );
+        c.kill_now(at(500));
+        assert_eq!(c.kill_due(), Some(at(500)));
+        c.first = Some(ExitStatus::from_raw(libc::SIGINT));
+        assert_eq!(
+            c.ending(),
+            Exit::Signal(libc::SIGINT),
+            "the command's status"
+        );
+
+        // A lost lock stays the reason, and the run's ending.
+        let mut c = course(None);
+        let (why, by) = c.gone("gone".into(), at(50)).expect("lost");
+        c.begin(why, by);
+        c.kill_now(at(100));
+        assert!(c.lost());
+        assert_eq!(c.kill_due(), Some(at(100)));
+        assert_eq!(c.ending(), Exit::Lost);
+
+        // It is overridden by a lost lock, and by a guard that died.
+        let mut c = course(None);
+        c.interrupt();
+        let (why, by) = c.due(at(27_000)).expect("no extension");
+        assert!(!c.begin(why, by), "SIGTERM went out already");
+        assert!(c.lost());
+        let mut c = course(None);
+        c.interrupt();
+        c.guard_gone(at(10));
+        assert_eq!(c.stop, Some(Stop::GuardGone));
     }
 }

@@ -209,3 +209,120 @@ fn status_shows_a_used_window_and_counts_that_agree() {
         .expect_code(0);
     assert!(plain.stdout.contains("\"once_per\":null"), "{plain}");
 }
+
+/// The pid the command wrote to `file` in `dir`.
+fn pid_in(dir: &crate::support::TempDir, file: &str) -> i32 {
+    crate::support::read_pid_file(&dir.join(file), crate::support::START)
+}
+
+/// Ctrl-C on a job whose background child ignores SIGINT, as a
+/// non-interactive shell starts its background jobs: the first SIGINT is
+/// passed on, the shell ends, and the child keeps the lock, with a line that
+/// says how to stop it; a second SIGINT sends SIGTERM to the whole tree,
+/// which is gone within a second, its lock released.
+#[test]
+fn a_second_sigint_stops_a_tree_whose_child_ignores_sigint() {
+    let node = crate::support::RedisNode::start();
+    let dir = tempdir();
+    let mut running = base(&node.url(), "ctrl-c", &dir)
+        .args(["-c", "sleep 20 & echo $! > child; wait"])
+        .spawn();
+    let child = pid_in(&dir, "child");
+    running.signal(libc::SIGINT);
+    assert!(
+        crate::support::wait_until(crate::support::START, || running
+            .stderr_so_far()
+            .contains("left behind")),
+        "no line about the child that keeps the lock\n{}",
+        running.stderr_so_far()
+    );
+    assert!(
+        running
+            .stderr_so_far()
+            .contains("send SIGINT or SIGTERM again, or kill"),
+        "the line says that asking again stops it\n{}",
+        running.stderr_so_far()
+    );
+    assert!(
+        crate::support::pid_alive(child),
+        "SIGINT is ignored by the child"
+    );
+    assert!(node.exists(crate::support::lock_key("ctrl-c")));
+    running.signal(libc::SIGINT);
+    let sent = std::time::Instant::now();
+    let out = running
+        .wait_timeout(std::time::Duration::from_secs(10))
+        .expect("a second SIGINT ends the run");
+    assert!(
+        sent.elapsed() < std::time::Duration::from_secs(1),
+        "{:?} after the second SIGINT\n{out}",
+        sent.elapsed()
+    );
+    out.assert_code(130);
+    assert!(
+        out.stderr
+            .contains("SIGINT again: sent SIGTERM to every process"),
+        "{out}"
+    );
+    assert!(!crate::support::pid_alive(child), "{out}");
+    assert!(!node.exists(crate::support::lock_key("ctrl-c")), "released");
+}
+
+/// A tree that ignores SIGINT and SIGTERM alike: the first SIGTERM is passed
+/// on, the second sent to every process again and says that a third kills
+/// them, the third kills the whole tree, within a second.
+#[test]
+fn a_third_sigterm_kills_a_tree_that_ignores_sigterm() {
+    let node = crate::support::RedisNode::start();
+    let dir = tempdir();
+    let mut running = base(&node.url(), "term", &dir)
+        .args([
+            "-c",
+            "trap '' INT TERM; sleep 20 & echo $! > child; echo $$ > shell; wait",
+        ])
+        .spawn();
+    let (child, shell) = (pid_in(&dir, "child"), pid_in(&dir, "shell"));
+    running.signal(libc::SIGTERM);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    running.signal(libc::SIGTERM);
+    assert!(
+        crate::support::wait_until(crate::support::START, || running
+            .stderr_so_far()
+            .contains("send SIGINT or SIGTERM again to kill any that ignore it")),
+        "the second SIGTERM says what a third does\n{}",
+        running.stderr_so_far()
+    );
+    assert!(crate::support::pid_alive(child) && crate::support::pid_alive(shell));
+    running.signal(libc::SIGTERM);
+    let sent = std::time::Instant::now();
+    let out = running
+        .wait_timeout(std::time::Duration::from_secs(10))
+        .expect("a third SIGTERM ends the run");
+    assert!(
+        sent.elapsed() < std::time::Duration::from_secs(1),
+        "{:?} after the third SIGTERM\n{out}",
+        sent.elapsed()
+    );
+    out.assert_code(128 + libc::SIGKILL);
+    assert!(!crate::support::pid_alive(child) && !crate::support::pid_alive(shell));
+    assert!(!node.exists(crate::support::lock_key("term")), "released");
+}
+
+/// A tree redlock-run stops itself (--max-runtime, on a command that
+/// ignores SIGTERM) may leave members alive for a moment after the first
+/// process's exit: they are being killed, and no line says that they keep
+/// the lock, in ten runs.
+#[test]
+fn a_tree_stopped_by_redlock_run_is_not_said_to_keep_the_lock() {
+    let node = crate::support::RedisNode::start();
+    let dir = tempdir();
+    for _ in 0..10 {
+        let out = base(&node.url(), "stopped", &dir)
+            .args(["--max-runtime", "300ms", "--kill-after", "100ms"])
+            .args(["-c", "trap '' TERM; sleep 30 & sleep 30 & sleep 30 & wait"])
+            .expect_code(124);
+        assert!(!out.stderr.contains("left behind"), "{out}");
+        assert!(out.stderr.contains("--max-runtime"), "{out}");
+    }
+    assert!(!node.exists(crate::support::lock_key("stopped")));
+}

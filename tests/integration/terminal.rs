@@ -353,3 +353,53 @@ fn a_leftover_reading_the_terminal_is_resumed_and_named_once() {
     );
     assert!(!node.exists(lock_key("tty-bg")), "lock left");
 }
+
+/// Ctrl-C at a terminal on a job whose background child ignores SIGINT:
+/// the first reaches the command's group alone (the shell ends, the child
+/// keeps the lock, and the line says that Ctrl-C again stops it); the
+/// second, with the terminal back in redlock-run's hands, sends SIGTERM to
+/// the whole tree, and the run ends within a second.
+#[test]
+fn a_second_ctrl_c_stops_a_background_child_that_ignores_the_first() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let line = format!(
+        "{BIN} -r {} -k tty-cc -- sh -c 'sleep 20 & echo $! > child; wait' 2> err",
+        node.url()
+    );
+    let mut script = on_terminal(&line, &dir);
+    let child = read_pid_file(&dir.join("child"), Duration::from_secs(10));
+    thread::sleep(Duration::from_millis(200));
+    let mut stdin = script.stdin.take().expect("script stdin");
+    stdin.write_all(b"\x03").expect("type Ctrl-C");
+    assert!(
+        wait_until(Duration::from_secs(5), || err_text(&dir)
+            .contains("left behind")),
+        "no line about the child that keeps the lock: {:?}",
+        err_text(&dir)
+    );
+    assert!(
+        err_text(&dir).contains("press Ctrl-C again, or kill"),
+        "{:?}",
+        err_text(&dir)
+    );
+    assert!(pid_alive(child), "the background child ignores SIGINT");
+    assert!(node.exists(lock_key("tty-cc")), "kept for the child");
+    stdin.write_all(b"\x03").expect("type Ctrl-C again");
+    let typed = Instant::now();
+    let code = wait_with_timeout(&mut script, Duration::from_secs(10));
+    assert!(
+        typed.elapsed() < Duration::from_secs(1),
+        "{:?} after the second Ctrl-C: {:?}",
+        typed.elapsed(),
+        err_text(&dir)
+    );
+    assert_eq!(code, Some(128 + libc::SIGINT), "{:?}", err_text(&dir));
+    assert!(
+        err_text(&dir).contains("SIGINT again: sent SIGTERM to every process"),
+        "{:?}",
+        err_text(&dir)
+    );
+    assert!(!pid_alive(child));
+    assert!(!node.exists(lock_key("tty-cc")), "released");
+}
