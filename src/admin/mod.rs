@@ -125,11 +125,13 @@ pub fn nodes(urls: &[String], mut options: node::Options) -> Result<Nodes, Unask
     }
 }
 
-/// Runs the subcommand `ask` about `lock` on `nodes`.
-pub fn dispatch(ask: &Ask, lock: &Subject, nodes: &Nodes) -> Exit {
-    // The answer goes to stdout; when its reader goes away (`status | head -1`)
-    // end as ls(1) does, killed by SIGPIPE, not with a panic over a write
-    // nobody reads. Nothing is spawned here, so the disposition is ours alone.
+/// For a subcommand, before it writes its answer: when the answer's reader
+/// goes away (`status | head -1`, `config | head -1`), end as ls(1) does,
+/// killed by SIGPIPE, not with an error line over a write nobody reads. Every
+/// subcommand has done its work on the nodes by the time it writes (check's
+/// probe is released before its report), and none spawns anything, so the
+/// disposition is theirs alone.
+pub fn end_as_ls_on_a_closed_pipe() {
     // SAFETY: signal(2) has no safe form in the tree. Setting a signal to
     // its default disposition installs no handler, and for SIGPIPE it cannot
     // fail (SIG_ERR comes only for a number that is no signal, or SIGKILL
@@ -137,6 +139,10 @@ pub fn dispatch(ask: &Ask, lock: &Subject, nodes: &Nodes) -> Exit {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+}
+
+/// Runs the subcommand `ask` about `lock` on `nodes`.
+pub fn dispatch(ask: &Ask, lock: &Subject, nodes: &Nodes) -> Exit {
     match ask {
         Ask::Status { json, limit, keys } => status::tell(lock, nodes, *json, *limit, *keys),
         Ask::Unlock { token } => unlock::delete(lock, nodes, token.as_deref()),

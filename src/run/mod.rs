@@ -278,6 +278,7 @@ fn record_metrics(
 /// A subcommand: the lock and its nodes from the command line, then the
 /// subcommand itself.
 fn run_admin(admin: &cli::Admin, given: &[OsString]) -> Exit {
+    crate::admin::end_as_ls_on_a_closed_pipe();
     // A run's settings, the configuration file's included: each reads them
     // itself, from the arguments as given.
     match admin {

@@ -621,25 +621,31 @@ fn answer_into(stdout: impl Into<std::process::Stdio>, args: &[&str]) -> std::pr
 
 /// `redlock-run status … | head -0`: the reader is gone before the answer is
 /// written. The answer's writer ends as ls(1) does, killed by SIGPIPE, with
-/// nothing on stderr; a write that panicked would exit 101 saying so.
+/// nothing on stderr; a write that panicked would exit 101 saying so. The
+/// same for every subcommand that answers (`config | head -1` under
+/// pipefail once failed with an error line instead).
 #[test]
 fn an_answer_to_a_closed_pipe_ends_quietly_as_ls_does() {
     use std::os::unix::process::ExitStatusExt;
     let node = RedisNode::start();
     let url = node.url();
-    for extra in [&[][..], &["--json"][..]] {
+    let lock = ["-r", url.as_str(), "-k", "job"];
+    for (sub, extra) in ["status", "history", "config", "check"]
+        .into_iter()
+        .flat_map(|sub| [(sub, &[][..]), (sub, &["--json"][..])])
+    {
         let (reader, writer) = std::io::pipe().expect("pipe");
         drop(reader);
-        let args = [&["status", "-r", &url, "-k", "job"][..], extra].concat();
+        let args = [&[sub][..], &lock[..], extra].concat();
         let out = answer_into(writer, &args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(
             out.status.signal(),
             Some(libc::SIGPIPE),
-            "{extra:?}: {:?}, stderr: {stderr}",
+            "{sub} {extra:?}: {:?}, stderr: {stderr}",
             out.status
         );
-        assert!(stderr.is_empty(), "{extra:?}: {stderr}");
+        assert!(stderr.is_empty(), "{sub} {extra:?}: {stderr}");
     }
 }
 
