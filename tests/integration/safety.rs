@@ -46,8 +46,9 @@ use crate::support::timed::{
     Proc, drift, instant_ns, lock_timeline, margin_ms, margin_ns_ms, realtime_ns, timely,
 };
 use crate::support::{
-    Cluster, FaultProxy, Mode, TempDir, any_thread_alive, kill_if_alive, pid_alive, process_state,
-    proxied_urls, read_pid_file, send_signal, tempdir, wait_until, wait_until_every,
+    Cluster, FaultProxy, Mode, TempDir, any_thread_alive, can_run, child_pids, kill_if_alive,
+    pid_alive, process_name, process_state, proxied_urls, read_pid_file, send_signal,
+    sigkill_pending, tempdir, wait_until, wait_until_every,
 };
 
 /// Lock name every contender uses.
@@ -461,10 +462,14 @@ static void *section(void *arg) {
     struct timespec d = { nap_ms / 1000, (nap_ms % 1000) * 1000000L };
     while (nanosleep(&d, &d) != 0) {}
     if (!reader) {
-        f = fopen("counter", "w");
+        /* Written aside and renamed into place: a kill mid-write leaves
+           the old counter, never an empty one. */
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "counter.%ld", (long)getpid());
+        f = fopen(tmp, "w");
         if (f) {
             fprintf(f, "%ld\n", n + 1);
-            fclose(f);
+            if (fclose(f) == 0) rename(tmp, "counter");
         }
     }
     snprintf(line, sizeof line, "exit %lld %s %s %ld%s\n", now_ns(), token, run, n, mark);
@@ -537,7 +542,10 @@ fn section(run: u64, kind: Kind, shape: Shape, reader: bool) -> String {
     let (mark, write) = if reader {
         (" r", "")
     } else {
-        ("", " echo $((n+1)) > counter;")
+        // Written aside and renamed into place: a section killed between
+        // `>`'s truncation and the write would otherwise leave an empty
+        // counter (seen on a loaded machine), which reads as a reset.
+        ("", " echo $((n+1)) > counter.$$ && mv counter.$$ counter;")
     };
     let cs = format!(
         "{pre}echo $$ > pid.{run}; \
@@ -568,32 +576,68 @@ fn section(run: u64, kind: Kind, shape: Shape, reader: bool) -> String {
     }
 }
 
-/// Whether any live (non-zombie) process is left in process group `pgid`.
-fn group_alive(pgid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks.
-    if unsafe { libc::kill(-pgid, 0) } != 0 {
+/// Whether any live (non-zombie) process is left in a process group, asked
+/// again and again by an observer. A look through all of /proc costs
+/// milliseconds, and the observers poll every millisecond or two at
+/// real-time priority (see `timely`): scanning that often, they would take
+/// the CPU from what they observe (redlock-run, its guard, the nodes, all
+/// under the normal policy) and make its kills late themselves. So the
+/// members the last scan found are checked first: while one of them lives
+/// (and is still in the group) the group does, and /proc is scanned again
+/// only once all of them are gone. A process of these sections enters a
+/// group only by being forked by a member, so a scan then misses none.
+#[derive(Default)]
+struct Group {
+    pgid: std::cell::Cell<i32>,
+    members: std::cell::RefCell<Vec<i32>>,
+}
+
+impl Group {
+    fn alive(&self, pgid: i32) -> bool {
+        if self.pgid.replace(pgid) != pgid {
+            self.members.borrow_mut().clear();
+        }
+        if self
+            .members
+            .borrow()
+            .iter()
+            .any(|&pid| live_in_group(pid, pgid))
+        {
+            return true;
+        }
+        // SAFETY: kill with signal 0 only checks.
+        if unsafe { libc::kill(-pgid, 0) } != 0 {
+            self.members.borrow_mut().clear();
+            return false;
+        }
+        let found: Vec<i32> = fs::read_dir("/proc")
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                    .filter(|&pid| live_in_group(pid, pgid))
+                    .collect()
+            })
+            // /proc unreadable: assume the worst.
+            .unwrap_or_else(|_| vec![pgid]);
+        let alive = !found.is_empty();
+        *self.members.borrow_mut() = found;
+        alive
+    }
+}
+
+/// Whether `pid` is a live (non-zombie) process in process group `pgid`
+/// that can still run code of its own (no SIGKILL pending: see `can_run`).
+fn live_in_group(pid: i32, pgid: i32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
-    }
-    if pid_alive(pgid) {
-        return true;
-    }
-    // The leader is gone but something (perhaps only an unreaped zombie whose
-    // parent died) is in the group: look closer.
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return true;
     };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .any(|pid| {
-            let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                return false;
-            };
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-                return false;
-            };
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            f.len() > 3 && f[2] == pgid.to_string() && !matches!(f[0], "Z" | "X")
-        })
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    (f.len() > 3 && f[2] == pgid.to_string() && !matches!(f[0], "Z" | "X")
+        || (pid == pgid && any_thread_alive(pid)))
+        && !sigkill_pending(pid)
 }
 
 // ---------------------------------------------------------------------------
@@ -638,6 +682,11 @@ struct RunRecord {
     entered: bool,
     /// Realtime (ns) when the harness reaped it.
     reaped_ns: i128,
+    /// When its last line ("exit N (...)") arrived: redlock-run has stopped
+    /// the tree and released by then. On a loaded host the process itself
+    /// has been seen to take seconds more to leave (its memory's teardown
+    /// waiting in the kernel, state D).
+    said_exit_ns: Option<i128>,
     /// Realtime (ns) when the harness first saw the command's shell (the
     /// only writer of the history and the counter) dead, and last alive.
     shell_gone_ns: Option<i128>,
@@ -665,6 +714,13 @@ struct RunRecord {
     /// seen gone.
     sigkilled_ns: Option<i128>,
     guard_kill: Option<Duration>,
+    /// How long its section, SIGKILLed, waited for a CPU to finish dying
+    /// (where the run lasted until it had).
+    dying: Option<Duration>,
+    /// For a run stopped by redlock-run (76, 124): its stderr lines, each
+    /// with its arrival after the spawn and in realtime ns, shown when its
+    /// section outlived the deadline.
+    log: Vec<String>,
 }
 
 /// Special runs the fault thread starts.
@@ -870,7 +926,22 @@ fn one_run(
     let mut sigkilled: Option<Instant> = None;
     let mut paused: Option<(Instant, bool)> = None;
     let mut problems = Vec::new();
-    let alive = |w: i32| any_thread_alive(w) || (shape == Shape::InCommand && group_alive(w));
+    // What the guard and the section were doing (state, kernel stack,
+    // CPU time so far, scheduling group), every 100 ms, the last 60 kept:
+    // shown for a run whose section outlived the deadline or that had a
+    // problem. Such samples showed a SIGKILLed section runnable for two
+    // seconds without a CPU on a loaded host (hence `can_run`).
+    let mut samples: Vec<String> = Vec::new();
+    // From SIGKILL seen pending on the section to its end, where seen.
+    let mut dying_since: Option<Instant> = None;
+    let mut dying: Option<Duration> = None;
+    let mut guard: Option<i32> = None;
+    let mut sampled: Option<Instant> = None;
+    let group = Group::default();
+    // A section counts as running while it can run code of its own: a
+    // process dying of SIGKILL cannot touch the history or the counter
+    // again, however long the host takes to give it a CPU to finish.
+    let alive = |w: i32| can_run(w) || (shape == Shape::InCommand && group.alive(w));
     let code = loop {
         if let Some(code) = p.try_code() {
             break code;
@@ -892,10 +963,19 @@ fn one_run(
             gone_at = Some(Instant::now());
         }
         if let Some(w) = writer
+            && dying.is_none()
+        {
+            match (dying_since, any_thread_alive(w)) {
+                (None, true) if sigkill_pending(w) => dying_since = Some(Instant::now()),
+                (Some(t), false) => dying = Some(t.elapsed()),
+                _ => {}
+            }
+        }
+        if let Some(w) = writer
             && shell_gone_ns.is_none()
         {
             let t = realtime_ns();
-            if any_thread_alive(w) {
+            if can_run(w) {
                 shell_seen_ns = Some(t);
             } else {
                 shell_gone_ns = Some(t);
@@ -918,6 +998,57 @@ fn one_run(
                     paused = Some((at, true));
                 }
                 _ => {}
+            }
+        }
+        if let Some(w) = writer {
+            if guard.is_none() {
+                guard = child_pids(p.pid())
+                    .into_iter()
+                    .find(|c| process_name(*c).as_deref() == Some("redlock-guard"));
+            }
+            if sampled.is_none_or(|t| t.elapsed() >= Duration::from_millis(100)) {
+                if samples.len() >= 60 {
+                    samples.remove(0);
+                }
+                sampled = Some(Instant::now());
+                let state = |pid: Option<i32>| {
+                    pid.map_or("-".to_string(), |pid| {
+                        let sched = fs::read_to_string(format!("/proc/{pid}/sched"))
+                            .unwrap_or_default()
+                            .lines()
+                            .filter(|l| {
+                                l.starts_with("se.sum_exec_runtime")
+                                    || l.starts_with("nr_switches")
+                                    || l.starts_with("se.vruntime")
+                            })
+                            .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
+                            .collect::<Vec<_>>()
+                            .join("/");
+                        let stack = fs::read_to_string(format!("/proc/{pid}/stack"))
+                            .unwrap_or_default()
+                            .lines()
+                            .take(4)
+                            .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
+                            .collect::<Vec<_>>()
+                            .join(",");
+                        format!(
+                            "{pid}:{}:{} [{sched}] [{stack}] {}",
+                            process_state(pid).unwrap_or('-'),
+                            fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default(),
+                            fs::read_to_string(format!("/proc/{pid}/autogroup"))
+                                .unwrap_or_default()
+                                .trim()
+                        )
+                    })
+                };
+                samples.push(format!(
+                    "{:>9.1?} ({}) sample: guard {} section {} kids {:?}",
+                    p.spawned.elapsed(),
+                    realtime_ns(),
+                    state(guard),
+                    state(Some(w)),
+                    guard.map(child_pids).unwrap_or_default()
+                ));
             }
         }
         if p.spawned.elapsed() > Duration::from_secs(60) {
@@ -943,7 +1074,7 @@ fn one_run(
     };
     if let Some(w) = writer {
         let gone = wait_until_every(limit, Duration::from_millis(1), || !alive(w));
-        if shell_gone_ns.is_none() && !any_thread_alive(w) {
+        if shell_gone_ns.is_none() && !can_run(w) {
             shell_gone_ns = Some(realtime_ns());
         }
         if gone_at.is_none() && gone {
@@ -984,14 +1115,40 @@ fn one_run(
         problems.push(format!("run {run}: grandchild {gc} survived exit {code}"));
         kill_if_alive(gc);
     }
-    // Let the reader drain the last lines.
-    thread::sleep(Duration::from_millis(5));
+    // Every line, the last extension's and the stop's included: the
+    // timeline below is only as right as it is complete.
+    if !p.drain(Duration::from_secs(2)) {
+        problems.push(format!(
+            "run {run}: its stderr was still open 2 s after it exited:\n{}",
+            p.stderr_text()
+        ));
+    }
     let lines = p.stderr();
     let (acquire, deadline) = lock_timeline(&lines, ttl);
+    let said_exit_ns = lines
+        .iter()
+        .rev()
+        .find(|(_, l)| l.starts_with("redlock-run: exit "))
+        .map(|(t, _)| instant_ns(*t));
     let extended = lines
         .iter()
         .any(|(_, l)| l.starts_with("redlock-run: extended in "));
     let fault = *shared.fault.lock().unwrap_or_else(|p| p.into_inner());
+    let log = if matches!(code, 76 | 124) {
+        lines
+            .iter()
+            .map(|(t, l)| {
+                format!(
+                    "{:>9.1?} ({}) {l}",
+                    t.saturating_duration_since(p.spawned),
+                    instant_ns(*t)
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let log = log.into_iter().chain(samples).collect();
     RunRecord {
         run,
         worker: id,
@@ -1001,6 +1158,7 @@ fn one_run(
         code,
         entered: writer.is_some(),
         reaped_ns,
+        said_exit_ns,
         shell_gone_ns,
         shell_seen_ns,
         gone_ns: gone_at.map(instant_ns),
@@ -1010,6 +1168,8 @@ fn one_run(
         fault,
         cut_ns: None,
         margin_ms: None,
+        log,
+        dying,
         problems,
         sigkilled_ns: sigkilled.map(instant_ns),
         guard_kill: sigkilled
@@ -1131,6 +1291,22 @@ fn inject(
                 p.set_mode(Mode::Delay(settings.node_timeout * 2 / 5));
             }
             thread::sleep(settings.ttl * 2);
+            // The check needs one of the victim's runs reaped inside the
+            // fault and slowed by it; on a busy machine its runs take
+            // longer, so the fault lasts until one is (bounded).
+            let delayed = settings.node_timeout * 4 / 5;
+            wait_until(settings.ttl * 6, || {
+                shared
+                    .records
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .any(|r| {
+                        r.worker == 0
+                            && r.fault == "victim proxies delayed"
+                            && r.acquire.is_some_and(|a| a >= delayed)
+                    })
+            });
             for p in rig.victim {
                 p.set_mode(Mode::Pass);
             }
@@ -1222,7 +1398,8 @@ fn special(
             record
         });
         if let Some(cut) = record.cut_ns
-            && record.reaped_ns - cut > (settings.ttl * 3).as_nanos() as i128
+            && record.said_exit_ns.unwrap_or(record.reaped_ns) - cut
+                > (settings.ttl * 3).as_nanos() as i128
         {
             record.problems.push(format!(
                 "run {} did not end within 3 TTLs of losing its majority",
@@ -1519,6 +1696,20 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
     for (m, code, kind, run) in &margins {
         eprintln!("[{label}]   run {run} exit {code} {kind:?}: {m:+.1} ms");
     }
+    // A section that outlived the deadline: what its redlock-run said, when.
+    for x in o
+        .records
+        .iter()
+        .filter(|x| x.margin_ms.is_some_and(|m| m < 0.0) || !x.problems.is_empty())
+    {
+        eprintln!(
+            "[{label}] run {} (gone at {:?}, deadline by the harness {:?}):",
+            x.run, x.gone_ns, x.logged_deadline_ns
+        );
+        for line in &x.log {
+            eprintln!("[{label}]     {line}");
+        }
+    }
     // Acquisition time against --node-timeout, per fault.
     let mut per_fault: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for x in &o.records {
@@ -1581,6 +1772,27 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
     for line in &r.ambiguous {
         eprintln!("[{label}] ambiguous: {line}");
     }
+    // The holder each such entry came too early for: what its redlock-run
+    // said, and under which fault.
+    let holders: Vec<u64> = r
+        .overlaps
+        .iter()
+        .chain(&r.ambiguous)
+        .filter_map(|l| {
+            l.split("while run ")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    for x in o.records.iter().filter(|x| holders.contains(&x.run)) {
+        eprintln!("[{label}] run {} (fault {:?}):", x.run, x.fault);
+        for line in &x.log {
+            eprintln!("[{label}]     {line}");
+        }
+    }
     assert!(
         r.overlaps.is_empty() && r.lost_increments == 0 && r.anomalies.is_empty(),
         "[{label}] safety violated: {} overlaps, {} lost increments, anomalies {:?}",
@@ -1604,6 +1816,17 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
         o.leftover_keys
     );
     assert!(ok >= settings.min_ok, "[{label}] only {ok} runs exited 0");
+    // What the host added after the kill, said so it is seen: a SIGKILLed
+    // section counts as stopped from the kill (it runs none of its own code
+    // after), and its end in the process table can come much later on a
+    // loaded machine.
+    let dying: Vec<Duration> = o.records.iter().filter_map(|r| r.dying).collect();
+    if let Some(longest) = dying.iter().max() {
+        eprintln!(
+            "[{label}] SIGKILLed sections seen dying: {}, the longest for {longest:.1?} before it ended",
+            dying.len()
+        );
+    }
     // The promise is that no process of the tree runs after the validity
     // deadline: the margin must be positive, not merely within the drift the
     // keys' expiry adds.
@@ -1665,10 +1888,13 @@ fn assert_coverage(label: &str, settings: &Settings, o: &Outcome) {
             "[{label}] no run of the proxied worker was slowed by its delayed proxies"
         );
     }
+    // A run stopped before its command reached the critical section (on a
+    // busy machine the lock can be lost between the acquire and the
+    // section's first line) has no section whose end could be measured.
     let unmeasured: Vec<u64> = o
         .records
         .iter()
-        .filter(|r| matches!(r.code, 76 | 124) && r.margin_ms.is_none())
+        .filter(|r| r.entered && matches!(r.code, 76 | 124) && r.margin_ms.is_none())
         .map(|r| r.run)
         .collect();
     assert!(
@@ -2331,8 +2557,9 @@ fn term_ignoring_group_is_gone_before_the_validity_deadline() {
         }
         // Polled every millisecond: seen gone at most ~1 ms late.
         let polling = Instant::now();
+        let group = Group::default();
         let (gone, gone_ns) = loop {
-            if !group_alive(pgid) {
+            if !group.alive(pgid) {
                 break (Instant::now(), realtime_ns());
             }
             assert!(
@@ -2411,8 +2638,9 @@ fn the_kill_guard_is_a_tenth_of_the_ttl_within_50ms_and_2s() {
             for node in cluster.iter() {
                 node.stop();
             }
+            let group = Group::default();
             let seen = wait_until_every(Duration::from_secs(5), Duration::from_millis(1), || {
-                !group_alive(pgid)
+                !group.alive(pgid)
             });
             let gone = Instant::now();
             let code = a.wait_code(Duration::from_secs(5));

@@ -229,6 +229,31 @@ pub fn any_thread_alive(pid: i32) -> bool {
     })
 }
 
+/// Whether SIGKILL is pending on process `pid`: it is dying, and runs no
+/// more code of its own, but has not been given a CPU to finish yet.
+pub fn sigkill_pending(pid: i32) -> bool {
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("SigPnd:")
+                .or_else(|| l.strip_prefix("ShdPnd:"))
+        })
+        .filter_map(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .any(|mask| mask & (1 << (libc::SIGKILL - 1)) != 0)
+}
+
+/// Whether process `pid` can still run code of its own: a thread of it is
+/// alive ([`any_thread_alive`]) and it is not dying of SIGKILL
+/// ([`sigkill_pending`]). On a loaded host a killed process has been seen
+/// runnable for two seconds before the scheduler let it die; what it was
+/// doing stopped at the kill.
+pub fn can_run(pid: i32) -> bool {
+    any_thread_alive(pid) && !sigkill_pending(pid)
+}
+
 /// The one-letter state from `/proc/PID/stat` (`R`, `S`, `T`, `Z`, ...).
 pub fn process_state(pid: i32) -> Option<char> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -32,6 +33,8 @@ pub fn timely() -> bool {
 pub struct Proc {
     pub child: Child,
     lines: Arc<Mutex<Vec<(Instant, String)>>>,
+    /// The reader met end of file: every line written is in `lines`.
+    drained: Arc<AtomicBool>,
     pub spawned: Instant,
 }
 
@@ -70,6 +73,8 @@ impl Proc {
             .unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
         let lines = Arc::new(Mutex::new(Vec::new()));
         let (out, sink) = (child.stderr.take().expect("piped"), Arc::clone(&lines));
+        let drained = Arc::new(AtomicBool::new(false));
+        let eof = Arc::clone(&drained);
         thread::spawn(move || {
             timely();
             for line in BufReader::new(out).lines() {
@@ -79,10 +84,12 @@ impl Proc {
                     .unwrap_or_else(|p| p.into_inner())
                     .push((now, line));
             }
+            eof.store(true, Ordering::SeqCst);
         });
         Proc {
             child,
             lines,
+            drained,
             spawned,
         }
     }
@@ -93,6 +100,14 @@ impl Proc {
 
     pub fn stderr(&self) -> Vec<(Instant, String)> {
         self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Waits (up to `limit`) until every line redlock-run wrote has been
+    /// read: on a busy machine the last ones (an extension, the stop) can
+    /// arrive well after its exit, and a timeline without them is wrong.
+    /// True when end of file was reached.
+    pub fn drain(&self, limit: Duration) -> bool {
+        wait_until(limit, || self.drained.load(Ordering::SeqCst))
     }
 
     pub fn stderr_text(&self) -> String {
