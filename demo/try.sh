@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 for tool in redis-server redis-cli python3 cargo; do
     command -v "$tool" >/dev/null || { echo "try.sh: $tool not found (see the comment at the top)" >&2; exit 1; }
 done
-echo "building redlock-run (release; the first build takes about a minute)..."
+echo "building redlock-run (release; the first build takes about two minutes)..."
 cargo build --release
 # Wherever cargo put it: CARGO_TARGET_DIR, a build.target-dir setting, or target/.
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')

@@ -1235,11 +1235,21 @@ fn unix_socket_ipv6_and_tcp_nodes_form_one_quorum() {
         .args(["-vv", "-c", &format!("touch ran; {WAIT_FOR_GO}")])
         .spawn();
     await_marker(&dir, "ran", &running);
-    let values = [
-        unix.get(&key),
-        v6.get(&key),
-        query::<Option<Vec<u8>>>(&tcp_db2, redis::cmd("GET").arg(&key)),
-    ];
+    // The run starts its command once a quorum has granted; the third
+    // node's grant may land just after (on a busy machine the unix node,
+    // with its AUTH and SELECT, was 68 ms behind): wait for it.
+    let read = || {
+        [
+            unix.get(&key),
+            v6.get(&key),
+            query::<Option<Vec<u8>>>(&tcp_db2, redis::cmd("GET").arg(&key)),
+        ]
+    };
+    let mut values = read();
+    wait_until(Duration::from_secs(5), || {
+        values = read();
+        values.iter().all(Option::is_some)
+    });
     let in_db0 = [
         query::<i64>(
             &client(&format!("unix://{sock}?pass={unix_pw}")),
