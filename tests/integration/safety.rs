@@ -1116,10 +1116,13 @@ fn one_run(
         kill_if_alive(gc);
     }
     // Every line, the last extension's and the stop's included: the
-    // timeline below is only as right as it is complete.
-    if !p.drain(Duration::from_secs(2)) {
+    // timeline below is only as right as it is complete. It matters for a
+    // run that entered its section; on a loaded host a run that never did
+    // has been seen to keep its stderr open for seconds (its guard's exit
+    // waiting in the kernel, state D) and to lose its last lines.
+    if !p.drain(Duration::from_secs(5)) && writer.is_some() {
         problems.push(format!(
-            "run {run}: its stderr was still open 2 s after it exited:\n{}",
+            "run {run}: its stderr was still open 5 s after it exited:\n{}",
             p.stderr_text()
         ));
     }
