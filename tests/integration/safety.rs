@@ -640,6 +640,35 @@ fn live_in_group(pid: i32, pgid: i32) -> bool {
         && !sigkill_pending(pid)
 }
 
+/// What process `pid` is doing, for a run's samples: its state and wait
+/// channel, its CPU time, switches and vruntime so far (`/proc/PID/sched`),
+/// the top of its kernel stack (root only) and its scheduling group.
+fn snapshot(pid: i32) -> String {
+    let read = |what: &str| fs::read_to_string(format!("/proc/{pid}/{what}")).unwrap_or_default();
+    let sched = read("sched")
+        .lines()
+        .filter(|l| {
+            ["se.sum_exec_runtime", "nr_switches", "se.vruntime"]
+                .iter()
+                .any(|f| l.starts_with(f))
+        })
+        .filter_map(|l| l.split_whitespace().last())
+        .collect::<Vec<_>>()
+        .join("/");
+    let stack = read("stack")
+        .lines()
+        .take(4)
+        .filter_map(|l| l.split_whitespace().last())
+        .collect::<Vec<_>>()
+        .join(",");
+    format!(
+        "{pid}:{}:{} [{sched}] [{stack}] {}",
+        process_state(pid).unwrap_or('-'),
+        read("wchan"),
+        read("autogroup").trim()
+    )
+}
+
 // ---------------------------------------------------------------------------
 // The workload
 // ---------------------------------------------------------------------------
@@ -931,7 +960,7 @@ fn one_run(
     // shown for a run whose section outlived the deadline or that had a
     // problem. Such samples showed a SIGKILLed section runnable for two
     // seconds without a CPU on a loaded host (hence `can_run`).
-    let mut samples: Vec<String> = Vec::new();
+    let mut samples: std::collections::VecDeque<String> = Default::default();
     // From SIGKILL seen pending on the section to its end, where seen.
     let mut dying_since: Option<Instant> = None;
     let mut dying: Option<Duration> = None;
@@ -1008,45 +1037,15 @@ fn one_run(
             }
             if sampled.is_none_or(|t| t.elapsed() >= Duration::from_millis(100)) {
                 if samples.len() >= 60 {
-                    samples.remove(0);
+                    samples.pop_front();
                 }
                 sampled = Some(Instant::now());
-                let state = |pid: Option<i32>| {
-                    pid.map_or("-".to_string(), |pid| {
-                        let sched = fs::read_to_string(format!("/proc/{pid}/sched"))
-                            .unwrap_or_default()
-                            .lines()
-                            .filter(|l| {
-                                l.starts_with("se.sum_exec_runtime")
-                                    || l.starts_with("nr_switches")
-                                    || l.starts_with("se.vruntime")
-                            })
-                            .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
-                            .collect::<Vec<_>>()
-                            .join("/");
-                        let stack = fs::read_to_string(format!("/proc/{pid}/stack"))
-                            .unwrap_or_default()
-                            .lines()
-                            .take(4)
-                            .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
-                            .collect::<Vec<_>>()
-                            .join(",");
-                        format!(
-                            "{pid}:{}:{} [{sched}] [{stack}] {}",
-                            process_state(pid).unwrap_or('-'),
-                            fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default(),
-                            fs::read_to_string(format!("/proc/{pid}/autogroup"))
-                                .unwrap_or_default()
-                                .trim()
-                        )
-                    })
-                };
-                samples.push(format!(
+                samples.push_back(format!(
                     "{:>9.1?} ({}) sample: guard {} section {} kids {:?}",
                     p.spawned.elapsed(),
                     realtime_ns(),
-                    state(guard),
-                    state(Some(w)),
+                    guard.map_or("-".into(), snapshot),
+                    snapshot(w),
                     guard.map(child_pids).unwrap_or_default()
                 ));
             }

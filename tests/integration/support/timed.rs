@@ -5,7 +5,6 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -33,8 +32,9 @@ pub fn timely() -> bool {
 pub struct Proc {
     pub child: Child,
     lines: Arc<Mutex<Vec<(Instant, String)>>>,
-    /// The reader met end of file: every line written is in `lines`.
-    drained: Arc<AtomicBool>,
+    /// The stderr reader: once it has finished (end of file), every line
+    /// written is in `lines`.
+    reader: thread::JoinHandle<()>,
     pub spawned: Instant,
 }
 
@@ -73,9 +73,7 @@ impl Proc {
             .unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
         let lines = Arc::new(Mutex::new(Vec::new()));
         let (out, sink) = (child.stderr.take().expect("piped"), Arc::clone(&lines));
-        let drained = Arc::new(AtomicBool::new(false));
-        let eof = Arc::clone(&drained);
-        thread::spawn(move || {
+        let reader = thread::spawn(move || {
             timely();
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
@@ -84,12 +82,11 @@ impl Proc {
                     .unwrap_or_else(|p| p.into_inner())
                     .push((now, line));
             }
-            eof.store(true, Ordering::SeqCst);
         });
         Proc {
             child,
             lines,
-            drained,
+            reader,
             spawned,
         }
     }
@@ -107,7 +104,7 @@ impl Proc {
     /// arrive well after its exit, and a timeline without them is wrong.
     /// True when end of file was reached.
     pub fn drain(&self, limit: Duration) -> bool {
-        wait_until(limit, || self.drained.load(Ordering::SeqCst))
+        wait_until(limit, || self.reader.is_finished())
     }
 
     pub fn stderr_text(&self) -> String {
