@@ -795,12 +795,15 @@ fn redlock_over_three_sentinel_groups_survives_a_failover() {
         .args(["-c", &format!("touch held; {WAIT_FOR_GO}")])
         .spawn();
     await_marker(&dir, "held", &holder);
-    // The command starts on a quorum; the third group's SET may land later.
+    // The command starts on a quorum; the third group's SET may land later
+    // (with its WAIT for a replica, up to the 1 s node timeout, and more on
+    // a loaded machine).
     assert!(
-        wait_until(Duration::from_secs(2), || groups
+        wait_until(Duration::from_secs(5), || groups
             .iter()
             .all(|g| g.get(keys("ha").lock()).is_some())),
-        "a group has no key"
+        "a group has no key\n{}",
+        holder.stderr_so_far()
     );
     let took = groups[1].failover();
     let before = extensions(&holder);
