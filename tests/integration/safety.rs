@@ -33,7 +33,7 @@
 //! contended runs under faults) runs with
 //! `cargo test --test integration safety -- --ignored --nocapture`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs;
 use std::path::Path;
 use std::sync::Mutex;
@@ -42,6 +42,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::support::stalls::{Stall, Stalls};
 use crate::support::timed::{
     Proc, drift, instant_ns, lock_timeline, margin_ms, margin_ns_ms, realtime_ns, timely,
 };
@@ -737,6 +738,9 @@ struct RunRecord {
     /// Validity deadline minus the moment the critical section was seen gone
     /// (ms, positive = before), for runs stopped by redlock-run (76, 124).
     margin_ms: Option<f64>,
+    /// For a section gone after the deadline: the stall of the machine that
+    /// explains it (see `Stalls`), if there was one.
+    stall: Option<Stall>,
     /// Problems the harness saw (survivors, hangs).
     problems: Vec<String>,
     /// For a SIGKILLed redlock-run: when, and how long until the tree was
@@ -960,7 +964,7 @@ fn one_run(
     // shown for a run whose section outlived the deadline or that had a
     // problem. Such samples showed a SIGKILLed section runnable for two
     // seconds without a CPU on a loaded host (hence `can_run`).
-    let mut samples: std::collections::VecDeque<String> = Default::default();
+    let mut samples: VecDeque<String> = Default::default();
     // From SIGKILL seen pending on the section to its end, where seen.
     let mut dying_since: Option<Instant> = None;
     let mut dying: Option<Duration> = None;
@@ -1170,6 +1174,7 @@ fn one_run(
         fault,
         cut_ns: None,
         margin_ms: None,
+        stall: None,
         log,
         dying,
         problems,
@@ -1454,6 +1459,7 @@ fn run_workload(settings: &Settings) -> Outcome {
     let mut faults: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut ineffective = Vec::new();
     let started = Instant::now();
+    let stalls = Stalls::watch();
     // The fault thread (this one) dates its cuts and the specials' ends.
     timely();
     thread::scope(|s| {
@@ -1614,6 +1620,11 @@ fn run_workload(settings: &Settings) -> Outcome {
             .flatten()
             .min();
         r.margin_ms = deadline.zip(r.gone_ns).map(|(d, g)| margin_ns_ms(d, g));
+        if let (Some(d), Some(g)) = (deadline, r.gone_ns)
+            && g >= d
+        {
+            r.stall = stalls.excuse(d - kill_guard(settings.ttl).as_nanos() as i128, g);
+        }
     }
     Outcome {
         report,
@@ -1832,19 +1843,36 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
     // The promise is that no process of the tree runs after the validity
     // deadline: the margin must be positive, not merely within the drift the
     // keys' expiry adds.
+    // A section late by no more than a stall of the machine itself (the
+    // host stopped a CPU: see `Stalls`) is reported, not held to it; a few
+    // of them at most, or the run measured nothing.
+    let stalled: BTreeMap<u64, Stall> = o
+        .records
+        .iter()
+        .filter_map(|r| Some((r.run, r.stall?)))
+        .collect();
     let late: Vec<String> = margins
         .iter()
-        .filter(|m| m.0 <= 0.0)
+        .filter(|m| m.0 <= 0.0 && !stalled.contains_key(&m.3))
         .map(|(m, code, kind, run)| format!("run {run} exit {code} {kind:?}: {m:+.1} ms"))
         .collect();
+    let stalled: Vec<String> = stalled
+        .iter()
+        .map(|(run, s)| format!("run {run}: cpu {} stalled {:.1?}", s.cpu, s.length()))
+        .collect();
     eprintln!(
-        "[{label}] stopped trees gone after the validity deadline: {} of {}",
+        "[{label}] stopped trees gone after the validity deadline: {} of {}; late by a stall \
+         of the machine: {stalled:?}",
         late.len(),
         margins.len()
     );
     assert!(
         late.is_empty(),
         "[{label}] trees outlived the validity deadline: {late:?}"
+    );
+    assert!(
+        stalled.len() <= 3,
+        "[{label}] the machine stalled too often to measure: {stalled:?}"
     );
     assert_coverage(label, settings, o);
 }
@@ -2515,21 +2543,31 @@ fn replies_black_holed_after_set_applied() {
 /// vanished after the deadline by the supervisor's wake-up latency; it now
 /// goes out a guard before it (`redlock::kill_guard`). Regression test: A
 /// (TERM-ignoring) loses every node to a black hole while the nodes stay up
-/// for B, and A's group must be gone before the deadline every time.
+/// for B, and A's group must be gone before the deadline every time. A run
+/// whose lateness a stall of the machine explains (`Stalls`) is reported and
+/// run again, up to four times; any other late run fails the test.
 #[test]
 fn term_ignoring_group_is_gone_before_the_validity_deadline() {
+    const HELD: usize = 8;
     let _alone = alone();
     // The poll below dates the group's end: see `timely`.
     timely();
+    let stalls = Stalls::watch();
     let cluster = Cluster::new(3);
     let dir = tempdir();
     prepare(&dir);
     let ttl = Duration::from_millis(500);
+    let guard = kill_guard(ttl);
     let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
     let a_urls = proxied_urls(&proxies);
     let mut margins = Vec::new();
+    let mut excused = Vec::new();
+    let mut late = Vec::new();
     let mut ends = HashMap::new();
-    for i in 0..8u64 {
+    for i in 0..(HELD as u64 + 4) {
+        if margins.len() == HELD {
+            break;
+        }
         let run = 2 * i + 1;
         for p in &proxies {
             p.set_mode(Mode::Pass);
@@ -2557,12 +2595,29 @@ fn term_ignoring_group_is_gone_before_the_validity_deadline() {
         for p in &proxies {
             p.set_mode(Mode::BlackHole);
         }
-        // Polled every millisecond: seen gone at most ~1 ms late.
+        // Polled every millisecond: seen gone at most ~1 ms late. What the
+        // group's members were doing is sampled every 10 ms, for a late run.
         let polling = Instant::now();
         let group = Group::default();
+        let mut samples: VecDeque<(Instant, String)> = VecDeque::new();
         let (gone, gone_ns) = loop {
             if !group.alive(pgid) {
                 break (Instant::now(), realtime_ns());
+            }
+            if samples
+                .back()
+                .is_none_or(|(t, _)| t.elapsed() >= Duration::from_millis(10))
+            {
+                let members = group
+                    .members
+                    .borrow()
+                    .iter()
+                    .map(|&p| snapshot(p))
+                    .collect::<Vec<_>>();
+                if samples.len() == 20 {
+                    samples.pop_front();
+                }
+                samples.push_back((Instant::now(), members.join("; ")));
             }
             assert!(
                 polling.elapsed() < Duration::from_secs(5),
@@ -2578,27 +2633,122 @@ fn term_ignoring_group_is_gone_before_the_validity_deadline() {
         let deadline = deadline.expect("no deadline in -vv output");
         let margin = margin_ms(deadline, gone);
         assert_eq!((code, b_code), (76, 0), "{}", a.stderr_text());
-        margins.push(margin);
+        if margin > 0.0 {
+            margins.push(margin);
+        } else if let Some(stall) = stalls.excuse(instant_ns(deadline - guard), gone_ns) {
+            excused.push(format!(
+                "{margin:+.1} ms (cpu {} stalled {:.1?})",
+                stall.cpu,
+                stall.length()
+            ));
+        } else {
+            let seen: Vec<String> = samples
+                .iter()
+                .filter(|(t, _)| *t + guard + Duration::from_millis(20) >= deadline)
+                .map(|(t, m)| format!("  {:+.1} ms: {m}", -margin_ms(deadline, *t)))
+                .collect();
+            late.push(format!(
+                "run {run}: gone {:.1} ms after the deadline (longest stall around it: {:?}); \
+                 the group's members, against the deadline:\n{}\n{}",
+                -margin,
+                stalls.longest_within(instant_ns(deadline - guard), gone_ns),
+                seen.join("\n"),
+                a.stderr_text()
+            ));
+            margins.push(margin);
+        }
     }
     let r = read_outcome(&dir, &ends);
     eprintln!(
         "TERM-ignoring group vs validity deadline (ttl 500ms, drift {:?}): margins {:?} ms; \
-         {} overlaps",
+         {} overlaps; runs a stall of the machine made late (stalls watched: {}): {excused:?}",
         drift(ttl),
         margins
             .iter()
             .map(|m| format!("{m:+.1}"))
             .collect::<Vec<_>>(),
-        r.overlaps.len()
+        r.overlaps.len(),
+        stalls.watching
     );
     for o in &r.overlaps {
         eprintln!("TERM-ignoring group: OVERLAP {o}");
     }
     assert!(r.overlaps.is_empty(), "{:?}", r.overlaps);
     assert!(
-        margins.iter().all(|m| *m > 0.0),
-        "the group outlived the validity deadline: {margins:?}"
+        late.is_empty(),
+        "the group outlived the validity deadline: {margins:?}\n{}",
+        late.join("\n")
     );
+    assert_eq!(
+        margins.len(),
+        HELD,
+        "the machine stalled in {} runs: too few measured",
+        excused.len()
+    );
+}
+
+/// The stall watcher sees a CPU taken from it: a thread above it in real
+/// time, pinned to one CPU, spins there for 80 ms (as a host that stops
+/// the virtual CPU would take it), and the watcher of that CPU reports a
+/// stall that long, and so excuses a kill due at its start and seen at its
+/// end, but not one seen 30 ms after it ended. Not root (no real time): it
+/// watches nothing, so it excuses nothing.
+#[test]
+fn the_stall_watcher_sees_a_cpu_taken_from_it() {
+    let _alone = alone();
+    let stalls = Stalls::watch();
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            !stalls.watching,
+            "a watcher without real time would see the scheduler"
+        );
+        eprintln!("not root: no real time, so no stall is watched or excused");
+        return;
+    }
+    assert!(
+        stalls.watching,
+        "root, yet the watchers are not in real time"
+    );
+    thread::sleep(Duration::from_millis(20));
+    let spun = thread::spawn(|| {
+        // SAFETY: a zeroed set is empty; this thread's mask and policy.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
+                0
+            );
+            let param = libc::sched_param { sched_priority: 30 };
+            assert_eq!(libc::sched_setscheduler(0, libc::SCHED_FIFO, &param), 0);
+        }
+        let from = realtime_ns();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(80) {
+            std::hint::spin_loop();
+        }
+        (from, realtime_ns())
+    })
+    .join()
+    .expect("spinner");
+    thread::sleep(Duration::from_millis(20));
+    let (from, to) = spun;
+    let stall = stalls.longest_within(from, to).expect("no stall seen");
+    assert_eq!(stall.cpu, 0, "{stall:?}");
+    assert!(stall.length() >= Duration::from_millis(75), "{stall:?}");
+    assert!(stalls.excuse(from, to).is_some(), "{stall:?}");
+    assert!(
+        stalls.excuse(from, to + 30_000_000).is_none(),
+        "a kill 30 ms after the stall is late on its own: {stall:?}"
+    );
+    eprintln!("stall watcher: {stall:?}, {:.1?}", stall.length());
+}
+
+/// How long before the validity deadline redlock-run kills the tree: a
+/// tenth of the TTL within 50 ms..2 s, as the next test shows.
+fn kill_guard(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(2))
 }
 
 /// The SIGKILL for a command that ignores SIGTERM goes out a kill guard

@@ -25,6 +25,7 @@ pub mod fake;
 pub mod proxy;
 pub mod redis_node;
 pub mod sentinel;
+pub mod stalls;
 pub mod timed;
 
 use std::fs;
