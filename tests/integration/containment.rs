@@ -13,7 +13,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::support::cmd::BIN;
-use crate::support::timed::{Proc, lock_timeline, margin_ms};
+use crate::support::stalls::Stalls;
+use crate::support::timed::{Proc, instant_ns, lock_timeline, margin_ms};
 use crate::support::{
     Cluster, FaultProxy, Mode, RedisNode, TempDir, Test, child_pids, descendant_pids,
     kill_if_alive, lock_key, parent_pid, pid_alive, process_name, proxied_urls, read_pid_file,
@@ -234,51 +235,76 @@ fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
     let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
     let urls = proxied_urls(&proxies);
     let ttl = Duration::from_secs(1);
+    // The kill is due 100 ms (the kill guard) before the deadline. A run
+    // late by no more than a stall of the machine (see `Stalls`) is
+    // reported and run again, up to twice.
+    let kill_guard = Duration::from_millis(100);
+    let stalls = Stalls::watch();
     let mut margins = Vec::new();
     for ignore_term in [false, true] {
-        let dir = tempdir();
-        let pre = if ignore_term { "trap \"\" TERM;" } else { "" };
-        for p in &proxies {
-            p.set_mode(Mode::Pass);
+        for attempt in 0..3 {
+            let dir = tempdir();
+            let pre = if ignore_term { "trap \"\" TERM;" } else { "" };
+            for p in &proxies {
+                p.set_mode(Mode::Pass);
+            }
+            let args: Vec<String> = [
+                "-r",
+                &urls,
+                "-k",
+                &format!("lost-tree-{ignore_term}-{attempt}"),
+                "-t",
+                "1s",
+                "-vv",
+                "-c",
+                &tree_script(pre, "sleep 30", "sleep 30"),
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+            let mut a = Proc::spawn(dir.path(), &args);
+            tree_pids(&dir);
+            let pids = whole_tree(a.pid());
+            // Every node black-holed: no extension can succeed.
+            for p in &proxies {
+                p.set_mode(Mode::BlackHole);
+            }
+            let gone = await_gone(&pids, Duration::from_secs(5));
+            let code = a.wait_code(Duration::from_secs(5));
+            reap_all(&pids);
+            let deadline = lock_timeline(&a.stderr(), ttl)
+                .1
+                .expect("deadline in -vv output");
+            let gone = gone.unwrap_or_else(|| {
+                panic!("tree {pids:?} survived the lost lock\n{}", a.stderr_text())
+            });
+            assert_eq!(code, Some(76), "{}", a.stderr_text());
+            let m = margin_ms(deadline, gone);
+            if m <= 0.0
+                && attempt < 2
+                && let Some(stall) =
+                    stalls.excuse(instant_ns(deadline - kill_guard), instant_ns(gone))
+            {
+                eprintln!(
+                    "lost lock (ignore TERM: {ignore_term}): tree gone {:.1} ms after the deadline, \
+                     a stall of cpu {} for {:.1?} around it: run again",
+                    -m,
+                    stall.cpu,
+                    stall.length()
+                );
+                continue;
+            }
+            assert!(
+                m > 0.0,
+                "lost lock (ignore TERM: {ignore_term}): tree gone {:.1} ms after the deadline \
+                 (longest stall around it: {:?})\n{}",
+                -m,
+                stalls.longest_within(instant_ns(deadline - kill_guard), instant_ns(gone)),
+                a.stderr_text()
+            );
+            margins.push(m);
+            break;
         }
-        let args: Vec<String> = [
-            "-r",
-            &urls,
-            "-k",
-            &format!("lost-tree-{ignore_term}"),
-            "-t",
-            "1s",
-            "-vv",
-            "-c",
-            &tree_script(pre, "sleep 30", "sleep 30"),
-        ]
-        .iter()
-        .map(|a| a.to_string())
-        .collect();
-        let mut a = Proc::spawn(dir.path(), &args);
-        tree_pids(&dir);
-        let pids = whole_tree(a.pid());
-        // Every node black-holed: no extension can succeed.
-        for p in &proxies {
-            p.set_mode(Mode::BlackHole);
-        }
-        let gone = await_gone(&pids, Duration::from_secs(5));
-        let code = a.wait_code(Duration::from_secs(5));
-        reap_all(&pids);
-        let deadline = lock_timeline(&a.stderr(), ttl)
-            .1
-            .expect("deadline in -vv output");
-        let gone = gone
-            .unwrap_or_else(|| panic!("tree {pids:?} survived the lost lock\n{}", a.stderr_text()));
-        assert_eq!(code, Some(76), "{}", a.stderr_text());
-        let m = margin_ms(deadline, gone);
-        margins.push(m);
-        assert!(
-            m > 0.0,
-            "lost lock (ignore TERM: {ignore_term}): tree gone {:.1} ms after the deadline\n{}",
-            -m,
-            a.stderr_text()
-        );
     }
     for p in &proxies {
         p.set_mode(Mode::Pass);

@@ -246,13 +246,38 @@ pub fn sigkill_pending(pid: i32) -> bool {
         .any(|mask| mask & (1 << (libc::SIGKILL - 1)) != 0)
 }
 
-/// Whether process `pid` can still run code of its own: a thread of it is
-/// alive ([`any_thread_alive`]) and it is not dying of SIGKILL
-/// ([`sigkill_pending`]). On a loaded host a killed process has been seen
-/// runnable for two seconds before the scheduler let it die; what it was
-/// doing stopped at the kill.
+/// Whether process `pid` can still run code of its own: it is not dying of
+/// SIGKILL ([`sigkill_pending`]) and a thread of it is alive and not on its
+/// way out (`PF_EXITING`, set in `/proc/PID/task/TID/stat`'s flags when the
+/// thread enters the kernel's exit path, from which it never returns to the
+/// program). On a loaded host a killed process has been seen runnable for
+/// two seconds before the scheduler let it die, and an exiting one for
+/// seconds in the kernel freeing its memory; what it was doing stopped at
+/// the kill or the exit. A thread that called `pthread_exit()` while the
+/// others run on (ps: Zl) leaves the process running.
 pub fn can_run(pid: i32) -> bool {
-    any_thread_alive(pid) && !sigkill_pending(pid)
+    const PF_EXITING: u64 = 0x4;
+    if pid <= 0 || sigkill_pending(pid) {
+        return false;
+    }
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(|e| e.ok()).any(|e| {
+        fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
+            let f: Vec<&str> = stat
+                .rfind(')')
+                .map(|i| stat[i + 1..].split_whitespace().collect())
+                .unwrap_or_default();
+            // After the command name: state, ppid, pgrp, session, tty_nr,
+            // tpgid, flags.
+            f.len() > 6
+                && !matches!(f[0], "Z" | "X")
+                && f[6]
+                    .parse::<u64>()
+                    .is_ok_and(|flags| flags & PF_EXITING == 0)
+        })
+    })
 }
 
 /// The one-letter state from `/proc/PID/stat` (`R`, `S`, `T`, `Z`, ...).
