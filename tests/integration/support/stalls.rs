@@ -101,6 +101,13 @@ impl Stalls {
         }
     }
 
+    /// Every stall seen so far, the longest first.
+    pub fn seen(&self) -> Vec<Stall> {
+        let mut all = self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        all.sort_by_key(|s| std::cmp::Reverse(s.to_ns - s.from_ns));
+        all
+    }
+
     /// The longest stall of any CPU that overlaps `from_ns..to_ns`.
     pub fn longest_within(&self, from_ns: i128, to_ns: i128) -> Option<Stall> {
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
@@ -111,13 +118,23 @@ impl Stalls {
     }
 
     /// The stall that explains a tree seen gone at `gone_ns` although its
-    /// kill was due at `kill_at_ns`: one of a CPU between the two, long
-    /// enough to account for all of the lateness but [`SLACK`].
+    /// kill was due at `kill_at_ns`: see [`covering`].
     pub fn excuse(&self, kill_at_ns: i128, gone_ns: i128) -> Option<Stall> {
-        let late = gone_ns - kill_at_ns;
-        self.longest_within(kill_at_ns, gone_ns)
-            .filter(|s| s.to_ns - s.from_ns + SLACK.as_nanos() as i128 >= late)
+        covering(&self.seen(), kill_at_ns, gone_ns)
     }
+}
+
+/// Of `stalls`, one that overlaps `from_ns..to_ns` and is long enough to
+/// account for all of that span but [`SLACK`]: a kill due at `from_ns` and
+/// seen done at `to_ns`, or a death the harness saw only at `to_ns` after
+/// seeing the process alive at `from_ns`, was late (or unobserved) because
+/// the machine did not run.
+pub fn covering(stalls: &[Stall], from_ns: i128, to_ns: i128) -> Option<Stall> {
+    stalls
+        .iter()
+        .filter(|s| s.to_ns > from_ns && s.from_ns < to_ns)
+        .find(|s| s.to_ns - s.from_ns + SLACK.as_nanos() as i128 >= to_ns - from_ns)
+        .copied()
 }
 
 impl Drop for Stalls {
