@@ -34,11 +34,12 @@ const NOTED: Duration = Duration::from_millis(5);
 /// how late it was.
 pub const SLACK: Duration = Duration::from_millis(10);
 
-/// One stall: a CPU, and the realtime nanoseconds between two wake-ups of
-/// its watcher.
+/// One stall: a CPU (or, `None`, an observer that found itself standing
+/// still: see `safety::run_one`), and the realtime nanoseconds between two
+/// wake-ups of its watcher.
 #[derive(Clone, Copy, Debug)]
 pub struct Stall {
-    pub cpu: usize,
+    pub cpu: Option<usize>,
     pub from_ns: i128,
     pub to_ns: i128,
 }
@@ -46,6 +47,15 @@ pub struct Stall {
 impl Stall {
     pub fn length(&self) -> Duration {
         Duration::from_nanos(u64::try_from(self.to_ns - self.from_ns).unwrap_or(0))
+    }
+}
+
+impl std::fmt::Display for Stall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.cpu {
+            Some(cpu) => write!(f, "cpu {cpu} stalled {:.1?}", self.length()),
+            None => write!(f, "the observer stood still {:.1?}", self.length()),
+        }
     }
 }
 
@@ -80,7 +90,7 @@ impl Stalls {
                     if now - last > (Duration::from_millis(1) + NOTED).as_nanos() as i128 {
                         let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
                         seen.push(Stall {
-                            cpu,
+                            cpu: Some(cpu),
                             from_ns: last,
                             to_ns: now,
                         });
