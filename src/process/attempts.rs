@@ -134,6 +134,18 @@ fn start(a: &mut Attempts, deadline: Stamp) -> Result<libc::pid_t, Unwatched> {
                 leftover: false,
             })
         }
+        Err(SpawnError::TooLate) => {
+            a.log.error(format!(
+                "lock '{}' lost: its validity ran out before {} could start (redlock-run or its \
+                 guard stood still); nothing was started",
+                a.config.name,
+                a.config.program.describe()
+            ));
+            Err(Unwatched {
+                exit: Exit::Lost,
+                leftover: false,
+            })
+        }
         Err(SpawnError::Gone(why)) => {
             // It may have started the command before it died: whatever it
             // started is ours now (redlock-run is a subreaper), and is

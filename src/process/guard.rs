@@ -114,6 +114,11 @@ pub struct Orders {
 pub enum SpawnError {
     /// The guard could not start it (not found, not executable, ...).
     Command(io::Error),
+    /// The request reached the guard after the tree would have had to be
+    /// gone (`deadline - kill guard`): a redlock-run or a guard that stood
+    /// still between the grant and the start (a stopped or swapped-out
+    /// process) would otherwise start the command without a lock.
+    TooLate,
     /// The guard itself went away, possibly after starting it.
     Gone(String),
 }
@@ -123,6 +128,8 @@ const ORDERS: u8 = b'I';
 const SPAWN: u8 = b'S';
 const STARTED: u8 = b'P';
 const FAILED: u8 = b'F';
+/// The request came after `deadline - kill guard`: nothing was started.
+const TOO_LATE: u8 = b'L';
 const EXITED: u8 = b'E';
 const EXITED_EMPTY: u8 = b'X';
 const EMPTY: u8 = b'Z';
@@ -264,6 +271,7 @@ impl Guard {
         write_frame(ctrl, SPAWN, &payload).map_err(gone)?;
         match read_frame(&mut self.report) {
             Ok((STARTED, p)) => Ok(int(&p)),
+            Ok((TOO_LATE, _)) => Err(SpawnError::TooLate),
             Ok((FAILED, p)) => Err(SpawnError::Command(match int(&p) {
                 -1 => io::Error::other("cannot start the command"),
                 errno => io::Error::from_raw_os_error(errno),
@@ -431,6 +439,19 @@ impl Post {
     /// is gone (and reaped), reporting to redlock-run; exits the guard at
     /// once when redlock-run goes away.
     fn serve(&mut self, set: &[(String, String)], deadline: Option<Stamp>) {
+        // Checked here, the last moment before the fork: the lock is only
+        // as good as its deadline when the command starts.
+        if deadline
+            .is_some_and(|d| clock::now() >= d.checked_sub(self.orders.kill_guard).unwrap_or(d))
+        {
+            // Unread only when redlock-run is gone; the control pipe's end
+            // of file then ends the guard.
+            let _ = write_frame(&mut self.report, TOO_LATE, &[]);
+            if !self.orders.again {
+                exit_now();
+            }
+            return;
+        }
         let Some(command) = self.start(set) else {
             return;
         };

@@ -597,3 +597,54 @@ fn the_password_is_in_no_environment_the_command_can_read() {
         );
     }
 }
+
+/// A guard that stands still between the grant and the start (stopped here;
+/// on a loaded host, swapped out) must not start the command once the tree
+/// would already have had to be gone: B waits behind A, its guard is
+/// stopped, A ends, B is granted the lock and asks its guard to start the
+/// command, and the guard resumes only after B's validity has run out. B
+/// exits 76 saying why, the command never ran, and no key is left.
+#[test]
+fn a_guard_that_stood_still_past_the_deadline_starts_nothing() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let a = base(&node.url(), "late", &dir)
+        .args(["-c", "touch a.in; sleep 1"])
+        .spawn();
+    assert!(
+        wait_until(START, || dir.join("a.in").exists()),
+        "A never started"
+    );
+    let b = base(&node.url(), "late", &dir)
+        .args(["-t", "500ms", "-w", "10s", "-c", "touch b.ran"])
+        .spawn();
+    let mut guard = None;
+    assert!(
+        wait_until(START, || {
+            guard = crate::support::child_pids(b.pid())
+                .into_iter()
+                .find(|&p| crate::support::process_name(p).as_deref() == Some("redlock-guard"));
+            guard.is_some()
+        }),
+        "B's guard never appeared"
+    );
+    let guard = guard.unwrap_or_default();
+    send_signal(guard, libc::SIGSTOP);
+    a.wait().assert_code(0);
+    // B is granted the lock at A's release and waits for its stopped guard;
+    // its 500 ms of validity run out meanwhile.
+    std::thread::sleep(Duration::from_millis(1500));
+    send_signal(guard, libc::SIGCONT);
+    let out = b.wait();
+    out.assert_code(76);
+    assert!(
+        out.stderr.contains("validity ran out before")
+            && out.stderr.contains("nothing was started"),
+        "{out}"
+    );
+    assert!(
+        !dir.join("b.ran").exists(),
+        "the command ran without a lock\n{out}"
+    );
+    assert_eq!(node.keys(), Vec::<Vec<u8>>::new(), "a key was left\n{out}");
+}
