@@ -235,10 +235,10 @@ fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
     let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
     let urls = proxied_urls(&proxies);
     let ttl = Duration::from_secs(1);
-    // The kill is due 100 ms (the kill guard) before the deadline. A run
+    // The kill is due a kill guard (100 ms here) before the deadline. A run
     // late by no more than a stall of the machine (see `Stalls`) is
     // reported and run again, up to twice.
-    let kill_guard = Duration::from_millis(100);
+    let kill_guard = redlock_run::lock::redlock::kill_guard(ttl);
     let stalls = Stalls::watch();
     let mut margins = Vec::new();
     for ignore_term in [false, true] {

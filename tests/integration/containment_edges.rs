@@ -621,9 +621,7 @@ fn a_guard_that_stood_still_past_the_deadline_starts_nothing() {
     let mut guard = None;
     assert!(
         wait_until(START, || {
-            guard = crate::support::child_pids(b.pid())
-                .into_iter()
-                .find(|&p| crate::support::process_name(p).as_deref() == Some("redlock-guard"));
+            guard = crate::support::guard_of(b.pid());
             guard.is_some()
         }),
         "B's guard never appeared"

@@ -42,14 +42,16 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use redlock_run::lock::redlock::kill_guard;
+
 use crate::support::stalls::{Stall, Stalls, covering};
 use crate::support::timed::{
     Proc, drift, instant_ns, lock_timeline, margin_ms, margin_ns_ms, realtime_ns, timely,
 };
 use crate::support::{
     Cluster, FaultProxy, Mode, TempDir, any_thread_alive, can_run, child_pids, kill_if_alive,
-    pid_alive, process_name, process_state, proxied_urls, read_pid_file, send_signal, tempdir,
-    wait_until, wait_until_every,
+    pid_alive, process_state, proxied_urls, read_pid_file, send_signal, tempdir, wait_until,
+    wait_until_every,
 };
 
 /// Lock name every contender uses.
@@ -1066,9 +1068,7 @@ fn one_run(
         }
         if let Some(w) = writer {
             if guard.is_none() {
-                guard = child_pids(p.pid())
-                    .into_iter()
-                    .find(|c| process_name(*c).as_deref() == Some("redlock-guard"));
+                guard = crate::support::guard_of(p.pid());
             }
             if sampled.is_none_or(|t| t.elapsed() >= Duration::from_millis(100)) {
                 if samples.len() >= 60 {
@@ -2440,10 +2440,7 @@ fn negative_control_wrapper_stopped_past_ttl() {
         .concat(),
     );
     read_pid_file(&dir.join("pid.1"), Duration::from_secs(10));
-    let guard = crate::support::child_pids(a.pid())
-        .into_iter()
-        .find(|&p| crate::support::process_name(p).as_deref() == Some("redlock-guard"))
-        .expect("redlock-run's guard");
+    let guard = crate::support::guard_of(a.pid()).expect("redlock-run's guard");
     send_signal(guard, libc::SIGSTOP);
     send_signal(a.pid(), libc::SIGSTOP);
     let mut b = Proc::spawn(
@@ -2842,12 +2839,6 @@ fn the_stall_watcher_sees_a_cpu_taken_from_it() {
     eprintln!("stall watcher: {stall:?}, {:.1?}", stall.length());
 }
 
-/// How long before the validity deadline redlock-run kills the tree: a
-/// tenth of the TTL within 50 ms..2 s, as the next test shows.
-fn kill_guard(ttl: Duration) -> Duration {
-    (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(2))
-}
-
 /// The SIGKILL for a command that ignores SIGTERM goes out a kill guard
 /// before the validity deadline, and the guard is TTL/10 within 50 ms..2 s:
 /// 50 ms (not 40) for a 400 ms TTL, 200 ms for 2 s, and (as the program
@@ -2962,10 +2953,7 @@ fn a_group_kill_aimed_at_redlock_run_leaves_the_guard_to_kill_the_tree() {
         .map(|f| read_pid_file(&dir.join(f), Duration::from_secs(10)))
         .collect();
     let wrapper = a.pid();
-    let guard = crate::support::child_pids(wrapper)
-        .into_iter()
-        .find(|&p| crate::support::process_name(p).as_deref() == Some("redlock-guard"))
-        .expect("redlock-run's guard");
+    let guard = crate::support::guard_of(wrapper).expect("redlock-run's guard");
     let pgid = |pid: i32| {
         fs::read_to_string(format!("/proc/{pid}/stat"))
             .ok()

@@ -303,6 +303,13 @@ pub fn process_name(pid: i32) -> Option<String> {
         .map(|s| s.trim_end().to_string())
 }
 
+/// The guard (`redlock-guard`) of redlock-run `wrapper`, once forked.
+pub fn guard_of(wrapper: i32) -> Option<i32> {
+    child_pids(wrapper)
+        .into_iter()
+        .find(|&p| process_name(p).as_deref() == Some("redlock-guard"))
+}
+
 /// Live (non-zombie) direct children of `ppid`, found by scanning `/proc`.
 pub fn child_pids(ppid: i32) -> Vec<i32> {
     let Ok(entries) = fs::read_dir("/proc") else {
