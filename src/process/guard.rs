@@ -142,6 +142,12 @@ const RESUMED: u8 = b'C';
 /// must not make the guard and it take turns for a whole CPU.
 const RESUME_GAP: Duration = Duration::from_millis(100);
 
+/// How often, in terminal mode, the guard looks through the tree for a stop
+/// of the terminal's that it cannot hear of (see `tree::held_stop`): rare
+/// (Ctrl-Z caught in a vfork), so a quarter of a second, a walk of the tree
+/// each time.
+const STOP_SCAN: Duration = Duration::from_millis(250);
+
 /// At most this many `Resumed` frames per command: the rest resume without
 /// a word, so that the guard never fills the report pipe (and blocks on it)
 /// while redlock-run is not reading.
@@ -540,6 +546,11 @@ impl Post {
             }
             Kill::No => {}
         }
+        if serving.scan_due(clock::now())
+            && let Some((pid, sig)) = tree::held_stop(self.me)
+        {
+            serving.held_stop(pid, sig);
+        }
         if let Some(stop) = serving.resume(clock::now()) {
             resume(self.me, serving.command, self.orders.contain);
             if stop.tell {
@@ -629,6 +640,10 @@ struct Serving {
     resumed_at: Option<Stamp>,
     /// `Resumed` frames written so far.
     frames: u32,
+    /// Terminal mode, and when the tree was last looked through for a stop
+    /// no parent hears of.
+    terminal: bool,
+    scanned_at: Option<Stamp>,
 }
 
 impl Serving {
@@ -643,6 +658,8 @@ impl Serving {
             stop_seen: None,
             resumed_at: None,
             frames: 0,
+            terminal: orders.terminal,
+            scanned_at: None,
         };
         if let Some(d) = deadline {
             serving.new_deadline(d);
@@ -682,6 +699,26 @@ impl Serving {
         Some(Resume { pid, sig, tell })
     }
 
+    /// Whether the tree is to be looked through for a held stop at `now`
+    /// (terminal mode, while the command runs and no stop waits to be
+    /// undone, every `STOP_SCAN`); noted as done.
+    fn scan_due(&mut self, now: Stamp) -> bool {
+        let due = self.terminal
+            && self.exited.is_none()
+            && !self.killing
+            && self.stop_seen.is_none()
+            && self.scanned_at.is_none_or(|t| now >= t + STOP_SCAN);
+        if due {
+            self.scanned_at = Some(now);
+        }
+        due
+    }
+
+    /// A held stop the scan found: undone as one the guard heard of.
+    fn held_stop(&mut self, pid: libc::pid_t, sig: i32) {
+        self.stop_seen = self.stop_seen.or(Some((pid, sig)));
+    }
+
     /// How long the next poll may wait at `now` (None: until a child exits
     /// or redlock-run writes). Slices of the deadline's wait: poll waits on
     /// CLOCK_MONOTONIC, which stands still while the host is suspended, and
@@ -698,10 +735,12 @@ impl Serving {
             .resumed_at
             .filter(|_| self.stop_seen.is_some())
             .map(|t| (t + RESUME_GAP).saturating_duration_since(now) + Duration::from_millis(1));
-        match (deadline, resume) {
-            (Some(d), Some(r)) => Some(d.min(r)),
-            (d, r) => d.or(r),
-        }
+        let scan = (self.terminal && self.exited.is_none()).then(|| {
+            self.scanned_at.map_or(Duration::ZERO, |t| {
+                (t + STOP_SCAN).saturating_duration_since(now)
+            })
+        });
+        [deadline, resume, scan].into_iter().flatten().min()
     }
 
     /// What a reap found, as the frame it calls for: `EXITED_EMPTY` for the
@@ -1028,10 +1067,14 @@ mod tests {
     }
 
     fn serving(contain: bool, deadline: Option<Stamp>) -> Serving {
+        serving_on(false, contain, deadline)
+    }
+
+    fn serving_on(terminal: bool, contain: bool, deadline: Option<Stamp>) -> Serving {
         let orders = Orders {
             program: Program::Shell("true".into()),
             remove: Vec::new(),
-            terminal: true,
+            terminal,
             contain,
             again: false,
             kill_guard: ms(1_000),
@@ -1072,7 +1115,8 @@ mod tests {
 
     #[test]
     fn terminal_stops_are_undone_at_most_every_gap_and_said_a_bounded_number_of_times() {
-        let mut s = serving(true, None);
+        let mut s = serving_on(true, true, None);
+        s.scanned_at = Some(at(0));
         assert_eq!(
             s.reaped(reaped(None, false, Some((7, libc::SIGSTOP)))),
             None
@@ -1102,6 +1146,32 @@ mod tests {
         assert_eq!(s.kill(at(0)), Kill::No);
         s.killing = true;
         assert_eq!(s.resume(at(60_000)), None, "not while killing");
+    }
+
+    #[test]
+    fn on_a_terminal_the_tree_is_looked_through_for_held_stops_while_the_command_runs() {
+        let mut s = serving_on(true, true, None);
+        assert!(s.scan_due(at(0)), "at once");
+        assert_eq!(s.wait(at(0)), Some(STOP_SCAN), "then every STOP_SCAN");
+        assert!(!s.scan_due(at(249)));
+        assert!(s.scan_due(at(250)));
+        s.held_stop(11, libc::SIGTSTP);
+        assert!(!s.scan_due(at(1_000)), "not while a stop waits");
+        assert_eq!(
+            s.resume(at(1_000)).map(|r| (r.pid, r.sig, r.tell)),
+            Some((11, libc::SIGTSTP, true)),
+            "undone and said as one the guard heard of"
+        );
+        assert!(s.scan_due(at(1_000)));
+        s.killing = true;
+        assert!(!s.scan_due(at(2_000)), "not while killing");
+
+        let mut s = serving_on(true, true, None);
+        s.reaped(reaped(Some(0), false, None));
+        assert!(!s.scan_due(at(0)), "not once the command has exited");
+        assert_eq!(s.wait(at(0)), None);
+        let mut s = serving(true, None);
+        assert!(!s.scan_due(at(0)), "not off a terminal");
     }
 
     #[test]

@@ -260,6 +260,71 @@ fn pinned_state(pid: libc::pid_t, known: &HashSet<libc::pid_t>) -> Option<u8> {
     }
 }
 
+/// A stop of the terminal's that no parent hears of: a member of `root`'s
+/// tree stopped while another member of its process group has SIGTSTP,
+/// SIGTTIN or SIGTTOU pending, with that signal. Ctrl-Z stops the whole
+/// foreground group, but a process in vfork(2) (a shell running a command,
+/// posix_spawn) cannot stop until its child has exec'd, and that child,
+/// stopped before its exec, never will: the parent waits in the kernel with
+/// the stop pending, and the guard, which hears only of its own children's
+/// stops, would leave the pair frozen under the lock. A SIGSTOP from
+/// elsewhere leaves nothing pending on the others, and is left alone.
+pub fn held_stop(root: libc::pid_t) -> Option<(libc::pid_t, i32)> {
+    let members: Vec<(libc::pid_t, u8, libc::pid_t)> = walk(root)
+        .0
+        .into_iter()
+        .filter_map(|pid| {
+            let (state, group) = state_and_group(pid)?;
+            Some((pid, state, group))
+        })
+        .collect();
+    let stopped: Vec<&(libc::pid_t, u8, libc::pid_t)> = members
+        .iter()
+        .filter(|(_, state, _)| *state == b'T')
+        .collect();
+    if stopped.is_empty() {
+        return None;
+    }
+    members
+        .iter()
+        .filter(|(_, state, _)| *state != b'T')
+        .find_map(|&(pid, _, group)| {
+            let sig = pending_terminal_stop(pid)?;
+            let (held, _, _) = stopped.iter().find(|(_, _, g)| *g == group)?;
+            Some((*held, sig))
+        })
+}
+
+/// State and process group of `pid` from `/proc/PID/stat`.
+fn state_and_group(pid: libc::pid_t) -> Option<(u8, libc::pid_t)> {
+    let text = read_proc(&format!("/proc/{pid}/stat")).ok()?;
+    let close = text.iter().rposition(|b| *b == b')')?;
+    let mut fields = text[close + 1..]
+        .split(|b| *b == b' ')
+        .filter(|f| !f.is_empty());
+    let state = *fields.next()?.first()?;
+    let group = std::str::from_utf8(fields.nth(1)?).ok()?.parse().ok()?;
+    Some((state, group))
+}
+
+/// A terminal stop signal pending on `pid` (its own or its process's
+/// pending set in `/proc/PID/status`), if any.
+fn pending_terminal_stop(pid: libc::pid_t) -> Option<i32> {
+    let text = read_proc(&format!("/proc/{pid}/status")).ok()?;
+    let pending = String::from_utf8_lossy(&text)
+        .lines()
+        .filter_map(|l| {
+            let mask = l
+                .strip_prefix("SigPnd:")
+                .or_else(|| l.strip_prefix("ShdPnd:"))?;
+            u64::from_str_radix(mask.trim(), 16).ok()
+        })
+        .fold(0u64, |a, m| a | m);
+    [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU]
+        .into_iter()
+        .find(|&sig| pending & (1u64 << (sig - 1)) != 0)
+}
+
 /// Every live descendant of `root`, parents before children.
 pub fn descendants(root: libc::pid_t) -> Vec<Member> {
     walk(root).0.into_iter().map(|pid| Member { pid }).collect()
