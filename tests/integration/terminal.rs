@@ -200,8 +200,24 @@ fn job_state(pid: i32) -> String {
         .split_whitespace()
         .collect();
     let wchan = fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+    let pending: Vec<String> = fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
+        .filter_map(|l| l.split_whitespace().last().map(str::to_string))
+        .collect();
+    let children: Vec<String> = fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .map(job_state)
+        .collect();
     match (f.first(), f.get(2), f.get(5)) {
-        (Some(state), Some(pgrp), Some(tpgid)) => format!("{pid}:{state}:{pgrp}:{tpgid}:{wchan}"),
+        (Some(state), Some(pgrp), Some(tpgid)) => {
+            format!(
+                "{pid}:{state}:{pgrp}:{tpgid}:{wchan}:pending {pending:?}, children {children:?}"
+            )
+        }
         _ => format!("{pid}:gone"),
     }
 }
@@ -237,7 +253,7 @@ fn ctrl_z_is_answered_by_resuming_and_ctrl_c_still_ends_the_run() {
         });
         panic!(
             "no word about Ctrl-Z in 5 s ({}); redlock-run, guard, command 5 s after it \
-             (pid:state:pgrp:terminal's foreground group:wchan): {then:?}; now: {:?}; \
+             (pid:state:pgrp:terminal's foreground group:wchan:pending signals, children): {then:?}; now: {:?}; \
              stderr: {:?}",
             if late {
                 format!("it came {:?} after Ctrl-Z", typed.elapsed())
