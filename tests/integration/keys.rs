@@ -350,9 +350,32 @@ fn forget_removes_one_lock_and_nothing_else() {
     );
     print_keys(&cluster, "before forget");
     let before = keys_of(&cluster, "deploy-prod");
+    // The legacy keys were set on every node; the fence, the history and a
+    // window's mark each on a quorum at least: a run decides on a quorum,
+    // and beside two busy loops one node once had no fence key.
     for (i, node_keys) in before.iter().enumerate() {
-        assert!(node_keys.len() >= 5, "node {i}: {node_keys:?}");
+        assert!(
+            node_keys.contains(&k.legacy_fence()) && node_keys.len() >= 3,
+            "node {i}: {node_keys:?}"
+        );
     }
+    // `{lock:deploy-prod}:once:` followed by the window's start.
+    let once = k.once(0);
+    let once = &once[..once.len() - 1];
+    let on_a_quorum =
+        |has: &dyn Fn(&Vec<Vec<u8>>) -> bool| before.iter().filter(|ks| has(ks)).count() >= 2;
+    assert!(
+        on_a_quorum(&|ks| ks.contains(&k.fence())),
+        "fence: {before:?}"
+    );
+    assert!(
+        on_a_quorum(&|ks| ks.contains(&k.history())),
+        "history: {before:?}"
+    );
+    assert!(
+        on_a_quorum(&|ks| ks.iter().any(|x| x.starts_with(once))),
+        "a window's mark: {before:?}"
+    );
     let others: Vec<Vec<Vec<u8>>> = cluster
         .iter()
         .map(|n| {
