@@ -42,14 +42,7 @@ impl Member {
 
     /// Its process group, for messages (None if it is gone).
     pub fn pgid(&self) -> Option<libc::pid_t> {
-        let text = fs::read(format!("/proc/{}/stat", self.pid)).ok()?;
-        // After the name in parentheses: state, ppid, pgrp.
-        let close = text.iter().rposition(|b| *b == b')')?;
-        let field = text[close + 1..]
-            .split(|b| *b == b' ')
-            .filter(|f| !f.is_empty())
-            .nth(2)?;
-        std::str::from_utf8(field).ok()?.parse().ok()
+        Some(state_and_group(self.pid)?.1)
     }
 }
 
@@ -132,8 +125,9 @@ fn read_proc(path: &str) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// State and parent of `pid` from `/proc/PID/stat` (or a task's stat file).
-fn stat_at(path: &str) -> Option<(u8, libc::pid_t)> {
+/// State, parent and process group from a `/proc/PID/stat` (or a task's
+/// stat file).
+fn stat_fields(path: &str) -> Option<(u8, libc::pid_t, libc::pid_t)> {
     let text = read_proc(path).ok()?;
     // The name in parentheses may hold anything, ')' included: the fields
     // that follow start after the last ')'.
@@ -142,7 +136,15 @@ fn stat_at(path: &str) -> Option<(u8, libc::pid_t)> {
         .split(|b| *b == b' ')
         .filter(|f| !f.is_empty());
     let state = *fields.next()?.first()?;
-    let ppid = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
+    let mut number = || std::str::from_utf8(fields.next()?).ok()?.parse().ok();
+    let ppid = number()?;
+    let pgrp = number()?;
+    Some((state, ppid, pgrp))
+}
+
+/// State and parent of `pid` from `/proc/PID/stat` (or a task's stat file).
+fn stat_at(path: &str) -> Option<(u8, libc::pid_t)> {
+    let (state, ppid, _) = stat_fields(path)?;
     Some((state, ppid))
 }
 
@@ -297,13 +299,7 @@ pub fn held_stop(root: libc::pid_t) -> Option<(libc::pid_t, i32)> {
 
 /// State and process group of `pid` from `/proc/PID/stat`.
 fn state_and_group(pid: libc::pid_t) -> Option<(u8, libc::pid_t)> {
-    let text = read_proc(&format!("/proc/{pid}/stat")).ok()?;
-    let close = text.iter().rposition(|b| *b == b')')?;
-    let mut fields = text[close + 1..]
-        .split(|b| *b == b' ')
-        .filter(|f| !f.is_empty());
-    let state = *fields.next()?.first()?;
-    let group = std::str::from_utf8(fields.nth(1)?).ok()?.parse().ok()?;
+    let (state, _, group) = stat_fields(&format!("/proc/{pid}/stat"))?;
     Some((state, group))
 }
 

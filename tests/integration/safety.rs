@@ -2305,6 +2305,24 @@ fn negative_control_without_containment() {
     );
 }
 
+/// A negative control's workload, run again (up to twice) while its special
+/// did not take effect: the control shows something only if its special
+/// ran, and on a loaded machine it has failed to (the workload says why).
+fn run_until_effective(settings: &Settings) -> Outcome {
+    let mut o = run_workload(settings);
+    for _ in 0..2 {
+        if o.ineffective.is_empty() {
+            break;
+        }
+        eprintln!(
+            "negative control: the special did not take effect, again: {:?}",
+            o.ineffective
+        );
+        o = run_workload(settings);
+    }
+    o
+}
+
 /// Negative control for the SIGKILL special: a test build told not to
 /// track the command's tree (`REDLOCK_TEST_UNCONTAINED`) has a guard that
 /// does not kill when redlock-run is SIGKILLed. The critical section, in the
@@ -2320,19 +2338,7 @@ fn negative_control_sigkilled_wrapper_without_a_guard() {
         env: vec![("REDLOCK_TEST_UNCONTAINED".into(), "1".into())],
         ..Settings::new(3)
     };
-    // As with the paused wrapper's control below: a special that did not
-    // take effect shows nothing, so the workload runs again.
-    let mut o = run_workload(&settings);
-    for _ in 0..2 {
-        if o.ineffective.is_empty() {
-            break;
-        }
-        eprintln!(
-            "negative control: the special did not take effect, again: {:?}",
-            o.ineffective
-        );
-        o = run_workload(&settings);
-    }
+    let o = run_until_effective(&settings);
     let r = &o.report;
     let survivors = o.records.iter().flat_map(|x| &x.problems).count();
     eprintln!(
@@ -2367,19 +2373,7 @@ fn negative_control_paused_wrapper_without_containment() {
         env: vec![("REDLOCK_TEST_UNCONTAINED".into(), "1".into())],
         ..Settings::new(3)
     };
-    // The control shows something only if its special ran: on a loaded
-    // machine it has failed to (the workload says why); then it runs again.
-    let mut o = run_workload(&settings);
-    for _ in 0..2 {
-        if o.ineffective.is_empty() {
-            break;
-        }
-        eprintln!(
-            "negative control: the special did not take effect, again: {:?}",
-            o.ineffective
-        );
-        o = run_workload(&settings);
-    }
+    let o = run_until_effective(&settings);
     let r = &o.report;
     eprintln!(
         "negative control (redlock-run stopped, tree not tracked): {} runs, {} overlaps, \

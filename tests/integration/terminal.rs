@@ -222,6 +222,34 @@ fn job_state(pid: i32) -> String {
     }
 }
 
+/// Ctrl-C typed after Ctrl-Z was answered: the run ends with 130, the lock
+/// `key` is gone, and so is every process of `run`.
+fn ctrl_c_ends_the_run(
+    mut stdin: std::process::ChildStdin,
+    script: &mut Child,
+    node: &RedisNode,
+    key: &str,
+    dir: &TempDir,
+    run: &[i32],
+) {
+    stdin.write_all(b"\x03").expect("type Ctrl-C");
+    let code = wait_with_timeout(script, Duration::from_secs(10));
+    assert_eq!(
+        code,
+        Some(128 + libc::SIGINT),
+        "Ctrl-C after Ctrl-Z did not end the run: {:?}",
+        err_text(dir)
+    );
+    assert!(!node.exists(lock_key(key)), "lock left after Ctrl-C");
+    for &pid in run {
+        assert!(
+            wait_until(Duration::from_secs(5), || !pid_alive(pid)),
+            "process {pid} ({:?}) of the run is left",
+            process_name(pid)
+        );
+    }
+}
+
 fn err_text(dir: &TempDir) -> String {
     fs::read_to_string(dir.join("err")).unwrap_or_default()
 }
@@ -288,22 +316,7 @@ fn ctrl_z_is_answered_by_resuming_and_ctrl_c_still_ends_the_run() {
     );
     assert!(node.exists(lock_key("tty-z")), "the lock is held meanwhile");
 
-    stdin.write_all(b"\x03").expect("type Ctrl-C");
-    let code = wait_with_timeout(&mut script, Duration::from_secs(10));
-    assert_eq!(
-        code,
-        Some(128 + libc::SIGINT),
-        "Ctrl-C after Ctrl-Z did not end the run: {:?}",
-        err_text(&dir)
-    );
-    assert!(!node.exists(lock_key("tty-z")), "lock left after Ctrl-C");
-    for pid in run {
-        assert!(
-            wait_until(Duration::from_secs(5), || !pid_alive(pid)),
-            "process {pid} ({:?}) of the run is left",
-            process_name(pid)
-        );
-    }
+    ctrl_c_ends_the_run(stdin, &mut script, &node, "tty-z", &dir, &run);
 }
 
 /// A process that vforks a child which never execs: the parent waits in
@@ -378,24 +391,14 @@ fn ctrl_z_during_a_vfork_is_answered_too() {
         node.exists(lock_key("tty-vfork")),
         "the lock is held meanwhile"
     );
-    stdin.write_all(b"\x03").expect("type Ctrl-C");
-    let code = wait_with_timeout(&mut script, Duration::from_secs(10));
-    assert_eq!(
-        code,
-        Some(128 + libc::SIGINT),
-        "Ctrl-C after Ctrl-Z did not end the run: {:?}",
-        err_text(&dir)
+    ctrl_c_ends_the_run(
+        stdin,
+        &mut script,
+        &node,
+        "tty-vfork",
+        &dir,
+        &[command, child],
     );
-    assert!(
-        !node.exists(lock_key("tty-vfork")),
-        "lock left after Ctrl-C"
-    );
-    for pid in [command, child] {
-        assert!(
-            wait_until(Duration::from_secs(5), || !pid_alive(pid)),
-            "process {pid} of the run is left"
-        );
-    }
 }
 
 /// A SIGSTOP is no terminal's doing: whoever sent it (an operator, a
