@@ -1029,6 +1029,21 @@ fn one_run(
                 let _ = tx.send(run);
             }
         }
+        // The shell first, dated before anything slow in this pass: the
+        // group's check below may scan all of /proc, and a shell dated after
+        // it has its observation window widened by that scan (a clean-clone
+        // CI run failed on an entry 3.9 ms inside a window that ended 16 ms
+        // after redlock-run had reaped the tree and released).
+        if let Some(w) = writer
+            && shell_gone_ns.is_none()
+        {
+            let t = realtime_ns();
+            if can_run(w) {
+                shell_seen_ns = Some(t);
+            } else {
+                shell_gone_ns = Some(t);
+            }
+        }
         if let Some(w) = writer
             && gone_at.is_none()
             && !alive(w)
@@ -1042,16 +1057,6 @@ fn one_run(
                 (None, true) if !can_run(w) => dying_since = Some(Instant::now()),
                 (Some(t), false) => dying = Some(t.elapsed()),
                 _ => {}
-            }
-        }
-        if let Some(w) = writer
-            && shell_gone_ns.is_none()
-        {
-            let t = realtime_ns();
-            if can_run(w) {
-                shell_seen_ns = Some(t);
-            } else {
-                shell_gone_ns = Some(t);
             }
         }
         if special == Some(Special::SigkillWrapper) && writer.is_some() && sigkilled.is_none() {
