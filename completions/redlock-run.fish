@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= prefix= r/redis= node-timeout= password-file= sentinel-password-file= tls-ca= tls-cert= tls-key= tls-insecure config= no-config t/ttl= kill-after= w/wait= wait-unfair s/shared hold= once-per= once-per-success= retry= retry-delay= max-runtime= timeout= leftovers= jitter= fence replicas= limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= metrics-file= h/help V/version
+    string join \n k/key= prefix= r/redis= node-timeout= password-file= sentinel-password-file= tls-ca= tls-cert= tls-key= tls-insecure config= no-config t/ttl= kill-after= w/wait= wait-unfair s/shared hold= once-per= once-per-success= retry= retry-delay= max-runtime= timeout= leftovers= jitter= fence replicas= restart-grace= durable limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= metrics-file= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -50,6 +50,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l leftovers -d 'W
 kill\t'Stop them (SIGTERM, then SIGKILL after --kill-after), then release'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l jitter -d 'Sleep a random time in [0, DURATION) before the first attempt' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replicas -d 'Count a node\'s write (the lock, each extension, the fencing token) only once N of its replicas acknowledged it (WAIT N within --node-timeout), so that a failover to one of them keeps the lock' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l restart-grace -d 'A node up for less than this gives no vote: restarted, it may have forgotten a lock that is still held (Redlock\'s delayed restart). Not for a node that writes every change to disk first (appendonly yes, appendfsync always); 0 trusts every node. Keep it at least the longest --ttl any run of the lock uses [default: the TTL]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT. Plain runs of the name are kept out while a slot is held, and a run that asks for another N than the holders is refused (64)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l busy-exit-code -d 'Exit status when the lock is held elsewhere' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l command -d 'Run STRING with /bin/sh -c instead of a command given after --' -r -f -a "(__fish_complete_command)"
@@ -64,6 +65,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l no-config -d 'R
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l wait-unfair -d 'Do not queue: race every other contender for the lock whenever it is released (woken together), and take it even when waiters are queued'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s s -l shared -d 'Take the lock as a reader: readers run together; a run without --shared (a writer) runs alone, with no reader and no other writer (flock -s, across hosts). A waiting writer is not overtaken by readers that come after it. Not with --limit or --fence'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fence -d 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder\'s'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l durable -d 'Count a node\'s vote (the lock, each extension) only once the node has it on disk: WAITAOF where the server has it (Redis 7.2, Valkey), else appendfsync always; a node that can prove neither gives no vote'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing when the lock is busy (cron mails any output)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Say more on stderr: -v each attempt node by node, heartbeats, decisions and waits; -vv releases and backoff too'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -262,6 +262,8 @@ impl Target {
                 .filter(|u| !u.is_empty()),
             sentinel_password,
             replicas: 0,
+            restart_grace: Duration::ZERO,
+            durable: false,
             tls_ca: self
                 .tls_ca
                 .as_deref()
@@ -693,6 +695,19 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100), default_value_t = 0, hide_default_value = true)]
     pub replicas: u32,
 
+    /// A node up for less than this gives no vote: restarted, it may have forgotten a lock that
+    /// is still held (Redlock's delayed restart). Not for a node that writes every change to
+    /// disk first (appendonly yes, appendfsync always); 0 trusts every node. Keep it at least
+    /// the longest --ttl any run of the lock uses [default: the TTL]
+    #[arg(long, value_name = "DURATION", env = "REDLOCK_RESTART_GRACE", hide_env_values = true, value_parser = parse_grace)]
+    pub restart_grace: Option<Duration>,
+
+    /// Count a node's vote (the lock, each extension) only once the node has it on disk:
+    /// WAITAOF where the server has it (Redis 7.2, Valkey), else appendfsync always; a node
+    /// that can prove neither gives no vote
+    #[arg(long, env = "REDLOCK_DURABLE", value_parser = clap::builder::BoolishValueParser::new(), hide_env_values = true)]
+    pub durable: bool,
+
     /// Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT.
     /// Plain runs of the name are kept out while a slot is held, and a run that asks for
     /// another N than the holders is refused (64)
@@ -950,6 +965,10 @@ fn parse_long(s: &str) -> Result<Duration, BadDuration> {
     duration(s, MAX_LONG, false)
 }
 
+fn parse_grace(s: &str) -> Result<Duration, BadDuration> {
+    duration(s, MAX_LONG, true)
+}
+
 /// What is wrong with a duration given on the command line.
 #[derive(Debug, PartialEq, Eq)]
 pub enum BadDuration {
@@ -1193,6 +1212,8 @@ impl Cli {
         let once_per = self.once_per_window()?;
         options.timeout = node_timeout;
         options.replicas = self.replicas;
+        options.restart_grace = self.restart_grace.unwrap_or(self.ttl);
+        options.durable = self.durable;
         Ok(Config {
             name,
             options,

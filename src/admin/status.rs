@@ -633,6 +633,10 @@ struct NodeDoc {
     token_prefix: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pttl_ms: Option<i64>,
+    /// How long its server has been up, where it said: one restarted
+    /// lately sits out runs for their restart grace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uptime_s: Option<u64>,
     /// Whether what it holds is a stale copy (on a minority of the nodes).
     #[serde(skip_serializing_if = "Option::is_none")]
     stale: Option<bool>,
@@ -743,7 +747,14 @@ impl<'a> Status<'a> {
             redlock::quorum(nodes.len())
         );
         for (node, f) in nodes.iter().zip(found) {
-            let line = node_state(f, is_stale);
+            let mut line = node_state(f, is_stale);
+            if let Some(up) = node.uptime().filter(|up| *up < LATELY) {
+                line.push_str(&format!(
+                    "; started {} ago: a run counts its vote once it has been up for the \
+                     run's restart grace (by default its TTL)",
+                    humantime::format_duration(Duration::from_secs(up.as_secs()))
+                ));
+            }
             match f {
                 // The error names the node already.
                 Some(Err(_)) => println!("  {line}"),
@@ -834,6 +845,7 @@ impl<'a> Status<'a> {
             .map(|(node, f)| {
                 let mut doc = NodeDoc {
                     node: node.name().to_string(),
+                    uptime_s: node.uptime().map(|d| d.as_secs()),
                     ..Default::default()
                 };
                 match f {
@@ -908,6 +920,10 @@ impl<'a> Status<'a> {
         doc
     }
 }
+
+/// A node up for less than this is said to have started lately: longer
+/// than any TTL but the rarest.
+const LATELY: Duration = Duration::from_secs(3600);
 
 /// One node's part in `status`: free, held (by whom, for how much longer),
 /// shared, or why it did not say.

@@ -84,6 +84,8 @@ pub struct Lock {
     /// Nodes where our token may be (not refused at the acquire, or taken
     /// back since): the ones a release goes to.
     may_hold: Vec<AtomicBool>,
+    /// Nodes whose restart under the hold was said (once each).
+    restart_told: Vec<AtomicBool>,
     /// A queued waiter's ticket: its place's score on every node (see the
     /// module's documentation), once a quorum has scored its first try.
     ticket: Mutex<Option<u64>>,
@@ -148,7 +150,7 @@ fn next_fence(counters: impl IntoIterator<Item = u64>) -> Option<u64> {
 }
 
 /// Why the lock was busy, as the refusing nodes said.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Busy {
     /// `Refusal::Limit` is no "busy" at all but a conflict: runs with
     /// another --limit hold the name.
@@ -157,6 +159,23 @@ pub struct Busy {
     /// renewed, as a quorum of the nodes counts it: a waiter need not sleep
     /// past it, since that place may be a dead waiter's.
     pub lapse_ahead: Option<Duration>,
+    /// Nodes that sat the try out (restarted within their grace), each as
+    /// its error says it: without them no quorum could be had.
+    pub sitting_out: Vec<String>,
+    /// How soon the first of them counts again: a waiter tries then.
+    pub back_in: Option<Duration>,
+}
+
+impl Busy {
+    /// Held by another token, with nothing more known.
+    pub fn held() -> Busy {
+        Busy {
+            why: Refusal::Held,
+            lapse_ahead: None,
+            sitting_out: Vec::new(),
+            back_in: None,
+        }
+    }
 }
 
 /// How an extension round ended.
@@ -190,6 +209,7 @@ impl Lock {
         };
         Ok(Lock {
             may_hold: nodes.iter().map(|_| AtomicBool::new(false)).collect(),
+            restart_told: nodes.iter().map(|_| AtomicBool::new(false)).collect(),
             nodes,
             slots: match limit {
                 None if shared => vec![Arc::new(KeySet {
@@ -335,16 +355,19 @@ impl Lock {
                                 b.why
                             },
                             lapse_ahead: earliest(was.lapse_ahead, b.lapse_ahead),
+                            back_in: earliest(was.back_in, b.back_in),
+                            sitting_out: if b.sitting_out.is_empty() {
+                                was.sitting_out
+                            } else {
+                                b.sitting_out
+                            },
                         },
                     });
                 }
                 other => return other,
             }
         }
-        Acquired::Busy(busy.unwrap_or(Busy {
-            why: Refusal::Held,
-            lapse_ahead: None,
-        }))
+        Acquired::Busy(busy.unwrap_or_else(Busy::held))
     }
 
     fn acquire_slot(&self, queue: &Queue, log: &Log) -> Acquired {
@@ -404,7 +427,7 @@ impl Lock {
         *self.last_round.lock().unwrap_or_else(|p| p.into_inner()) = Some(round);
         match outcome {
             Judged::Held(held) => {
-                self.undo_unreplicated(log);
+                self.undo_uncounted(log);
                 if matches!(queue, Queue::Join { .. }) {
                     self.forget_place(&maybe_ours);
                 }
@@ -522,17 +545,18 @@ impl Lock {
         );
     }
 
-    /// --replicas: a node whose replicas did not acknowledge the lock does not
-    /// count, even when a quorum did without it; its copy, which a failover
-    /// would lose, is taken back (an extension may set it again, acknowledged).
-    fn undo_unreplicated(&self, log: &Log) {
+    /// A node whose grant did not count (its replicas did not acknowledge
+    /// it, --replicas; it sits out its restart grace; --durable and not on
+    /// its disk), even when a quorum did without it: its copy, which it may
+    /// lose, is taken back (an extension may set it again, counted).
+    fn undo_uncounted(&self, log: &Log) {
         let which: Vec<usize> = self
             .last_round
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .flat_map(|round| &round.replies)
-            .filter(|r| r.result.as_ref().is_err_and(|e| e.is_unreplicated()))
+            .filter(|r| r.result.as_ref().is_err_and(|e| e.is_uncounted()))
             .map(|r| r.node)
             .collect();
         self.release_on(&which, false, log);
@@ -571,6 +595,7 @@ impl Lock {
                         .ms(round.elapsed)
                         .outcome("acquired")
                     });
+                    self.warn_sitting_out(round, log);
                     Judged::Held(Held {
                         since: t0,
                         deadline: t0 + self.ttl - redlock::drift(self.ttl),
@@ -584,11 +609,31 @@ impl Lock {
                 ))),
             },
             Verdict::Refused => Judged::Not(Acquired::Busy(busy_of(round, n))),
-            Verdict::Unavailable => Judged::Not(Acquired::Unavailable(format!(
-                "fewer than {} of {n} nodes answered: {}",
-                redlock::quorum(n),
-                self.failures(round)
-            ))),
+            Verdict::Unavailable => match sitting_out(round, n) {
+                Some(busy) => Judged::Not(Acquired::Busy(busy)),
+                None => Judged::Not(Acquired::Unavailable(self.short_of(round))),
+            },
+        }
+    }
+
+    /// One warning per node whose grant did not count, in a round that
+    /// took the lock without it: it started less than the restart grace
+    /// ago (its error says when, and when it counts again). Said once, here,
+    /// while those times are true; -q silences it.
+    fn warn_sitting_out(&self, round: &Round<Granted>, log: &Log) {
+        for r in &round.replies {
+            let Err(e) = &r.result else { continue };
+            if e.restarted().is_some() {
+                let name = self.nodes[r.node].name();
+                log.notice(
+                    ev(
+                        "restarted",
+                        format!("warning: {e} (the quorum did without it)"),
+                    )
+                    .node(name)
+                    .outcome("sitting-out"),
+                );
+            }
         }
     }
 
@@ -680,6 +725,28 @@ impl Lock {
                 .filter(|r| matches!(r.result, Ok(Extension::Absent)))
                 .map(|r| r.node)
                 .collect();
+            // A node that lost the key by a restart is not given it back
+            // while its vote would not count (see `Node::sitting_out`).
+            let mut retake = Vec::new();
+            for i in lost {
+                let node = &self.nodes[i];
+                match node.sitting_out() {
+                    None => retake.push(i),
+                    Some(_) if self.restart_told[i].swap(true, Relaxed) => {}
+                    Some(e) => log.notice(
+                        ev(
+                            "restarted",
+                            format!(
+                                "warning: {e}; it lost the lock's key, which it is not given \
+                                 back before then"
+                            ),
+                        )
+                        .node(node.name())
+                        .outcome("sitting-out"),
+                    ),
+                }
+            }
+            let lost = retake;
             if !lost.is_empty() {
                 self.retake(&lost, log);
             }
@@ -714,7 +781,11 @@ impl Lock {
             self.round_limit(),
         );
         for r in &replies {
-            if matches!(r.result, Ok(true)) {
+            let landed = match &r.result {
+                Ok(took) => *took,
+                Err(e) => e.maybe_applied(),
+            };
+            if landed {
                 self.may_hold[r.node].store(true, Relaxed);
             }
             let name = self.nodes[r.node].name();
@@ -1112,6 +1183,25 @@ impl Lock {
         });
     }
 
+    /// Why a round had no quorum, each failed node's part with it.
+    fn short_of<T>(&self, round: &Round<T>) -> String {
+        let n = self.nodes.len();
+        let uncounted = round
+            .replies
+            .iter()
+            .any(|r| r.result.as_ref().is_err_and(|e| e.is_uncounted()));
+        let head = match (n, uncounted) {
+            (1, false) => "the node did not answer".to_string(),
+            (1, true) => "the node's vote does not count".to_string(),
+            (_, false) => format!("fewer than {} of {n} nodes answered", redlock::quorum(n)),
+            (_, true) => format!(
+                "fewer than {} of {n} nodes gave a vote that counts",
+                redlock::quorum(n)
+            ),
+        };
+        format!("{head}: {}", self.failures(round))
+    }
+
     /// The failed nodes' errors, and the nodes that did not answer in time.
     fn failures<T>(&self, round: &Round<T>) -> String {
         let mut parts: Vec<String> = round
@@ -1253,7 +1343,37 @@ fn busy_of(round: &Round<Granted>, n: usize) -> Busy {
             .get(quorum.saturating_sub(1))
             .or(lapses.last())
             .copied(),
+        ..Busy::held()
     }
+}
+
+/// A round that reached no verdict for want of the nodes that sat it out
+/// (restarted within their grace, see `node::Node::uncounted`): had they
+/// answered, a quorum would have. Busy, not unavailable: nothing is wrong
+/// that time will not mend, and a waiter tries again when the first of
+/// them counts again.
+fn sitting_out(round: &Round<Granted>, n: usize) -> Option<Busy> {
+    let sitting: Vec<(&node::NodeError, Option<std::time::Instant>)> = round
+        .replies
+        .iter()
+        .filter_map(|r| r.result.as_ref().err())
+        .filter_map(|e| Some((e, e.restarted()?)))
+        .collect();
+    let answered = round.tally.granted() + round.tally.refused();
+    if sitting.is_empty() || answered + sitting.len() < redlock::quorum(n) {
+        return None;
+    }
+    let now = std::time::Instant::now();
+    let back = sitting.iter().filter_map(|(_, at)| *at).min();
+    Some(Busy {
+        sitting_out: sitting.iter().map(|(e, _)| e.to_string()).collect(),
+        back_in: back.map(|at| at.saturating_duration_since(now)),
+        ..if round.tally.refused() > 0 {
+            busy_of(round, n)
+        } else {
+            Busy::held()
+        }
+    })
 }
 
 /// The sooner of two lapses, either of which may be unknown.
@@ -1293,7 +1413,7 @@ impl NodeOutcome {
     /// names these nodes and `--metrics-file` counts them: one definition.
     pub fn failure(&self) -> Option<String> {
         match (&self.fared, &self.acquire) {
-            (node::Fared::Failed(e), _) => Some(e.clone()),
+            (node::Fared::Failed(e) | node::Fared::SatOut(e), _) => Some(e.clone()),
             (node::Fared::Silent, NodeVote::NoAnswer) => {
                 Some(format!("{}: no answer while the run lasted", self.name))
             }

@@ -22,8 +22,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::Value;
-
 use crate::lock::node::{self, Node, NodeError, Nodes, Request};
 use crate::lock::redlock::{Answer, Tally, Verdict, Vote};
 
@@ -51,8 +49,9 @@ pub fn not_answering(nodes: &Nodes, i: usize) -> bool {
 }
 
 /// Reads a node's raw replies as the round's request does.
-type Decode<T> =
-    Arc<dyn Fn(&Node, usize, Result<Vec<Value>, NodeError>) -> Result<T, NodeError> + Send + Sync>;
+type Decode<T> = Arc<
+    dyn Fn(&Node, usize, Result<node::Answered, NodeError>) -> Result<T, NodeError> + Send + Sync,
+>;
 
 /// Requests a round gave up listening for, to be taken later.
 struct Late<T> {
@@ -109,8 +108,8 @@ where
                 k += 1;
                 continue;
             };
-            let server = Node::server(state);
-            let reply = answered(nodes, i, decode(&nodes[i], i, raw), start, server);
+            let (result, server) = read(&nodes[i], state, i, raw, &decode);
+            let reply = answered(nodes, i, result, start, server);
             pending.swap_remove(k);
             match stop {
                 None => replies.push(reply),
@@ -148,6 +147,28 @@ where
         start,
     };
     (replies, late)
+}
+
+/// Node `i`'s answer from its raw replies, and a digest of the server that
+/// gave it (see `Lock::same_voter`). A failure the reply meant counts in the
+/// node's part of the run (see `State::note_failure`).
+fn read<T>(
+    node: &Node,
+    state: &mut node::State,
+    i: usize,
+    raw: Result<node::Answered, NodeError>,
+    decode: &Decode<T>,
+) -> (Result<T, NodeError>, Option<u64>) {
+    let answered = raw.is_ok();
+    let server = raw
+        .as_ref()
+        .ok()
+        .and_then(|a| node.server_digest(a.server.as_deref()));
+    let result = decode(node, i, raw);
+    if answered && let Err(e) = &result {
+        state.note_failure(e);
+    }
+    (result, server)
 }
 
 fn node_submit(node: &Node, state: &mut node::State, req: node::Req) {
@@ -251,9 +272,8 @@ impl<T> Round<T> {
             state.progress(&nodes[i], now);
             match state.take(ticket) {
                 Some(raw) => {
-                    let server = Node::server(&state);
+                    let (result, server) = read(&nodes[i], &mut state, i, raw, &late.decode);
                     drop(state);
-                    let result = (late.decode)(&nodes[i], i, raw);
                     self.replies
                         .push(answered(nodes, i, result, late.start, server));
                     late.pending.swap_remove(k);

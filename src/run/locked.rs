@@ -82,6 +82,11 @@ fn warn_unreachable(outcomes: &[NodeOutcome], lost: bool, log: &Log) {
         "the quorum did without it"
     };
     for o in outcomes {
+        // Said when the lock was taken without it (see `Lock::judge`), or
+        // in the busy line.
+        if matches!(o.fared, node::Fared::SatOut(_)) {
+            continue;
+        }
         let Some(why) = o.failure() else {
             continue;
         };

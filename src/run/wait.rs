@@ -56,10 +56,7 @@ pub(super) fn acquire(
         until,
         watching: false,
         attempt: 0,
-        busy: Busy {
-            why: Refusal::Held,
-            lapse_ahead: None,
-        },
+        busy: Busy::held(),
         told: None,
         behind: Vec::new(),
         waited: false,
@@ -242,7 +239,11 @@ impl Waiting<'_> {
     /// The busy line at the end of a wait (or of a single try), and the exit.
     fn busy_at_the_end(&self, holder: Option<&Holder>, holders: Option<&str>) -> Exit {
         let waited = (self.config.wait != Wait::Once).then(|| self.start.elapsed());
-        let (text, reason) = busy_text(&self.config.name, self.busy.why, waited, holder, holders);
+        let name = &self.config.name;
+        let (text, reason) = match self.busy.sitting_out.as_slice() {
+            [] => busy_text(name, self.busy.why, waited, holder, holders),
+            nodes => (sitting_out_text(name, nodes, waited, holder), "restarted"),
+        };
         let entry = match waited {
             None => ev("busy", text),
             Some(w) => ev("busy", text).ms(w),
@@ -284,6 +285,14 @@ impl Waiting<'_> {
     fn tell_waiting(&mut self, holder: Option<Holder>, holders: Option<String>) {
         let waited = self.start.elapsed();
         let by = match self.busy.why {
+            _ if !self.busy.sitting_out.is_empty() => format!(
+                " or may be: too few nodes may vote ({} restarted a moment ago{})",
+                self.busy.sitting_out.len(),
+                self.busy.back_in.map_or(String::new(), |d| format!(
+                    ", the first counts again in {}",
+                    log::span(d)
+                ))
+            ),
             Refusal::Slots(n) => format!(" by runs with --limit {n}"),
             Refusal::Plain => " by a run without --limit".to_string(),
             Refusal::Queued(n) => format!(
@@ -330,6 +339,12 @@ impl Waiting<'_> {
                 .map_or(PLACE_RENEW, |l| PLACE_RENEW.min(l + PAST_LAPSE))
         } else {
             redlock::backoff(self.attempt, rand::random_range(0.0..1.0))
+        };
+        // A node that sits out its restart grace counts again at a known
+        // moment: the next try is then, whatever else wakes it sooner.
+        let pause = match self.busy.back_in {
+            Some(back) => pause.min(back + PAST_LAPSE),
+            None => pause,
         };
         self.attempt = self.attempt.saturating_add(1);
         match self.until {
@@ -380,6 +395,27 @@ fn busy_text(
         ),
         Refusal::Limit(n) => (format!("{held}, by runs with --limit {n}"), "limit"),
     }
+}
+
+/// The busy line when nodes that sit out their restart grace kept a quorum
+/// from answering: each node as its error says it, and the holder where one
+/// refused.
+fn sitting_out_text(
+    name: &str,
+    nodes: &[String],
+    waited: Option<Duration>,
+    holder: Option<&Holder>,
+) -> String {
+    let (still, after) = match waited {
+        Some(w) => ("still ", format!(" after waiting {w:.0?}")),
+        None => ("", String::new()),
+    };
+    let held = holder.map_or(String::new(), |h| format!(" (held elsewhere, by {h})"));
+    format!(
+        "lock '{name}' is {still}busy{after}{held}: no quorum without nodes that restarted a \
+         moment ago: {}",
+        nodes.join("; ")
+    )
 }
 
 /// The line for a lock taken after waiting: how long, and behind whom.

@@ -390,6 +390,7 @@ fn unprivileged(dir: &Path, script: &str) -> Command {
             c.env_remove(&key);
         }
     }
+    c.env(crate::support::cmd::GRACE_ENV, "0");
     c
 }
 
@@ -511,6 +512,7 @@ fn a_tree_larger_than_the_descriptor_limit_is_killed_whole() {
     sh.args(["-c", &script])
         .current_dir(dir.path())
         .env("BIN", BIN)
+        .env(crate::support::cmd::GRACE_ENV, "0")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -549,6 +551,7 @@ fn the_command_inherits_the_callers_signal_state_exactly() {
         sh.args(["-c", &script])
             .current_dir(dir.path())
             .env("BIN", BIN)
+            .env(crate::support::cmd::GRACE_ENV, "0")
             .stdin(Stdio::null());
         plain_signals(&mut sh);
         let out = sh.output().expect("sh");

@@ -32,6 +32,7 @@ mod operator;
 mod option_files;
 mod outcomes;
 mod readme;
+mod restarts;
 mod safety;
 mod shared;
 mod terminal;

@@ -26,8 +26,9 @@
 //!
 //! Negative controls show the checker catches real violations: two wrappers
 //! with different `--prefix`, a node restarted empty while the lock is held
-//! (the documented Redlock limit), and `redlock-run` SIGSTOPped past its TTL
-//! while its command runs on.
+//! with the restart grace off (the Redlock limit the grace closes, shown
+//! closed beside it), and `redlock-run` SIGSTOPped past its TTL while its
+//! command runs on.
 //!
 //! The short variant runs with `cargo test`; the soak variant (≥ 1000
 //! contended runs under faults) runs with
@@ -2435,20 +2436,23 @@ fn negative_control_different_prefixes() {
     );
 }
 
-/// Negative control (b), the known Redlock limit: A holds {0, 1} (node 2 is
-/// black-holed for A), node 1 restarts empty, B takes {1, 2} while A runs.
-#[test]
-fn negative_control_node_restarted_without_persistence() {
+/// A holds {0, 1} (node 2 is black-holed for A), node 1 restarts empty,
+/// and B tries {1, 2} while A runs: B's outcome, and the workload's report.
+fn restart_under_a_hold(grace: &str) -> (i32, i32, Report, String) {
     let mut cluster = Cluster::new(3);
     let dir = tempdir();
     prepare(&dir);
     let p2 = FaultProxy::new(cluster[2].port());
     p2.set_mode(Mode::BlackHole);
+    let grace = ["--restart-grace", grace];
+    // A fleet's nodes have been up for longer than the grace (as a run
+    // reads an uptime: a second less than the server says).
+    thread::sleep(Duration::from_millis(3100));
     let a_urls = format!("{},{},{}", cluster[0].url(), cluster[1].url(), p2.url());
     let mut a = Proc::spawn(
         dir.path(),
         &[
-            args(&a_urls, 2000, 100, &[]),
+            args(&a_urls, 2000, 100, &grace),
             vec!["-c".into(), script(1, Kind::Slow(1500), Shape::InCommand)],
         ]
         .concat(),
@@ -2460,7 +2464,7 @@ fn negative_control_node_restarted_without_persistence() {
     let mut b = Proc::spawn(
         dir.path(),
         &[
-            args(&cluster.urls(), 2000, 100, &[]),
+            args(&cluster.urls(), 2000, 100, &grace),
             vec!["-c".into(), script(2, Kind::Normal, Shape::InCommand)],
         ]
         .concat(),
@@ -2470,13 +2474,39 @@ fn negative_control_node_restarted_without_persistence() {
     let a_code = a.wait_code(Duration::from_secs(10)).expect("A hung");
     let a_end = realtime_ns();
     let r = read_outcome(&dir, &HashMap::from([(1, a_end), (2, b_end)]));
+    (a_code, b_code, r, b.stderr_text())
+}
+
+/// The Redlock limit the restart grace closes: a node restarted empty
+/// under A's hold sits out for the grace, so B cannot count it and is busy,
+/// and no two sections overlap.
+#[test]
+fn a_node_restarted_under_a_hold_sits_out_and_no_second_holder_gets_in() {
+    let (a_code, b_code, r, b_err) = restart_under_a_hold("2s");
     eprintln!(
-        "negative control (restart without persistence): A exit {a_code}, B exit {b_code}, \
-         {} overlaps, {} lost increments",
+        "restart under a hold, grace 2s: A exit {a_code}, B exit {b_code}, {} overlaps",
+        r.overlaps.len()
+    );
+    assert_eq!(b_code, 75, "B should be busy\n{b_err}");
+    assert!(
+        b_err.contains("started"),
+        "B names the restarted node\n{b_err}"
+    );
+    assert!(r.overlaps.is_empty(), "{r:?}");
+}
+
+/// Negative control (b): the same with --restart-grace 0, the Redlock
+/// limit itself: B takes {1, 2} while A runs.
+#[test]
+fn negative_control_node_restarted_without_persistence() {
+    let (a_code, b_code, r, b_err) = restart_under_a_hold("0");
+    eprintln!(
+        "negative control (restart without persistence, grace 0): A exit {a_code}, B exit \
+         {b_code}, {} overlaps, {} lost increments",
         r.overlaps.len(),
         r.lost_increments
     );
-    assert_eq!(b_code, 0, "B should have won {{1, 2}}\n{}", b.stderr_text());
+    assert_eq!(b_code, 0, "B should have won {{1, 2}}\n{b_err}");
     assert!(
         !r.overlaps.is_empty(),
         "the checker missed the overlap: {r:?}"

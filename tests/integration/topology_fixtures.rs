@@ -43,14 +43,20 @@ fn server_version_helper_agrees_with_the_binary() {
         .find_map(|w| w.strip_prefix("v="))
         .unwrap_or_else(|| panic!("no v= in {text:?}"));
     let caps = server_caps();
+    // Valkey says a Redis version too (for clients that go by it), and its
+    // own in valkey_version, which is what --version prints.
     assert_eq!(
-        caps.version.to_string(),
+        caps.release.to_string(),
         reported,
         "INFO server vs --version"
     );
+    let valkey = text.starts_with("Valkey");
+    assert_eq!(caps.product == "Valkey", valkey, "{text}");
     eprintln!(
-        "server under test: {} (Redis {}, TLS {})",
+        "server under test: {} ({} {}, speaking Redis {}, TLS {})",
         caps.binary.display(),
+        caps.product,
+        caps.release,
         caps.version,
         if caps.tls { "yes" } else { "no" }
     );

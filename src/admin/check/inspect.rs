@@ -62,7 +62,7 @@ pub(super) fn all(nodes: &Nodes, c: &Config, report: &mut Report) -> usize {
         }
     }
     independent(nodes, &up, &infos, report);
-    persistence(nodes, &up, &near, &infos, report);
+    persistence(nodes, &up, &near, &infos, c, report);
     clock(nodes, &up, &near, report);
     topology(nodes, &up, &near, c, report);
     certificates(nodes, &up, report);
@@ -140,6 +140,17 @@ fn version(i: usize, f: &Fields, report: &mut Report) {
     let Some(v) = field(f, "redis_version") else {
         return;
     };
+    // Valkey answers a Redis version for clients that go by it (7.2.4):
+    // it is named by its own.
+    if field(f, "server_name") == Some("valkey")
+        && let Some(own) = field(f, "valkey_version")
+    {
+        report.on(
+            i,
+            Finding::new("version", Level::Ok, format!("Valkey {own}")),
+        );
+        return;
+    }
     let parts: Vec<u32> = v.split('.').filter_map(|p| p.parse().ok()).collect();
     let recent = parts.as_slice() >= [6, 2].as_slice();
     report.on(
@@ -267,12 +278,13 @@ fn read(
     }
 }
 
-/// appendonly, appendfsync and maxmemory-policy.
+/// appendonly, appendfsync and maxmemory-policy; what a restart costs.
 fn persistence(
     nodes: &Nodes,
     up: &[usize],
     near: &[u8],
     infos: &PerNode<Fields>,
+    c: &Config,
     report: &mut Report,
 ) {
     let aof = config_get(nodes, up, near, "appendonly");
@@ -296,7 +308,29 @@ fn persistence(
             i,
             judge::policy(read(&policy[i], info, "maxmemory_policy"), maxmemory),
         );
+        let disk = judge::Disk {
+            appendonly: read(&aof[i], info, "aof_enabled").says("yes", "1"),
+            always: read(&fsync[i], None, "").says("always", ""),
+            waitaof: info.is_some_and(has_waitaof),
+        };
+        let uptime = info
+            .and_then(|f| field(f, "uptime_in_seconds"))
+            .and_then(|s| s.parse().ok())
+            .map(Duration::from_secs);
+        report.on(i, judge::restart(&disk, uptime, c.options.restart_grace));
+        report.on(i, judge::durable(&disk, c.options.durable));
     }
+}
+
+/// Whether the server has WAITAOF (Redis 7.2; Valkey says a 7.2 version
+/// for Redis clients).
+fn has_waitaof(f: &Fields) -> bool {
+    let v: Vec<u32> = field(f, "redis_version")
+        .unwrap_or("")
+        .split('.')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    v.as_slice() >= [7, 2].as_slice()
 }
 
 /// The node's TIME against this host's clock, and the nodes' against each

@@ -2,6 +2,7 @@
 //! was seen, how it bears on the lock, and what to do.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use super::{Finding, Level};
 use crate::admin::PerNode;
@@ -13,6 +14,126 @@ pub(super) enum Read {
     Config(String),
     Info(&'static str, String),
     Neither(String),
+}
+
+impl Read {
+    /// Whether the setting is `yes` as CONFIG GET says it (or `info_yes` as
+    /// INFO does); None when neither could be read.
+    pub(super) fn says(&self, yes: &str, info_yes: &str) -> Option<bool> {
+        match self {
+            Read::Config(v) => Some(v == yes),
+            Read::Info(_, v) => Some(v == info_yes),
+            Read::Neither(_) => None,
+        }
+    }
+}
+
+/// What a node's disk does for a lock: `appendonly`, `appendfsync always`
+/// (None: cannot tell), and whether it has WAITAOF.
+pub(super) struct Disk {
+    pub appendonly: Option<bool>,
+    pub always: Option<bool>,
+    pub waitaof: bool,
+}
+
+impl Disk {
+    fn syncs_every_write(&self) -> bool {
+        self.appendonly == Some(true) && self.always == Some(true)
+    }
+}
+
+fn span(d: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(Duration::from_secs(d.as_secs()))
+}
+
+/// What a restart costs the node's vote: nothing when every write is on
+/// disk first; else it sits out the restart grace after each start (or, at
+/// --restart-grace 0, votes at once and may grant a lock still held).
+pub(super) fn restart(disk: &Disk, uptime: Option<Duration>, grace: Duration) -> Finding {
+    if disk.syncs_every_write() {
+        return Finding::new(
+            "restart",
+            Level::Ok,
+            "restart-safe: every write is on disk before the answer, so a restart keeps its locks",
+        );
+    }
+    if grace.is_zero() {
+        return Finding::new(
+            "restart",
+            Level::Warn,
+            "--restart-grace 0: restarted without its locks, it votes at once, and may grant a \
+             lock that is still held",
+        )
+        .advice("keep the default restart grace (the TTL), or set appendfsync always");
+    }
+    match uptime {
+        Some(up) if up < grace => Finding::new(
+            "restart",
+            Level::Warn,
+            format!(
+                "up for {}: it sits out until it has been up for the restart grace, {} (it may \
+                 have forgotten a lock it granted)",
+                span(up),
+                span(grace)
+            ),
+        )
+        .advice("its vote counts by itself once the grace is over; a run needs a quorum without it until then"),
+        Some(up) => Finding::new(
+            "restart",
+            Level::Ok,
+            format!(
+                "up for {}, more than the restart grace {}: a restart would make it sit out that \
+                 long",
+                span(up),
+                span(grace)
+            ),
+        ),
+        None => Finding::new(
+            "restart",
+            Level::CannotTell,
+            "INFO does not say how long it has been up: runs give it no vote",
+        )
+        .advice("allow +info, or set appendfsync always"),
+    }
+}
+
+/// Whether the node can show a write is on its disk (--durable): by
+/// WAITAOF, or by syncing every write. Unfit under --durable when it
+/// cannot; said for the record otherwise.
+pub(super) fn durable(disk: &Disk, wanted: bool) -> Finding {
+    let (proves, how) = match (disk.appendonly, disk.waitaof, disk.always) {
+        (Some(false), _, _) => (false, "appendonly no".to_string()),
+        (Some(true), true, _) => (true, "WAITAOF".to_string()),
+        (Some(true), false, Some(true)) => (true, "appendfsync always".to_string()),
+        (Some(true), false, Some(false)) => (
+            false,
+            "appendfsync is not always, and the server has no WAITAOF".to_string(),
+        ),
+        _ => (false, "cannot read appendonly and appendfsync".to_string()),
+    };
+    match (wanted, proves) {
+        (true, true) => Finding::new(
+            "durable",
+            Level::Ok,
+            format!("--durable: each vote counts once on disk ({how})"),
+        ),
+        (true, false) => Finding::new(
+            "durable",
+            Level::Unfit,
+            format!("--durable: it cannot show a write is on disk ({how}), so it gives no vote"),
+        )
+        .advice("set appendonly yes with appendfsync always, or use Redis 7.2 or later (WAITAOF)"),
+        (false, true) => Finding::new(
+            "durable",
+            Level::Ok,
+            format!("--durable would count its votes once on disk ({how})"),
+        ),
+        (false, false) => Finding::new(
+            "durable",
+            Level::Ok,
+            format!("--durable would not count its votes ({how})"),
+        ),
+    }
 }
 
 /// Why a setting could not be read, and where INFO stood in.
@@ -39,12 +160,12 @@ pub(super) fn appendonly(read: Read) -> Finding {
     Finding::new(
         "appendonly",
         Level::Warn,
-        format!("appendonly no{said}: a node that restarts comes back without the lock"),
+        format!(
+            "appendonly no{said}: a node that restarts comes back without its locks, and sits \
+             out the restart grace"
+        ),
     )
-    .advice(
-        "set appendonly yes with appendfsync always, or keep a crashed node down longer than \
-         the largest TTL before it rejoins",
-    )
+    .advice("set appendonly yes with appendfsync always")
 }
 
 pub(super) fn appendfsync(read: Read) -> Finding {
@@ -60,10 +181,7 @@ pub(super) fn appendfsync(read: Read) -> Finding {
                  granted then among them"
             ),
         )
-        .advice(
-            "set appendfsync always, or keep a crashed node down longer than the largest TTL \
-             before it rejoins",
-        ),
+        .advice("set appendfsync always: until then a restart makes it sit out the restart grace"),
         Read::Info(..) | Read::Neither(_) => Finding::new(
             "appendfsync",
             Level::CannotTell,

@@ -3,7 +3,7 @@
 //! callers that branch on it.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::Value;
 
@@ -27,6 +27,12 @@ pub enum Kind {
     Protocol,
     /// The write landed on the node but on fewer replicas than --replicas.
     Unreplicated,
+    /// The write landed, on a node that started less than the restart
+    /// grace ago and may have forgotten locks it granted before.
+    Restarted,
+    /// The write landed, but the node cannot prove it is on its disk
+    /// (--durable).
+    Undurable,
     /// A Sentinel group or a Cluster could not say where the lock lives.
     Topology,
     /// Never written: a release went out instead (see `State::submit`).
@@ -39,6 +45,9 @@ pub struct NodeError {
     kind: Kind,
     /// The request may have reached the node (and been applied there).
     sent: bool,
+    /// `Restarted`: when its vote counts again (None: not while it cannot
+    /// tell when it started).
+    back_at: Option<Instant>,
 }
 
 impl std::error::Error for NodeError {}
@@ -51,7 +60,12 @@ impl fmt::Display for NodeError {
 
 impl NodeError {
     pub(super) fn new(kind: Kind, msg: String, sent: bool) -> NodeError {
-        NodeError { msg, kind, sent }
+        NodeError {
+            msg,
+            kind,
+            sent,
+            back_at: None,
+        }
     }
 
     pub fn kind(&self) -> Kind {
@@ -67,9 +81,20 @@ impl NodeError {
         self.sent
     }
 
-    /// The write landed on the node but not on enough of its replicas.
-    pub fn is_unreplicated(&self) -> bool {
-        self.kind == Kind::Unreplicated
+    /// The write landed on the node but does not count as its vote: too
+    /// few replicas have it, or the node may forget it (see
+    /// `Node::uncounted`). It is to be taken back.
+    pub fn is_uncounted(&self) -> bool {
+        matches!(
+            self.kind,
+            Kind::Unreplicated | Kind::Restarted | Kind::Undurable
+        )
+    }
+
+    /// A node that sits out its restart grace: Some(when its vote counts
+    /// again), or Some(None) while it cannot tell when it started.
+    pub fn restarted(&self) -> Option<Option<Instant>> {
+        (self.kind == Kind::Restarted).then_some(self.back_at)
     }
 
     /// The error with each of `secrets` (the passwords in use) taken out of
@@ -123,6 +148,61 @@ pub(super) fn withdrawn(name: &str) -> NodeError {
         format!("{name}: not sent, a release went out instead"),
         false,
     )
+}
+
+/// A node up for only `up` (None: it does not say), less than `grace`,
+/// without every write on disk: it may have restarted and forgotten locks
+/// it granted, so a write it answered is no vote until its uptime reaches
+/// the grace.
+pub(super) fn restarted(
+    name: &str,
+    up: Option<Duration>,
+    grace: Duration,
+    now: Instant,
+) -> NodeError {
+    let grace_s = secs(grace);
+    let Some(up) = up else {
+        return NodeError::new(
+            Kind::Restarted,
+            format!(
+                "{name}: cannot tell when it started (INFO refused or renamed: allow +info), so \
+                 it may have forgotten locks it granted: its vote does not count (--restart-grace \
+                 {grace_s}; 0 trusts a node you know)"
+            ),
+            true,
+        );
+    };
+    let left = grace.saturating_sub(up);
+    NodeError {
+        back_at: Some(now + left),
+        ..NodeError::new(
+            Kind::Restarted,
+            format!(
+                "{name}: started {} ago without appendfsync always, so it may have forgotten \
+                 locks it granted: its vote counts again in {} (--restart-grace {grace_s})",
+                humantime::format_duration(Duration::from_secs(up.as_secs())),
+                secs(left.max(Duration::from_secs(1)))
+            ),
+            true,
+        )
+    }
+}
+
+/// A write a --durable run cannot count: `why` the node cannot prove it
+/// is on its disk.
+pub(super) fn undurable(name: &str, why: &str) -> NodeError {
+    NodeError::new(
+        Kind::Undurable,
+        format!("{name}: {why}, so its vote does not count (--durable)"),
+        true,
+    )
+}
+
+/// A duration in whole seconds (up, for what is still to come).
+fn secs(d: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(Duration::from_secs(
+        d.as_secs() + u64::from(d.subsec_nanos() > 0),
+    ))
 }
 
 /// A request that was not answered within `timeout`.

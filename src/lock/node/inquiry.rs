@@ -82,6 +82,8 @@ impl Nodes {
                     name: format!("sentinel {} of {}", place.authority(), node.name),
                     timeout: node.timeout,
                     replicas: 0,
+                    restart_grace: Duration::ZERO,
+                    durable: false,
                     topology: Topology::Server {
                         place: place.clone(),
                         tls: tls.then_some(false),

@@ -17,6 +17,7 @@
 //! - `topology`: what a URL names, its addresses and set-ups;
 //! - `tls`: the rustls configuration;
 //! - `link`: one connection; `resp`: where a reply ends;
+//! - `server`: what a server says of itself on each connection;
 //! - `state`: a node's connections and requests, discovery and redirects;
 //! - `requests`: the lock's requests and their typed answers;
 //! - `inquiry`: read-only questions for `check` (INFO, CONFIG GET, TIME...);
@@ -32,6 +33,7 @@ mod place;
 mod requests;
 mod resp;
 mod scripts;
+mod server;
 mod state;
 mod tls;
 mod topology;
@@ -50,9 +52,10 @@ pub use inquiry::*;
 pub use place::same_run_id;
 use place::same_server;
 pub use requests::*;
+pub use server::Server;
 pub use url::{push_masked_authority, redact};
 
-pub(crate) use state::{Req, State};
+pub(crate) use state::{Answered, Req, State};
 use topology::{Names, Topology};
 
 /// The keys one acquire, extension or release touches.
@@ -310,6 +313,9 @@ pub enum Fared {
     Answered,
     /// It failed at least once: the first error.
     Failed(String),
+    /// It answered, but a vote of its did not count: it had started less
+    /// than the restart grace before (the first such answer).
+    SatOut(String),
     /// Not a single answer yet.
     Silent,
 }
@@ -320,6 +326,9 @@ pub struct Node {
     timeout: Duration,
     /// --replicas N.
     replicas: u32,
+    /// --restart-grace and --durable (see `uncounted`).
+    restart_grace: Duration,
+    durable: bool,
     topology: Topology,
     tls: tls::Tls,
     /// Names looked up for the run, shared by its nodes.
@@ -353,6 +362,8 @@ impl Node {
             name,
             timeout: opts.timeout,
             replicas: opts.replicas,
+            restart_grace: opts.restart_grace,
+            durable: opts.durable,
             topology,
             tls,
             names,
@@ -400,10 +411,11 @@ impl Node {
     pub fn fared(&self) -> Fared {
         let state = self.state();
         let h = &state.health;
-        match (&h.first_error, h.answered) {
-            (Some(e), _) => Fared::Failed(e.clone()),
-            (None, true) => Fared::Answered,
-            (None, false) => Fared::Silent,
+        match (&h.first_error, &h.sat_out, h.answered) {
+            (Some(e), _, _) => Fared::Failed(e.clone()),
+            (None, Some(e), _) => Fared::SatOut(e.clone()),
+            (None, None, true) => Fared::Answered,
+            (None, None, false) => Fared::Silent,
         }
     }
 
@@ -426,6 +438,7 @@ impl Node {
         req.recheck = request.recheck();
         req.last_word = request.last_word();
         req.wait = (self.replicas > 0 && request.writes()).then_some(self.replicas);
+        req.durable = self.durable && request.votes();
         Some(req)
     }
 
@@ -435,7 +448,7 @@ impl Node {
         &self,
         request: &R,
         index: usize,
-        raw: Result<Vec<redis::Value>, NodeError>,
+        raw: Result<Answered, NodeError>,
     ) -> Result<R::Answer, NodeError> {
         self.decode(request, index, raw)
             .map_err(|e| e.without(&self.secrets))
@@ -445,47 +458,147 @@ impl Node {
         &self,
         request: &R,
         index: usize,
-        raw: Result<Vec<redis::Value>, NodeError>,
+        raw: Result<Answered, NodeError>,
     ) -> Result<R::Answer, NodeError> {
-        let mut replies = raw?.into_iter();
-        let reply = replies.next().unwrap_or_default();
+        let Answered {
+            reply,
+            acked,
+            synced,
+            server,
+        } = raw?;
         if let redis::Value::ServerError(e) = &reply {
             return Err(error::server_error(&self.name, e));
         }
         let wrote = request.wrote(index, &reply);
         let answer = request.decode(index, reply, &self.name)?;
-        let Some(acked) = replies.next() else {
-            return Ok(answer);
-        };
         if !wrote {
             return Ok(answer);
         }
         match acked {
-            redis::Value::Int(n) if n >= i64::from(self.replicas) => Ok(answer),
-            redis::Value::Int(n) => request.unreplicated(
-                answer,
-                NodeError::new(
-                    Kind::Unreplicated,
-                    format!(
-                        "{}: only {n} of {} replicas acknowledged the write within {} \
-                         (--replicas)",
-                        self.name,
-                        self.replicas,
-                        humantime::format_duration(self.timeout)
+            None => {}
+            Some(redis::Value::Int(n)) if n >= i64::from(self.replicas) => {}
+            Some(redis::Value::Int(n)) => {
+                return request.uncounted(
+                    answer,
+                    NodeError::new(
+                        Kind::Unreplicated,
+                        format!(
+                            "{}: only {n} of {} replicas acknowledged the write within {} \
+                             (--replicas)",
+                            self.name,
+                            self.replicas,
+                            humantime::format_duration(self.timeout)
+                        ),
+                        true,
                     ),
-                    true,
-                ),
-            ),
-            redis::Value::ServerError(e) => Err(error::server_error(&self.name, &e)),
-            other => Err(error::unexpected(&self.name, "WAIT", &other)),
+                );
+            }
+            Some(redis::Value::ServerError(e)) => return Err(error::server_error(&self.name, &e)),
+            Some(other) => return Err(error::unexpected(&self.name, "WAIT", &other)),
+        }
+        if !request.votes() {
+            return Ok(answer);
+        }
+        match self.uncounted(server.as_deref(), synced, Instant::now()) {
+            None => Ok(answer),
+            Some(e) => request.uncounted(answer, e),
         }
     }
 
-    /// A digest of the `run_id` of the server that answered last, where a
-    /// fresh connection read it (see `Lock::same_voter`).
-    pub(crate) fn server(state: &State) -> Option<u64> {
+    /// Why a vote this node wrote must not count: it may forget it. Under
+    /// --durable, unless the write is on its disk (WAITAOF said so, or it
+    /// syncs every write). Otherwise, while it has been up for less than
+    /// the restart grace, unless it syncs every write: a node restarted
+    /// without them has forgotten the locks it granted, and one of them
+    /// may still be held, for as long as any run's TTL (Redlock's delayed
+    /// restart). None: the vote counts.
+    fn uncounted(
+        &self,
+        server: Option<&Server>,
+        synced: Option<redis::Value>,
+        now: Instant,
+    ) -> Option<NodeError> {
+        if self.durable {
+            return self.undurable(server, synced);
+        }
+        if self.restart_grace.is_zero() || server.is_some_and(Server::syncs_every_write) {
+            return None;
+        }
+        match server.and_then(|s| s.uptime(now)) {
+            Some(up) if up >= self.restart_grace => None,
+            up => Some(error::restarted(&self.name, up, self.restart_grace, now)),
+        }
+    }
+
+    /// --durable: why the write cannot be shown to be on the node's disk.
+    fn undurable(
+        &self,
+        server: Option<&Server>,
+        synced: Option<redis::Value>,
+    ) -> Option<NodeError> {
+        let why = match synced {
+            Some(redis::Value::Array(counts)) => match counts.first() {
+                Some(redis::Value::Int(n)) if *n >= 1 => return None,
+                Some(redis::Value::Int(_)) => format!(
+                    "did not write it to its disk within {} (WAITAOF)",
+                    humantime::format_duration(self.timeout)
+                ),
+                _ => {
+                    return Some(error::unexpected(
+                        &self.name,
+                        "WAITAOF",
+                        &redis::Value::Array(counts),
+                    ));
+                }
+            },
+            Some(redis::Value::ServerError(e)) if format!("{e}").contains("appendonly") => {
+                "appendonly no: it keeps no log to replay after a restart".to_string()
+            }
+            Some(redis::Value::ServerError(e)) => return Some(error::server_error(&self.name, &e)),
+            Some(other) => return Some(error::unexpected(&self.name, "WAITAOF", &other)),
+            None => match server {
+                Some(s) if s.syncs_every_write() => return None,
+                Some(s) if s.appendonly == Some(false) => {
+                    "appendonly no: it keeps no log to replay after a restart".to_string()
+                }
+                Some(s) if s.appendonly.is_some() => format!(
+                    "appendfsync {} and no WAITAOF ({}): a crash may lose the last second of \
+                     writes (set appendfsync always, or use Redis 7.2 or later)",
+                    s.appendfsync.as_deref().unwrap_or("?"),
+                    s.product.as_deref().unwrap_or("an older server")
+                ),
+                _ => "cannot tell whether it writes to disk before it answers: CONFIG GET is \
+                      refused and it has no WAITAOF (allow +config|get)"
+                    .to_string(),
+            },
+        };
+        Some(error::undurable(&self.name, &why))
+    }
+
+    /// Why its vote would not count now, going by what its server said
+    /// last, when it sits out its restart grace: such a node is not written
+    /// to in vain (see `Lock::extend`).
+    pub fn sitting_out(&self) -> Option<NodeError> {
+        let server = self.state().server.clone();
+        self.uncounted(server.as_deref(), None, Instant::now())
+            .filter(|e| e.restarted().is_some())
+    }
+
+    /// How long the server that answered last has been up, where it said.
+    pub fn uptime(&self) -> Option<Duration> {
+        let server = self.state().server.clone();
+        server?.uptime(Instant::now())
+    }
+
+    /// A digest of the `run_id` of `server`, the one that answered (see
+    /// `Lock::same_voter`). A Cluster's servers are its masters, each
+    /// answering for its slots: none stands for the node.
+    pub(crate) fn server_digest(&self, server: Option<&Server>) -> Option<u64> {
         use std::hash::{Hash, Hasher};
-        state.run_id.as_ref().map(|id| {
+        if matches!(self.topology, Topology::Cluster { .. }) {
+            return None;
+        }
+        server?.run_id.as_ref().map(|id| {
             let mut h = std::hash::DefaultHasher::new();
             id.hash(&mut h);
             h.finish()
@@ -631,6 +744,11 @@ pub struct Options {
     /// --replicas N: a write counts only once N replicas of the node
     /// acknowledged it (WAIT).
     pub replicas: u32,
+    /// --restart-grace: a node up for less than this gives no vote, unless
+    /// it syncs every write (see `Node::uncounted`); zero trusts every node.
+    pub restart_grace: Duration,
+    /// --durable: a node's vote counts only once it is on its disk.
+    pub durable: bool,
 }
 
 // By hand, so that no `{:?}` anywhere can print a password or the key.
@@ -649,6 +767,8 @@ impl fmt::Debug for Options {
             .field("tls_client", &self.tls_client.is_some())
             .field("tls_insecure", &self.tls_insecure)
             .field("replicas", &self.replicas)
+            .field("restart_grace", &self.restart_grace)
+            .field("durable", &self.durable)
             .finish()
     }
 }

@@ -60,9 +60,18 @@ pub trait Request: Send + Sync {
     /// The answer of node `node` (named `name`) from its reply.
     fn decode(&self, node: usize, v: Value, name: &str) -> Result<Self::Answer, NodeError>;
 
-    /// Too few replicas acknowledged the write: by default it fails, and
-    /// the node does not count.
-    fn unreplicated(&self, _answer: Self::Answer, e: NodeError) -> Result<Self::Answer, NodeError> {
+    /// Whether its write is the node's vote for the lock (an acquire, an
+    /// extension, a retake, a --once-per marker, a fencing token): one that
+    /// counts only from a node that will remember it (see
+    /// `Node::uncounted`), and that --durable waits to see on disk.
+    fn votes(&self) -> bool {
+        false
+    }
+
+    /// The write landed but does not count (too few replicas acknowledged
+    /// it, or the node may forget it): by default it fails, and the node
+    /// does not count.
+    fn uncounted(&self, _answer: Self::Answer, e: NodeError) -> Result<Self::Answer, NodeError> {
         Err(e)
     }
 }
@@ -171,6 +180,10 @@ impl Request for Acquire {
         true
     }
 
+    fn votes(&self) -> bool {
+        true
+    }
+
     fn wrote(&self, _: usize, v: &Value) -> bool {
         granted(v)
     }
@@ -201,6 +214,10 @@ impl Request for Mark {
     }
 
     fn writes(&self) -> bool {
+        true
+    }
+
+    fn votes(&self) -> bool {
         true
     }
 
@@ -309,6 +326,10 @@ impl Request for Extend {
         true
     }
 
+    fn votes(&self) -> bool {
+        true
+    }
+
     fn wrote(&self, _: usize, v: &Value) -> bool {
         *v == Value::Int(1)
     }
@@ -371,6 +392,10 @@ impl Request for Retake {
     }
 
     fn writes(&self) -> bool {
+        true
+    }
+
+    fn votes(&self) -> bool {
         true
     }
 
@@ -686,7 +711,7 @@ impl Request for EndRun {
         }
     }
 
-    fn unreplicated(&self, answer: Ended, e: NodeError) -> Result<Ended, NodeError> {
+    fn uncounted(&self, answer: Ended, e: NodeError) -> Result<Ended, NodeError> {
         match answer.lock {
             // Too few replicas have the hold: it fails here as HOLD alone
             // would, and the record with it.
@@ -863,6 +888,10 @@ impl Request for CommitFence {
     }
 
     fn writes(&self) -> bool {
+        true
+    }
+
+    fn votes(&self) -> bool {
         true
     }
 

