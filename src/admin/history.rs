@@ -7,7 +7,6 @@
 use super::Subject;
 use super::on_all;
 use crate::exit::Exit;
-use crate::lock::end::HISTORY_CAP;
 use crate::lock::node::{self, Nodes};
 use crate::lock::redlock;
 use crate::log::printable;
@@ -23,18 +22,12 @@ pub struct Found {
     pub errors: Vec<String>,
 }
 
-/// The newest `count` runs of the lock over all nodes (at least a node's
-/// whole list is read from each, so that the merge picks the newest overall).
+/// The newest `count` runs of the lock over all nodes. Each node's list is
+/// newest first (a run appends its record when it ends), so the newest
+/// `count` overall are among each list's first `count`: no more is read.
 pub fn read(lock: &Subject, nodes: &Nodes, count: usize) -> Found {
     let key = lock.keys.history();
-    let per_node = count.max(HISTORY_CAP);
-    let replies = on_all(
-        nodes,
-        node::History {
-            key,
-            count: per_node,
-        },
-    );
+    let replies = on_all(nodes, node::History { key, count });
     let mut found = Found {
         runs: Vec::new(),
         answered: 0,
@@ -45,6 +38,14 @@ pub fn read(lock: &Subject, nodes: &Nodes, count: usize) -> Found {
         match reply {
             Some(Ok(entries)) => {
                 found.answered += 1;
+                let cut = entries.iter().filter(|e| truncated(e)).count();
+                if cut > 0 {
+                    found.errors.push(format!(
+                        "{}: {cut} history record(s) longer than {} KiB left out",
+                        node.name(),
+                        node::RECORD_CAP >> 10
+                    ));
+                }
                 lists.push(
                     entries
                         .iter()
@@ -62,6 +63,11 @@ pub fn read(lock: &Subject, nodes: &Nodes, count: usize) -> Found {
     found.runs = run_record::merge(lists);
     found.runs.truncate(count);
     found
+}
+
+/// A record the node answered cut (see `node::History`).
+fn truncated(entry: &str) -> bool {
+    entry.starts_with("{\"truncated\":")
 }
 
 /// The run that ended last, for `status`.

@@ -947,8 +947,10 @@ fn node_state(
                 let who = if i.holder.is_empty() {
                     "no holder record".to_string()
                 } else {
+                    let cut = crate::lock::record::cut(&i.holder)
+                        .map_or(String::new(), |c| format!(", {c}"));
                     format!(
-                        "{} pid {} ({})",
+                        "{} pid {} ({}){cut}",
                         record_field(&i.holder, "host"),
                         record_field(&i.holder, "pid"),
                         record_field(&i.holder, "command")

@@ -1251,8 +1251,14 @@ impl Holder {
                 .find(|(k, _)| k == name)
                 .map_or("?".into(), |(_, v)| crate::log::printable(v))
         };
+        let cut = record::cut(record).map_or(String::new(), |c| format!(" ({c})"));
         Holder {
-            who: format!("{}@{} pid {}", field("user"), field("host"), field("pid")),
+            who: format!(
+                "{}@{} pid {}{cut}",
+                field("user"),
+                field("host"),
+                field("pid")
+            ),
             held_for: field("acquired_ms")
                 .parse::<u64>()
                 .ok()

@@ -57,6 +57,17 @@ pub fn share(fields: &[(&str, String)]) -> String {
     serde_json::Value::Object(map).to_string()
 }
 
+/// What a record read back cut short says of itself (see the nodes'
+/// `bounded_lua`): `record truncated at 8 KiB`.
+pub fn cut(record: &[(String, String)]) -> Option<String> {
+    record.iter().any(|(k, _)| k == "truncated").then(|| {
+        format!(
+            "record truncated at {} KiB",
+            crate::lock::node::RECORD_CAP >> 10
+        )
+    })
+}
+
 /// A reader's record read back: its fields, or none where it is not such an
 /// object (information only: nothing depends on it).
 pub fn of_share(json: &[u8]) -> Vec<(String, String)> {

@@ -248,3 +248,27 @@ fn check_uses_the_configuration_file() {
     );
     nodes.iter().for_each(clean);
 }
+
+/// Valkey answers a Redis version for clients that go by it (7.2.4):
+/// `check` and `-v` name it by its own.
+#[test]
+fn check_and_verbose_runs_name_valkey_by_its_own_version() {
+    let node = RedisNode::start_valkey(&[]);
+    let out = check(&node.url()).run();
+    let lines = section(&out, &node.url());
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  ok") && l.contains("Valkey 9.1.")),
+        "{out}"
+    );
+    assert!(!out.stdout.contains("Redis 7.2"), "{out}");
+    let dir = tempdir();
+    let run = base(&node.url(), "job", &dir)
+        .args(["-v", "--", "true"])
+        .expect_code(0);
+    assert!(
+        run.stderr.contains(&format!("{}: Valkey 9.1.", node.url())),
+        "{run}"
+    );
+}

@@ -27,6 +27,7 @@ mod messages;
 mod metrics_format;
 mod node_io;
 mod one_name;
+mod one_timeout;
 mod operability;
 mod operator;
 mod option_files;

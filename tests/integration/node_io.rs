@@ -650,3 +650,86 @@ fn a_stopped_tls_or_cluster_node_applies_the_release_when_it_resumes() {
         &|| cluster.node(master).keys(),
     );
 }
+
+/// Whatever the nodes hold, no run or subcommand passes 16 MB: holder
+/// records and history entries far larger than any redlock-run writes are
+/// read back cut, and said so; a node that answers with more than a reply
+/// may hold is refused. Peaks are the kernel's count (getrusage).
+#[test]
+fn records_of_any_size_keep_every_run_and_subcommand_under_16_mb() {
+    let nodes = Cluster::new(3);
+    let dir = tempdir();
+    let k = crate::support::keys("big");
+    let field = "x".repeat(900_000);
+    let entry = format!("{{\"pad\":\"{}\"}}", "y".repeat(960_000));
+    for node in nodes.iter() {
+        node.set(k.taken(None), "someone-elses-token", 60_000);
+        let mut hset = redis::cmd("HSET");
+        hset.arg(k.holder(None));
+        for i in 0..100 {
+            hset.arg(format!("f{i}")).arg(&field);
+        }
+        let _: i64 = node.cmd(&hset);
+        for _ in 0..100 {
+            let _: i64 = node.cmd(redis::cmd("LPUSH").arg(k.history()).arg(&entry));
+        }
+    }
+    let urls = nodes.urls();
+    // What the binary takes to run at all (a debug build is most of 16 MB):
+    // the records may add little to it.
+    let (_, floor) = Test::new().arg("--version").spawn().wait_with_peak_rss();
+    let mut over = Vec::new();
+    let mut measure = |what: &str, test: Test, code: i32, says: &str| {
+        let (out, peak) = test.spawn().wait_with_peak_rss();
+        out.assert_code(code);
+        assert!(
+            out.stdout.contains(says) || out.stderr.contains(says),
+            "{what}: {says:?}\n{out}"
+        );
+        eprintln!("{what}: {peak} KiB at the peak ({floor} KiB for --version)");
+        if peak >= RSS_CAP_KB || peak > floor + 4096 {
+            over.push(format!("{what}: {peak} KiB"));
+        }
+    };
+    let cut = "record truncated at 8 KiB";
+    measure(
+        "busy run",
+        base(&urls, "big", &dir).args(["--", "true"]),
+        75,
+        cut,
+    );
+    measure(
+        "waiter",
+        base(&urls, "big", &dir).args(["--wait", "2s", "--", "true"]),
+        75,
+        cut,
+    );
+    let admin = |args: &[&str]| {
+        Test::new()
+            .args(args.iter().copied())
+            .args(["-k", "big", "-r", &urls])
+    };
+    measure("status", admin(&["status"]), 1, cut);
+    measure(
+        "status --json",
+        admin(&["status", "--json"]),
+        1,
+        "\"truncated\"",
+    );
+    let left_out = "history record(s) longer than 8 KiB left out";
+    measure("history -n 5", admin(&["history", "-n", "5"]), 0, left_out);
+    measure("history --json", admin(&["history", "--json"]), 0, left_out);
+    measure("forget", admin(&["forget"]), 1, "in use");
+
+    let fake = FakeServer::start(Script::HugeRecord);
+    measure(
+        "a node answering 300 MB",
+        base(&fake.url(None), "fake", &dir).args(["--node-timeout", "2s", "--", "true"]),
+        69,
+        "bytes in all; redlock-run expects at most 1048576",
+    );
+    assert!(
+        over.is_empty(),
+        "over 16 MB, or over 4 MiB more than --version ({floor} KiB): {over:?}"
+    );
+}

@@ -172,7 +172,21 @@ pub fn run(args: &CheckArgs, given: &[OsString]) -> Exit {
             ),
         ));
     }
-    probe::run(&run, &name, &nodes, &mut report);
+    // The probe would only wait out, again, the nodes that did not answer
+    // in time; without a quorum of the others it cannot take its lock.
+    let answering = (0..nodes.len()).filter(|&i| !nodes[i].timed_out()).count();
+    if reachable >= q && answering >= q {
+        probe::run(&run, &name, &nodes, &mut report);
+    } else if reachable >= q {
+        report.quorum.push(Finding::new(
+            "probe",
+            Level::CannotTell,
+            format!(
+                "not run: only {answering} of {} nodes answered every question in time",
+                nodes.len()
+            ),
+        ));
+    }
     drop(nodes);
     let worst = report.worst();
     report.verdict = match worst {

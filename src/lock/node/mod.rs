@@ -52,6 +52,7 @@ pub use inquiry::*;
 pub use place::same_run_id;
 use place::same_server;
 pub use requests::*;
+pub(crate) use scripts::RECORD_CAP;
 pub use server::Server;
 pub use url::{push_masked_authority, redact};
 

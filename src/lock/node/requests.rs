@@ -1260,7 +1260,8 @@ impl Request for RunId {
     }
 }
 
-/// The newest `count` records of the history at `key`, as stored.
+/// The newest `count` records of the history at `key`, as stored, each one
+/// longer than `RECORD_CAP` as `{"truncated":<its size>}`.
 pub struct History {
     pub key: Vec<u8>,
     pub count: usize,
@@ -1270,9 +1271,8 @@ impl Request for History {
     type Answer = Vec<String>;
 
     fn command(&self, _: usize) -> Option<Cmd> {
-        let last = isize::try_from(self.count).unwrap_or(isize::MAX) - 1;
-        let mut cmd = redis::cmd("LRANGE");
-        cmd.arg(&self.key).arg(0).arg(last);
+        let mut cmd = eval(HISTORY, &[&self.key]);
+        cmd.arg(self.count);
         Some(cmd)
     }
 
@@ -1282,7 +1282,7 @@ impl Request for History {
 
     fn decode(&self, _: usize, v: Value, name: &str) -> Result<Vec<String>, NodeError> {
         let entries: Vec<Vec<u8>> = redis::from_redis_value(v.clone())
-            .map_err(|_| error::unexpected(name, "LRANGE", &v))?;
+            .map_err(|_| error::unexpected(name, "history script", &v))?;
         Ok(entries
             .into_iter()
             .map(|e| String::from_utf8_lossy(&e).into_owned())

@@ -4,8 +4,9 @@
 //!
 //! A reply's length is the server's word, so it is checked before anything
 //! is kept for it: a bulk string longer than [`MAX_BULK`], more than
-//! [`MAX_VALUES`] values in one reply, or a line longer than [`MAX_LINE`] is
-//! a protocol error for that node. The scan resumes where the last one
+//! [`MAX_VALUES`] values in one reply, a reply of more than [`MAX_REPLY`]
+//! bytes in all, or a line longer than [`MAX_LINE`] is a protocol error for
+//! that node. The scan resumes where the last one
 //! stopped, so a reply that trickles in costs time linear in its bytes.
 
 use std::fmt;
@@ -20,6 +21,11 @@ pub(super) const MAX_BULK: usize = 1 << 20;
 /// of a thousand keys, a history of a hundred runs, a few hundred readers.
 pub(super) const MAX_VALUES: u64 = 64 * 1024;
 
+/// The most bytes one reply may take in all: a hundred history records at
+/// their cap (`scripts::RECORD_CAP`) fit, and a node's replies cannot add
+/// up to more than this each, whatever it holds.
+pub(super) const MAX_REPLY: usize = 1 << 20;
+
 /// The longest line (a status, an error, a length) a node may send.
 pub(super) const MAX_LINE: usize = 64 * 1024;
 
@@ -30,6 +36,8 @@ pub(super) enum Violation {
     Bulk(u64),
     /// A reply of at least this many values.
     Values(u64),
+    /// A reply of at least this many bytes in all.
+    Reply(usize),
     /// A line longer than `MAX_LINE`.
     Line,
     /// A byte that starts no RESP2 value: the start of what came, for the
@@ -49,6 +57,11 @@ impl fmt::Display for Violation {
             Violation::Values(n) => write!(
                 f,
                 "the server sent a reply of {n} values; redlock-run expects at most {MAX_VALUES}"
+            ),
+            Violation::Reply(n) => write!(
+                f,
+                "the server sent a reply of more than {n} bytes in all; redlock-run expects at \
+                 most {MAX_REPLY}"
             ),
             Violation::Line => write!(
                 f,
@@ -134,6 +147,9 @@ impl Framer {
         if line.len() > MAX_LINE {
             return Err(Violation::Line);
         }
+        if self.pos + line.len() > MAX_REPLY {
+            return Err(Violation::Reply(self.pos + line.len()));
+        }
         let Some(text) = line.strip_suffix(b"\r\n") else {
             return Err(Violation::NotResp(line.to_vec()));
         };
@@ -149,7 +165,11 @@ impl Framer {
                 Some(n) if n > MAX_BULK as u64 => Err(Violation::Bulk(n)),
                 Some(n) => {
                     // n is at most MAX_BULK: it fits.
-                    self.bulk_end = Some(self.pos + line.len() + n as usize + 2);
+                    let end = self.pos + line.len() + n as usize + 2;
+                    if end > MAX_REPLY {
+                        return Err(Violation::Reply(end));
+                    }
+                    self.bulk_end = Some(end);
                     Ok(())
                 }
             },
@@ -235,6 +255,13 @@ mod tests {
         let long = vec![b'+'; MAX_LINE + 2];
         assert_eq!(whole(&long), Err(Violation::Line));
         assert_eq!(whole(b"$-5\r\n"), Err(Violation::Malformed));
+        // Bulks each within their cap, too many bytes together: refused at
+        // the header that would pass the total, before its bytes are kept.
+        let mut many = b"*300\r\n".to_vec();
+        many.extend_from_slice(format!("${}\r\n", 600_000).as_bytes());
+        many.resize(many.len() + 600_000, b'x');
+        many.extend_from_slice(b"\r\n$600000\r\n");
+        assert_eq!(whole(&many), Err(Violation::Reply(1_200_028)));
         assert_eq!(whole(b"$3\r\nabcXY"), Err(Violation::Malformed));
     }
 
@@ -248,11 +275,12 @@ mod tests {
 
     #[test]
     fn a_reply_that_trickles_in_is_scanned_once() {
-        // A million-byte bulk string fed in small pieces: each call looks
-        // only at what is new (a rescan from the start would take minutes
-        // in a debug build).
-        let mut reply = format!("${MAX_BULK}\r\n").into_bytes();
-        reply.resize(reply.len() + MAX_BULK, b'x');
+        // A bulk string of nearly a megabyte fed in small pieces: each call
+        // looks only at what is new (a rescan from the start would take
+        // minutes in a debug build).
+        let size = MAX_REPLY - 64;
+        let mut reply = format!("${size}\r\n").into_bytes();
+        reply.resize(reply.len() + size, b'x');
         reply.extend_from_slice(b"\r\n");
         let mut f = Framer::default();
         let mut n = 0;

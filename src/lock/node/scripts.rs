@@ -202,7 +202,7 @@ local function refused(why, detail)
 end
 local function held()
   local r = refused('held')
-  local rec = redis.pcall('HGETALL', KEYS[2])
+  local rec = bounded_hash(KEYS[2])
   if type(rec) == 'table' and #rec > 0 then
     r[7] = rec
   end
@@ -217,6 +217,63 @@ end
 "
     };
 }
+
+// What the nodes keep beside the lock for people (a holder's record, a
+// reader's, a run's history entry) is read back cut to RECORD_CAP bytes:
+// anyone who can write the lock's keys could otherwise make every reply, and
+// redlock-run's memory, as large as they like. A hash cut short ends in the
+// pair ('truncated', the cap), reading no more of it than that (HKEYS and
+// HSTRLEN; under an ACL without them, HGETALL); a JSON record too long is
+// answered as {"truncated":<its size>}, which says so and parses.
+macro_rules! bounded_lua {
+    () => {
+        "local function bounded_hash(k)
+  local names = redis.pcall('HKEYS', k)
+  if type(names) ~= 'table' or names.err then
+    return redis.pcall('HGETALL', k)
+  end
+  local out, total = {}, 0
+  for _, f in ipairs(names) do
+    local n = redis.pcall('HSTRLEN', k, f)
+    if type(n) ~= 'number' then
+      return redis.pcall('HGETALL', k)
+    end
+    total = total + #f + n
+    if total > 8192 then
+      out[#out + 1] = 'truncated'
+      out[#out + 1] = '8192'
+      return out
+    end
+    out[#out + 1] = f
+    out[#out + 1] = redis.call('HGET', k, f)
+  end
+  return out
+end
+local function bounded_field(k, f)
+  local n = redis.pcall('HSTRLEN', k, f)
+  if type(n) == 'number' and n > 8192 then
+    return '{\"truncated\":' .. n .. '}'
+  end
+  return redis.pcall('HGET', k, f)
+end
+local function bounded_json(s)
+  if type(s) == 'string' and #s > 8192 then
+    return '{\"truncated\":' .. #s .. '}'
+  end
+  return s
+end
+local function bounded_value(s)
+  if type(s) == 'string' and #s > 8192 then
+    return string.sub(s, 1, 8192)
+  end
+  return s
+end
+"
+    };
+}
+
+/// How much of a record (see `bounded_lua`) a reply may carry.
+pub(crate) const RECORD_CAP: usize = 8192;
 
 // The --fence counters, compared as 64-bit integers. A Lua number is a
 // double, exact only up to 2^53: `tonumber` of two neighbouring counters
@@ -283,6 +340,7 @@ pub(super) const ACQUIRE: &str = concat!(
     counter_lua!(),
     "local token, mode, n = ARGV[1], ARGV[5], tonumber(ARGV[7])\n",
     "local place, lapse_ahead = false, false\n",
+    bounded_lua!(),
     gate_lua!(),
     "\
 local value = redis.call('GET', KEYS[1])
@@ -369,6 +427,7 @@ pub(super) const ACQUIRE_SHARED: &str = concat!(
     readers_lua!(),
     "local token, mode, n = ARGV[1], ARGV[5], tonumber(ARGV[7])\n",
     "local place, lapse_ahead = false, false\n",
+    bounded_lua!(),
     gate_lua!(),
     "\
 local ttl = tonumber(ARGV[2])
@@ -760,6 +819,7 @@ return n"
 /// flat list of token, ms left, record (a JSON object or false), in one step.
 /// A script rather than a pipeline, which a Cluster connection cannot route.
 pub(super) const INSPECT: &str = concat!(
+    bounded_lua!(),
     queue_lua!(),
     slots_lua!(),
     readers_lua!(),
@@ -773,7 +833,7 @@ local ok, readers = pcall(live_readers, KEYS[4], KEYS[5])
 if ok then
   local now = now_ms()
   for _, m in ipairs(readers) do
-    local rec = redis.pcall('HGET', KEYS[5], m)
+    local rec = bounded_field(KEYS[5], m)
     if type(rec) ~= 'string' then
       rec = false
     end
@@ -782,7 +842,7 @@ if ok then
     shares[#shares + 1] = rec
   end
 end
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('HGETALL', KEYS[2]), q, shares}"
+return {bounded_value(redis.call('GET', KEYS[1])), redis.call('PTTL', KEYS[1]), bounded_hash(KEYS[2]), q, shares}"
 );
 
 /// `status --keys`: {key, TYPE, PTTL} of each of KEYS that exists (SCAN
@@ -804,10 +864,22 @@ local out = {}
 for _, k in ipairs(KEYS) do
   local v = redis.call('GET', k)
   if v then
-    out[#out + 1] = {k, v, redis.call('PTTL', k)}
+    out[#out + 1] = {k, string.sub(v, 1, 8192), redis.call('PTTL', k)}
   end
 end
 return out";
+
+/// `history`: the newest ARGV[1] entries of the history (KEYS[1]), each
+/// as `bounded_lua` reads a record.
+pub(super) const HISTORY: &str = concat!(
+    bounded_lua!(),
+    "\
+local out = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+for i, e in ipairs(out) do
+  out[i] = bounded_json(e)
+end
+return out"
+);
 
 /// `forget`: deletes every key of a lock that SCAN found on this node, unless
 /// the lock is in use, deciding and deleting in one step. KEYS[1] the lock,
@@ -827,6 +899,7 @@ return out";
 /// record (a flat array; a reader's is {'json', its JSON object}), live
 /// waiters, keys deleted}.
 pub(super) const FORGET_LOCK: &str = concat!(
+    bounded_lua!(),
     queue_lua!(),
     slots_lua!(),
     readers_lua!(),
@@ -835,12 +908,12 @@ local force, pairs = ARGV[1] == 'force', tonumber(ARGV[2])
 local function text(k)
   local v = redis.pcall('GET', k)
   if type(v) == 'string' then
-    return v
+    return bounded_value(v)
   end
   return false
 end
 local function record(k)
-  local r = redis.pcall('HGETALL', k)
+  local r = bounded_hash(k)
   if type(r) == 'table' and r.err == nil then
     return r
   end
@@ -868,7 +941,7 @@ if not why then
   local ok, live = pcall(live_readers, KEYS[6], KEYS[7])
   if ok and #live > 0 then
     why, token = 'shared', live[1]
-    local r = redis.pcall('HGET', KEYS[7], live[1])
+    local r = bounded_field(KEYS[7], live[1])
     if type(r) == 'string' then
       rec = {'json', r}
     end
@@ -1019,3 +1092,16 @@ local held = hold()
 local recorded = record(KEYS[3], ARGV[3], ARGV[4], ARGV[5])
 return {held, recorded}"
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_script_that_reads_a_record_back_cuts_it_at_the_cap() {
+        let cap = format!("> {RECORD_CAP} then");
+        for script in [ACQUIRE, ACQUIRE_SHARED, INSPECT, FORGET_LOCK, HISTORY] {
+            assert!(script.contains(&cap), "{script}");
+        }
+    }
+}

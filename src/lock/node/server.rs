@@ -85,6 +85,19 @@ impl Server {
         };
     }
 
+    /// What it is and how long it has been up, for -v: `Valkey 9.1.2, up
+    /// 3d 4h`; None when it said neither.
+    pub fn describe(&self, now: Instant) -> Option<String> {
+        let up = self.uptime(now).map(|d| {
+            format!(
+                "up {}",
+                humantime::format_duration(Duration::from_secs(d.as_secs()))
+            )
+        });
+        let parts: Vec<String> = self.product.iter().cloned().chain(up).collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
     /// How long it has been up at `now`, where it said.
     pub fn uptime(&self, now: Instant) -> Option<Duration> {
         self.up

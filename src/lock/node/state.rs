@@ -134,6 +134,9 @@ struct Search {
     places: usize,
     /// Why each place that failed did.
     failed: Vec<(Place, String)>,
+    /// A place answered (with an error, or an answer of no use): the
+    /// search did not fail for want of time alone.
+    heard: bool,
     /// Only to check a primary already known: when no sentinel answers,
     /// that one is kept.
     recheck: bool,
@@ -533,9 +536,18 @@ impl State {
     fn on_data(&mut self, node: &Node, place: &Place, steps: &[Step], e: Event, now: Instant) {
         match e {
             Event::Answered(Tag::Ticket(t), values) if self.asked_at(place) == Some(t) => {
+                let server = Server::read(&values, now);
+                if let Some(what) = server.describe(now) {
+                    // Behind a Sentinel group or a Cluster, which server.
+                    let at = match node.topology {
+                        Topology::Server { .. } => String::new(),
+                        _ => format!(" at {}", place.authority()),
+                    };
+                    self.notes.push(format!("{}: {what}{at}", node.name));
+                }
                 if let Some(d) = self.data_at(place) {
                     d.asked = None;
-                    d.server = Some(Arc::new(Server::read(&values, now)));
+                    d.server = Some(Arc::new(server));
                 }
             }
             Event::Answered(Tag::Ticket(t), values) => self.answered(node, t, values, now),
@@ -767,6 +779,7 @@ impl State {
             asked: Vec::new(),
             places: places.len(),
             failed: Vec::new(),
+            heard: false,
             recheck,
         };
         for place in places {
@@ -779,6 +792,7 @@ impl State {
                     search.asked.push((place, ticket));
                 }
                 Err(e) => {
+                    search.heard |= !e.is_timeout();
                     let why = e.to_string();
                     let why = why
                         .strip_prefix(&format!("{}: ", node.name))
@@ -837,6 +851,7 @@ impl State {
             let asked = |t: u64| search.asked.iter().any(|(p, x)| *p == place && *x == t);
             match e {
                 Event::Answered(Tag::Ticket(t), values) if asked(t) => {
+                    search.heard = true;
                     match self.adopt(node, &place, values) {
                         Ok(()) => {
                             self.settled();
@@ -850,6 +865,7 @@ impl State {
                         .iter()
                         .any(|(tag, _)| matches!(tag, Tag::Ticket(t) if asked(*t))) =>
                 {
+                    search.heard |= !matches!(broken, Broken::ConnectTimeout);
                     let why = match (&node.topology, &broken) {
                         (Topology::Sentinel { .. }, Broken::Setup(..)) => {
                             error::SENTINEL_AUTH.to_string()
@@ -952,7 +968,9 @@ impl State {
                 parts.join("; ")
             ),
         };
-        let timeout = search.failed.is_empty();
+        // Nobody answered in time: the node is not waited for again in this
+        // run (or subcommand), as a request that timed out is not.
+        let timeout = !search.heard;
         let err = NodeError::new(
             if timeout {
                 Kind::Timeout

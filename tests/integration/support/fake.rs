@@ -28,6 +28,9 @@ pub enum Script {
     SetupThenSilent,
     /// Answers the first request with half a bulk string, then closes.
     CloseMidReply,
+    /// Answers the first request with an array of 300 bulk strings of a
+    /// megabyte each (a holder record no real one is like), all of it.
+    HugeRecord,
 }
 
 pub struct FakeServer {
@@ -132,6 +135,17 @@ fn serve(mut stream: TcpStream, script: Script, stop: &AtomicBool, requests: &At
                 Script::CloseMidReply => {
                     let _ = stream.write_all(b"$10\r\nabc");
                     true
+                }
+                Script::HugeRecord => {
+                    let field = [b'x'; 1 << 20];
+                    let mut failed = stream.write_all(b"*300\r\n").is_err();
+                    for _ in 0..300 {
+                        failed = failed
+                            || stream.write_all(b"$1048576\r\n").is_err()
+                            || stream.write_all(&field).is_err()
+                            || stream.write_all(b"\r\n").is_err();
+                    }
+                    failed
                 }
             };
             if done {
