@@ -31,6 +31,7 @@ mod operability;
 mod operator;
 mod option_files;
 mod outcomes;
+mod pings;
 mod readme;
 mod safety;
 mod shared;
