@@ -195,7 +195,7 @@ fn fault(e: ureq::Error) -> Fault {
             "TLS: {}",
             tls_error(&e).map_or(String::new(), |t| t.to_string())
         )),
-        ureq::Error::Io(e) => Fault::Again(crate::text::os_message(&e)),
+        ureq::Error::Io(e) => Fault::Again(lower_first(&crate::text::os_message(&e))),
         ureq::Error::HostNotFound => Fault::Again("host not found".into()),
         ureq::Error::ConnectionFailed => Fault::Again("cannot connect".into()),
         ureq::Error::Rustls(e) => Fault::Final(format!("TLS: {e}")),
@@ -208,4 +208,13 @@ fn fault(e: ureq::Error) -> Fault {
 /// The TLS library's error inside an I/O error, if that is what it is.
 fn tls_error(e: &std::io::Error) -> Option<&rustls::Error> {
     e.get_ref()?.downcast_ref::<rustls::Error>()
+}
+
+/// "Connection refused" as the node errors say it: "connection refused".
+fn lower_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }

@@ -603,3 +603,26 @@ fn the_configuration_file_gives_each_lock_its_ping_and_every_lock_the_hook() {
     run("nightly", "true").args(["--ping", ""]).expect_code(0);
     assert_eq!(server.requests().len(), 2);
 }
+
+#[test]
+fn of_two_runs_started_together_one_pings_and_the_busy_one_is_silent() {
+    let node = RedisNode::start();
+    let server = PingServer::start();
+    let dir = tempdir();
+    let runs: Vec<Running> = ["web1", "web2"]
+        .iter()
+        .map(|host| {
+            pinging(&node.url(), "race", &dir, &server)
+                .env("REDLOCK_TEST_HOST", host)
+                .args(["-q", "--", "sleep", "2"])
+                .spawn()
+        })
+        .collect();
+    let codes: Vec<Option<i32>> = runs.into_iter().map(|r| r.wait().code).collect();
+    let mut sorted = codes.clone();
+    sorted.sort();
+    assert_eq!(sorted, [Some(0), Some(75)], "{codes:?}");
+    let requests = server.requests();
+    assert_eq!(seen(&requests), ["GET /start", "POST /0"], "{requests:#?}");
+    assert_eq!(run_ids(&requests).len(), 1, "{requests:#?}");
+}
