@@ -310,4 +310,65 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(&text).expect("reads back");
         assert_eq!(back["host"], "we\"ird\nhost");
     }
+
+    #[test]
+    fn the_summary_tells_the_report_in_lines_within_10_kb() {
+        let keys = Keys::new(b"lock:", b"nightly").expect("a name");
+        let lock = Lock {
+            name: "nightly",
+            keys: &keys,
+            shared: false,
+        };
+        let stats = Stats::default();
+        stats.attempts.store(2, Relaxed);
+        let node = |i: usize, acquire| NodeOutcome {
+            name: format!("redis://lock{i}:6379"),
+            acquire,
+            fared: crate::lock::node::Fared::Answered,
+        };
+        *stats.nodes.lock().expect("nodes") = vec![
+            node(1, NodeVote::Granted),
+            node(
+                2,
+                NodeVote::Error("redis://lock2:6379: connection refused".into()),
+            ),
+            node(3, NodeVote::NoAnswer),
+        ];
+        stats.not_run_because("lock 'nightly' is held elsewhere, by ops@web3 pid 7");
+        let ended = Ended {
+            lock: &lock,
+            stats: &stats,
+            exit: Exit::Signal(15),
+            started_at: UNIX_EPOCH,
+            duration: Duration::from_millis(1500),
+        };
+        let text = summary(&ended);
+        for line in [
+            "outcome: signal",
+            "exit_code: 143",
+            "signal: 15",
+            "duration_ms: 1500",
+            "key: nightly",
+            "redis_key: lock:nightly",
+            "lock: exclusive",
+            "attempts: 2",
+            "nodes: 3 (ok 1, refused 0, failed 2)",
+            "node redis://lock2:6379: error: redis://lock2:6379: connection refused",
+            "node redis://lock3:6379: no-answer",
+            "why: lock 'nightly' is held elsewhere, by ops@web3 pid 7",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} not in\n{text}");
+        }
+        assert!(
+            !text.contains("lock1"),
+            "a node that granted is no warning\n{text}"
+        );
+        // A thousand failing nodes: cut, on a character's boundary.
+        *stats.nodes.lock().expect("nodes") = (0..1000)
+            .map(|i| node(i, NodeVote::Error("é".repeat(20))))
+            .collect();
+        let text = summary(&ended);
+        assert!(text.len() <= SUMMARY_CAP, "{}", text.len());
+        assert!(text.ends_with("(cut at 10 KB)\n") && text.starts_with("outcome: signal\n"));
+    }
 }
