@@ -1518,6 +1518,37 @@ mod tests {
     }
 
     #[test]
+    fn ping_settings() {
+        let c = parse(&["-k", "j", "true"]).expect("valid");
+        assert!(c.ping.is_none() && !c.ping_busy && c.on_failure.is_none());
+        assert_eq!(c.ping_timeout, Duration::from_secs(10));
+        let c = parse(&["-k", "j", "--ping-busy", "--on-failure", " ", "true"]).expect("valid");
+        assert!(!c.ping_busy, "nothing to send it to");
+        assert!(c.on_failure.is_none(), "a blank command is none");
+        let c = parse(&[
+            "-k",
+            "j",
+            "--ping",
+            "https://hc-ping.com/abc",
+            "--ping-busy",
+            "--ping-timeout",
+            "3s",
+            "true",
+        ])
+        .expect("valid");
+        assert_eq!(
+            c.ping.map(|p| p.to_string()).as_deref(),
+            Some("https://hc-ping.com/***")
+        );
+        assert!(c.ping_busy);
+        assert_eq!(c.ping_timeout, Duration::from_secs(3));
+        assert!(parse(&["-k", "j", "--ping", "", "true"]).is_ok_and(|c| c.ping.is_none()));
+        let e = parse(&["-k", "j", "--ping", "hc-ping.com/abc", "true"]).expect_err("no scheme");
+        assert_eq!(e, "--ping hc-ping.com/***: not an http:// or https:// URL");
+        assert!(parse(&["-k", "j", "--ping-timeout", "0", "true"]).is_err());
+    }
+
+    #[test]
     fn bare_numbers_are_seconds_and_limits_hold() {
         assert_eq!(duration("5", MAX_LONG, false), Ok(Duration::from_secs(5)));
         assert_eq!(
