@@ -21,8 +21,8 @@ _redlock_run_spec()
     opts= takes= letters= subs= first=0 positionals=0 repeats=0 cmdpos=0
     case $1 in
     'redlock-run')
-        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --config --no-config -t --ttl --kill-after -w --wait --wait-unfair -s --shared --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --fence --replicas --restart-grace --durable --limit -E --busy-exit-code -c --command -q --quiet -v --verbose --log-format --record-command --report --metrics-file -h --help -V --version'
-        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --config --ttl --kill-after --wait --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --replicas --restart-grace --limit --busy-exit-code --command --log-format --record-command --report --metrics-file '
+        opts='-k --key --prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --config --no-config -t --ttl --kill-after -w --wait --wait-unfair -s --shared --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --fence --replicas --restart-grace --durable --limit -E --busy-exit-code -c --command -q --quiet -v --verbose --log-format --record-command --report --metrics-file --ping --ping-busy --ping-timeout --on-failure -h --help -V --version'
+        takes=' --key --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --config --ttl --kill-after --wait --hold --once-per --once-per-success --retry --retry-delay --max-runtime --leftovers --jitter --replicas --restart-grace --limit --busy-exit-code --command --log-format --record-command --report --metrics-file --ping --ping-timeout --on-failure '
         letters='krtwEc'
         subs='status unlock history forget check config help'
         first=1 positionals=1 repeats=1 cmdpos=1
@@ -107,6 +107,8 @@ _redlock_run_value()
     'redlock-run:--limit' | \
     'redlock-run:-E' | \
     'redlock-run:--busy-exit-code' | \
+    'redlock-run:--ping' | \
+    'redlock-run:--ping-timeout' | \
     'redlock-run status:-k' | \
     'redlock-run status:--key' | \
     'redlock-run status:--prefix' | \
@@ -208,6 +210,7 @@ _redlock_run_value()
         ;;
     'redlock-run:-c' | \
     'redlock-run:--command' | \
+    'redlock-run:--on-failure' | \
     'redlock-run:#1')
         _redlock_run_compgen -c
         ;;

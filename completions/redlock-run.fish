@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= prefix= r/redis= node-timeout= password-file= sentinel-password-file= tls-ca= tls-cert= tls-key= tls-insecure config= no-config t/ttl= kill-after= w/wait= wait-unfair s/shared hold= once-per= once-per-success= retry= retry-delay= max-runtime= timeout= leftovers= jitter= fence replicas= restart-grace= durable limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= metrics-file= h/help V/version
+    string join \n k/key= prefix= r/redis= node-timeout= password-file= sentinel-password-file= tls-ca= tls-cert= tls-key= tls-insecure config= no-config t/ttl= kill-after= w/wait= wait-unfair s/shared hold= once-per= once-per-success= retry= retry-delay= max-runtime= timeout= leftovers= jitter= fence replicas= restart-grace= durable limit= E/busy-exit-code= c/command= q/quiet v/verbose log-format= record-command= report= metrics-file= ping= ping-busy ping-timeout= on-failure= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -60,6 +60,9 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l record-command 
 masked\t'The command line, what looks like a credential masked, cut to 200 characters'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l report -d 'Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l metrics-file -d 'Record the run in FILE, a node_exporter textfile-collector file shared by every run and key on the host: runs by outcome, how many nodes answered and failed, and the last run\'s start, duration, exit status and success time' -r -F
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l ping -d 'Ping URL (the healthchecks.io protocol) for the run that takes the lock: URL/start when the command starts, URL/0 or URL/<status> when the run ends (a POST with a summary), URL/fail when fewer than a quorum answered; a run that finds the lock busy sends nothing. Its path is a secret: logs show URL/***' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l ping-timeout -d 'The time each ping may take, its tries included, and --on-failure too; never spent while the lock is held' -r -f
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l on-failure -d 'Run CMD with /bin/sh -c after a run that took the lock and failed, or that could not take it (69), once the lock is released; it gets REDLOCK_KEY, REDLOCK_OUTCOME, REDLOCK_EXIT_STATUS and REDLOCK_RUN_ID, and is killed after --ping-timeout' -r -f -a "(__fish_complete_command)"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l no-config -d 'Read no configuration file'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l wait-unfair -d 'Do not queue: race every other contender for the lock whenever it is released (woken together), and take it even when waiters are queued'
@@ -68,6 +71,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fence -d 'Give 
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l durable -d 'Count a node\'s vote (the lock, each extension) only once the node has it on disk: WAITAOF where the server has it (Redis 7.2, Valkey), else appendfsync always; a node that can prove neither gives no vote'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing when the lock is busy (cron mails any output)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Say more on stderr: -v each attempt node by node, heartbeats, decisions and waits; -vv releases and backoff too'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l ping-busy -d 'With --ping: a run that finds the lock busy (or its --once-per window used) sends URL/log saying who holds it'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s V -l version -d 'Print version'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Show the lock on every node (holder, token prefix, TTL left) and a verdict; exit 0 free, 1 held, 69 unknown (fewer than a quorum answered)'

@@ -44,7 +44,10 @@ Examples:
 
   # metrics for node_exporter's textfile collector; a health-check ping only the winner sends
   redlock-run -k backup --metrics-file /var/lib/prometheus/node-exporter/cron.prom -- ./backup.sh
-  redlock-run -k backup -c './backup.sh && curl -fsS https://hc.example/ping/UUID'
+  redlock-run -k backup --ping https://hc-ping.com/UUID -- ./backup.sh
+
+  # mail somebody when it fails (or no quorum answered), once the lock is released
+  redlock-run -k backup --on-failure 'echo \"$REDLOCK_OUTCOME\" | mail -s backup ops' -- ./backup.sh
 
   # which host ran it, when, and how it ended
   redlock-run history -k backup -n 5";
@@ -752,6 +755,36 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub metrics_file: Option<std::path::PathBuf>,
 
+    /// Ping URL (the healthchecks.io protocol) for the run that takes the lock: URL/start when
+    /// the command starts, URL/0 or URL/<status> when the run ends (a POST with a summary),
+    /// URL/fail when fewer than a quorum answered; a run that finds the lock busy sends
+    /// nothing. Its path is a secret: logs show URL/***
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "REDLOCK_PING",
+        hide_env_values = true,
+        // Not `Url`: that completes the node URLs' schemes.
+        value_hint = ValueHint::Other
+    )]
+    pub ping: Option<String>,
+
+    /// With --ping: a run that finds the lock busy (or its --once-per window used) sends URL/log
+    /// saying who holds it
+    #[arg(long)]
+    pub ping_busy: bool,
+
+    /// The time each ping may take, its tries included, and --on-failure too; never spent while
+    /// the lock is held
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_short)]
+    pub ping_timeout: Duration,
+
+    /// Run CMD with /bin/sh -c after a run that took the lock and failed, or that could not
+    /// take it (69), once the lock is released; it gets REDLOCK_KEY, REDLOCK_OUTCOME,
+    /// REDLOCK_EXIT_STATUS and REDLOCK_RUN_ID, and is killed after --ping-timeout
+    #[arg(long, value_name = "CMD", value_hint = ValueHint::CommandString)]
+    pub on_failure: Option<String>,
+
     #[command(subcommand)]
     pub admin: Option<Admin>,
 
@@ -1085,6 +1118,12 @@ pub struct Config {
     pub report: Option<std::path::PathBuf>,
     pub metrics_file: Option<std::path::PathBuf>,
     pub record_command: RecordCommand,
+    /// --ping, checked.
+    pub ping: Option<crate::notify::PingUrl>,
+    /// --ping-busy, with a --ping to send it to.
+    pub ping_busy: bool,
+    pub ping_timeout: Duration,
+    pub on_failure: Option<String>,
 }
 
 impl Config {
@@ -1210,6 +1249,13 @@ impl Cli {
         }
         redlock::schedule_fits(self.ttl, node_timeout, kill_after)?;
         let once_per = self.once_per_window()?;
+        let ping = self
+            .ping
+            .as_deref()
+            // Empty: none, so that one run can turn off a file's ping.
+            .filter(|u| !u.is_empty())
+            .map(crate::notify::PingUrl::parse)
+            .transpose()?;
         options.timeout = node_timeout;
         options.replicas = self.replicas;
         options.restart_grace = self.restart_grace.unwrap_or(self.ttl);
@@ -1242,6 +1288,10 @@ impl Cli {
             report: self.report,
             metrics_file: self.metrics_file,
             record_command: self.record_command,
+            ping_busy: self.ping_busy && ping.is_some(),
+            ping,
+            ping_timeout: self.ping_timeout,
+            on_failure: self.on_failure.filter(|c| !c.trim().is_empty()),
             verbosity: if self.quiet {
                 -1
             } else {
@@ -1486,6 +1536,37 @@ mod tests {
             c.metrics_file.as_deref(),
             Some(std::path::Path::new("/tmp/m.prom"))
         );
+    }
+
+    #[test]
+    fn ping_settings() {
+        let c = parse(&["-k", "j", "true"]).expect("valid");
+        assert!(c.ping.is_none() && !c.ping_busy && c.on_failure.is_none());
+        assert_eq!(c.ping_timeout, Duration::from_secs(10));
+        let c = parse(&["-k", "j", "--ping-busy", "--on-failure", " ", "true"]).expect("valid");
+        assert!(!c.ping_busy, "nothing to send it to");
+        assert!(c.on_failure.is_none(), "a blank command is none");
+        let c = parse(&[
+            "-k",
+            "j",
+            "--ping",
+            "https://hc-ping.com/abc",
+            "--ping-busy",
+            "--ping-timeout",
+            "3s",
+            "true",
+        ])
+        .expect("valid");
+        assert_eq!(
+            c.ping.map(|p| p.to_string()).as_deref(),
+            Some("https://hc-ping.com/***")
+        );
+        assert!(c.ping_busy);
+        assert_eq!(c.ping_timeout, Duration::from_secs(3));
+        assert!(parse(&["-k", "j", "--ping", "", "true"]).is_ok_and(|c| c.ping.is_none()));
+        let e = parse(&["-k", "j", "--ping", "hc-ping.com/abc", "true"]).expect_err("no scheme");
+        assert_eq!(e, "--ping hc-ping.com/***: not an http:// or https:// URL");
+        assert!(parse(&["-k", "j", "--ping-timeout", "0", "true"]).is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub(crate) mod host;
 pub mod lock;
 pub mod log;
 pub mod metrics;
+pub(crate) mod notify;
 pub(crate) mod option_file;
 pub mod outcome;
 pub(crate) mod process;

@@ -135,6 +135,18 @@ pub struct Run<'a> {
     /// A --shared reader's run: its runs are counted apart, under
     /// `lock="shared"` (writers' series keep the labels they always had).
     pub shared: bool,
+    /// With `--ping`: the run's pings that reached the service and those
+    /// that did not; `None` for a run without `--ping`.
+    pub pings: Option<Pings>,
+}
+
+/// One run's pings (`--ping`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pings {
+    /// The service answered 2xx.
+    pub sent: u64,
+    /// Not delivered within `--ping-timeout`.
+    pub failed: u64,
 }
 
 impl<'a> Run<'a> {
@@ -157,6 +169,7 @@ impl<'a> Run<'a> {
             duration,
             nodes,
             shared: false,
+            pings: None,
         })
     }
 }
@@ -454,6 +467,9 @@ struct Key {
     /// Unix milliseconds at which the last run whose command exited 0 ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     last_success_ms: Option<i64>,
+    /// Pings of the key's runs with `--ping`, from the first such run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pings: Option<Pings>,
 }
 
 /// Times in Unix milliseconds, so that the state holds exactly the values
@@ -519,6 +535,11 @@ impl State {
         }
         let count = runs.entry(run.outcome.word().to_string()).or_insert(0);
         *count = count.saturating_add(1);
+        if let Some(p) = run.pings {
+            let total = key.pings.get_or_insert_with(Pings::default);
+            total.sent = total.sent.saturating_add(p.sent);
+            total.failed = total.failed.saturating_add(p.failed);
+        }
         if let Some(nodes) = run.nodes {
             if nodes.failed > 0 {
                 key.degraded_runs = key.degraded_runs.saturating_add(1);
@@ -584,7 +605,7 @@ fn one(value: Option<String>) -> Vec<(String, String)> {
 }
 
 /// In name order, which is the order of the file.
-const FAMILIES: [Family; 8] = [
+const FAMILIES: [Family; 9] = [
     Family {
         name: "redlock_run_degraded_runs_total",
         kind: "counter",
@@ -626,6 +647,22 @@ const FAMILIES: [Family; 8] = [
         kind: "gauge",
         help: "Unix time at which the last run whose command exited 0 ended.",
         series: |k| one(k.last_success_ms.map(seconds)),
+    },
+    Family {
+        name: "redlock_run_pings_total",
+        kind: "counter",
+        help: "Pings (--ping) by result: sent (the service answered 2xx) or failed (not \
+               delivered within --ping-timeout).",
+        series: |k| {
+            k.pings
+                .map(|p| {
+                    vec![
+                        (",result=\"failed\"".to_string(), p.failed.to_string()),
+                        (",result=\"sent\"".to_string(), p.sent.to_string()),
+                    ]
+                })
+                .unwrap_or_default()
+        },
     },
     Family {
         name: "redlock_run_runs_total",
@@ -697,6 +734,7 @@ mod tests {
             duration: Duration::from_millis(412_877),
             nodes: None,
             shared: false,
+            pings: None,
         }
     }
 

@@ -33,7 +33,21 @@ pub struct Stats {
     /// Whether the run sent the nodes an acquire (else `nodes` says nothing
     /// about them), filled in with `nodes`.
     pub reached_nodes: AtomicBool,
+    /// The line that said why the command did not run (the lock busy, and
+    /// by whom; fewer than a quorum): for the pings' summary.
+    pub why_not: Mutex<Option<String>>,
 }
+
+impl Stats {
+    /// Keeps `line` as the reason the command did not run.
+    pub fn not_run_because(&self, line: &str) {
+        *self.why_not.lock().unwrap_or_else(|p| p.into_inner()) = Some(line.to_string());
+    }
+}
+
+/// The most a summary (a ping's body) holds: services keep more, and a
+/// person reads less.
+pub const SUMMARY_CAP: usize = 10 * 1024;
 
 /// The --report document; the field order is the file's.
 #[derive(Serialize)]
@@ -84,14 +98,57 @@ pub struct Lock<'a> {
     pub shared: bool,
 }
 
-pub fn write(
-    path: &Path,
-    lock: &Lock,
-    stats: &Stats,
-    exit: Exit,
-    started_at: SystemTime,
-    duration: Duration,
-) -> io::Result<()> {
+/// How a run ended, as the report and the summary tell it.
+pub struct Ended<'a> {
+    pub lock: &'a Lock<'a>,
+    pub stats: &'a Stats,
+    pub exit: Exit,
+    pub started_at: SystemTime,
+    pub duration: Duration,
+}
+
+/// Writes the report of the run to `path`.
+pub fn write(path: &Path, ended: &Ended) -> io::Result<()> {
+    let body = with_report(ended, |r| serde_json::to_vec(r)).map_err(io::Error::other);
+    let mut body = body?;
+    body.push(b'\n');
+    crate::files::write_atomically(path, &body)
+}
+
+/// The report as a few lines of text for a person (the body of an end
+/// ping): the same fields and words, the nodes that failed, and why the
+/// command did not run; at most `SUMMARY_CAP` bytes.
+pub fn summary(ended: &Ended) -> String {
+    let why = ended
+        .stats
+        .why_not
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let mut text = with_report(ended, |r| r.summary());
+    if let Some(why) = why {
+        text.push_str(&format!("why: {why}\n"));
+    }
+    if text.len() > SUMMARY_CAP {
+        let mut cut = SUMMARY_CAP - 40;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("\n(cut at 10 KB)\n");
+    }
+    text
+}
+
+/// The run's report, built from `stats`, for `f`.
+fn with_report<T>(ended: &Ended, f: impl FnOnce(&Report) -> T) -> T {
+    let Ended {
+        lock,
+        stats,
+        exit,
+        started_at,
+        duration,
+    } = *ended;
     let nodes = stats.nodes.lock().unwrap_or_else(|p| p.into_inner());
     let count = |f: fn(&NodeVote) -> bool| nodes.iter().filter(|o| f(&o.acquire)).count();
     let report = Report {
@@ -136,9 +193,50 @@ pub fn write(
         duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
         log_lines_dropped: log::dropped(),
     };
-    let mut body = serde_json::to_vec(&report).map_err(io::Error::other)?;
-    body.push(b'\n');
-    crate::files::write_atomically(path, &body)
+    f(&report)
+}
+
+impl Report<'_> {
+    /// `summary`'s lines, in the report's words.
+    fn summary(&self) -> String {
+        let mut lines = vec![
+            format!("outcome: {}", self.outcome),
+            format!("exit_code: {}", self.exit_code),
+        ];
+        if let Some(sig) = self.signal {
+            lines.push(format!("signal: {sig}"));
+        }
+        lines.extend([
+            format!("duration_ms: {}", self.duration_ms),
+            format!("key: {}", self.key),
+            format!("redis_key: {}", self.redis_key),
+            format!("lock: {}", self.lock),
+            format!("host: {}", self.host),
+            format!("pid: {}", self.pid),
+            format!("attempts: {}", self.attempts),
+            format!(
+                "nodes: {} (ok {}, refused {}, failed {})",
+                self.nodes, self.nodes_ok, self.nodes_refused, self.nodes_failed
+            ),
+        ]);
+        for n in &self.node_outcomes {
+            match (n.acquire, n.error) {
+                (_, Some(e)) => lines.push(format!("node {}: {}: {e}", n.node, n.acquire)),
+                ("no-answer", None) => lines.push(format!("node {}: no-answer", n.node)),
+                _ => {}
+            }
+        }
+        if self.extensions_failed > 0 {
+            lines.push(format!(
+                "extensions_failed: {} (of {})",
+                self.extensions_failed,
+                self.extensions_failed + self.extensions_done
+            ));
+        }
+        let mut text = lines.join("\n");
+        text.push('\n');
+        text
+    }
 }
 
 #[cfg(test)]
@@ -211,5 +309,66 @@ mod tests {
         assert!(text.contains(",\"signal\":15,"), "{text}");
         let back: serde_json::Value = serde_json::from_str(&text).expect("reads back");
         assert_eq!(back["host"], "we\"ird\nhost");
+    }
+
+    #[test]
+    fn the_summary_tells_the_report_in_lines_within_10_kb() {
+        let keys = Keys::new(b"lock:", b"nightly").expect("a name");
+        let lock = Lock {
+            name: "nightly",
+            keys: &keys,
+            shared: false,
+        };
+        let stats = Stats::default();
+        stats.attempts.store(2, Relaxed);
+        let node = |i: usize, acquire| NodeOutcome {
+            name: format!("redis://lock{i}:6379"),
+            acquire,
+            fared: crate::lock::node::Fared::Answered,
+        };
+        *stats.nodes.lock().expect("nodes") = vec![
+            node(1, NodeVote::Granted),
+            node(
+                2,
+                NodeVote::Error("redis://lock2:6379: connection refused".into()),
+            ),
+            node(3, NodeVote::NoAnswer),
+        ];
+        stats.not_run_because("lock 'nightly' is held elsewhere, by ops@web3 pid 7");
+        let ended = Ended {
+            lock: &lock,
+            stats: &stats,
+            exit: Exit::Signal(15),
+            started_at: UNIX_EPOCH,
+            duration: Duration::from_millis(1500),
+        };
+        let text = summary(&ended);
+        for line in [
+            "outcome: signal",
+            "exit_code: 143",
+            "signal: 15",
+            "duration_ms: 1500",
+            "key: nightly",
+            "redis_key: lock:nightly",
+            "lock: exclusive",
+            "attempts: 2",
+            "nodes: 3 (ok 1, refused 0, failed 2)",
+            "node redis://lock2:6379: error: redis://lock2:6379: connection refused",
+            "node redis://lock3:6379: no-answer",
+            "why: lock 'nightly' is held elsewhere, by ops@web3 pid 7",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} not in\n{text}");
+        }
+        assert!(
+            !text.contains("lock1"),
+            "a node that granted is no warning\n{text}"
+        );
+        // A thousand failing nodes: cut, on a character's boundary.
+        *stats.nodes.lock().expect("nodes") = (0..1000)
+            .map(|i| node(i, NodeVote::Error("é".repeat(20))))
+            .collect();
+        let text = summary(&ended);
+        assert!(text.len() <= SUMMARY_CAP, "{}", text.len());
+        assert!(text.ends_with("(cut at 10 KB)\n") && text.starts_with("outcome: signal\n"));
     }
 }

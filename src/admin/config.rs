@@ -284,8 +284,16 @@ fn settings(run: &AsRun) -> Vec<Shown> {
     out
 }
 
-/// A value as given (URLs' passwords masked); None when there is none.
+/// A value as given (URLs' passwords masked, and the ping URL's path);
+/// None when there is none.
 fn raw(m: &ArgMatches, id: &str, action: &ArgAction) -> Option<String> {
+    let hide = |v: &str| {
+        if id == "ping" {
+            crate::notify::mask(v)
+        } else {
+            redact(v)
+        }
+    };
     match action {
         ArgAction::SetTrue | ArgAction::SetFalse => {
             m.try_get_one::<bool>(id).ok()?.map(|b| b.to_string())
@@ -295,7 +303,7 @@ fn raw(m: &ArgMatches, id: &str, action: &ArgAction) -> Option<String> {
             let values: Vec<String> = m
                 .try_get_raw(id)
                 .ok()??
-                .map(|v| redact(&v.to_string_lossy()))
+                .map(|v| hide(&v.to_string_lossy()))
                 .collect();
             (!values.is_empty()).then(|| values.join(","))
         }

@@ -47,6 +47,9 @@ pub struct Attempts<'a> {
     pub rx: &'a Inbox,
     pub log: Log,
     pub stats: &'a Arc<Stats>,
+    /// Called once, just after the first attempt's command started (the
+    /// start ping's thread): never before it, and nothing waits for it.
+    pub on_start: &'a dyn Fn(),
 }
 
 /// What the attempts came to.
@@ -83,6 +86,9 @@ pub fn run_with_retries(a: &mut Attempts, deadline: Stamp, heartbeat: &mut Heart
         attempts += 1;
         a.stats.attempts.store(attempts, Relaxed);
         log_started(a, attempts, pid);
+        if attempts == 1 {
+            (a.on_start)();
+        }
         let end = match watch(a, pid, started, deadline, heartbeat) {
             Ok(end) => end,
             Err(not) => {

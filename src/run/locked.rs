@@ -34,6 +34,7 @@ pub(super) fn run_locked(
     stats: &Arc<Stats>,
     blocked: signals::Blocked,
     guard: Option<Guard>,
+    on_start: &dyn Fn(),
 ) -> Exit {
     let log = Log::new(config.verbosity, config.log_format, &config.name);
     let nodes = match Nodes::new(&config.urls, &config.options) {
@@ -54,10 +55,11 @@ pub(super) fn run_locked(
         Ok(l) => Arc::new(l),
         Err(e) => {
             log.error(e.to_string());
+            stats.not_run_because(&e.to_string());
             return Exit::Unavailable;
         }
     };
-    let exit = take_and_run(&lock, config, stats, blocked, guard, &log);
+    let exit = take_and_run(&lock, config, stats, blocked, guard, &log, on_start);
     // Every node's part, replies that came after a verdict included, however
     // the run ended: the report's counts and the closing warning.
     let outcomes = lock.outcomes(&log);
@@ -107,6 +109,7 @@ fn take_and_run(
     blocked: signals::Blocked,
     guard: Option<Guard>,
     log: &Log,
+    on_start: &dyn Fn(),
 ) -> Exit {
     let log = *log;
     let Ready {
@@ -143,7 +146,7 @@ fn take_and_run(
     };
     stats.acquired.store(true, Relaxed);
     let taken_at = SystemTime::now();
-    let window = match check_once_per(lock, config, &log) {
+    let window = match check_once_per(lock, config, &log, stats) {
         Ok(w) => w,
         Err(exit) => {
             // Skipped, not run: nothing for the history.
@@ -173,6 +176,7 @@ fn take_and_run(
             rx: &rx,
             log,
             stats,
+            on_start,
         },
     );
     drop(guard);
@@ -343,23 +347,18 @@ fn run_held(lock: &Arc<Lock>, held: Held, slotted: bool, a: &mut Attempts) -> Ra
     let stop_window = redlock::kill_guard(config.ttl) + config.kill_after;
     let left = deadline.saturating_duration_since(clock::now());
     if left <= stop_window {
-        log.error(
-            ev(
-                "unavailable",
-                format!(
-                    "lock '{}' has only {left:.0?} of its validity left after {:.0?} of \
-                     acquiring, less than the {stop_window:.0?} a stop of the command needs \
-                     (--kill-after {} and a {} guard); the nodes answer too slowly for --ttl {}: \
-                     raise --ttl",
-                    config.name,
-                    since.elapsed(),
-                    humantime::format_duration(config.kill_after),
-                    humantime::format_duration(redlock::kill_guard(config.ttl)),
-                    humantime::format_duration(config.ttl),
-                ),
-            )
-            .outcome("unavailable"),
+        let line = format!(
+            "lock '{}' has only {left:.0?} of its validity left after {:.0?} of acquiring, less \
+             than the {stop_window:.0?} a stop of the command needs (--kill-after {} and a {} \
+             guard); the nodes answer too slowly for --ttl {}: raise --ttl",
+            config.name,
+            since.elapsed(),
+            humantime::format_duration(config.kill_after),
+            humantime::format_duration(redlock::kill_guard(config.ttl)),
+            humantime::format_duration(config.ttl),
         );
+        a.stats.not_run_because(&line);
+        log.error(ev("unavailable", line).outcome("unavailable"));
         return not_run(Exit::Unavailable);
     }
 
@@ -430,7 +429,12 @@ fn containment() -> bool {
 /// marker is taken back when the command does not succeed.)
 /// `Ok(Some(start))`: marked the window starting at `start`; `Err(exit)`: do
 /// not run.
-fn check_once_per(lock: &Lock, config: &Config, log: &Log) -> Result<Option<u64>, Exit> {
+fn check_once_per(
+    lock: &Lock,
+    config: &Config,
+    log: &Log,
+    stats: &Stats,
+) -> Result<Option<u64>, Exit> {
     let Some(window) = config.once_per else {
         return Ok(None);
     };
@@ -450,7 +454,7 @@ fn check_once_per(lock: &Lock, config: &Config, log: &Log) -> Result<Option<u64>
         Verdict::Quorum => Ok(Some(start)),
         Verdict::Refused => {
             let window = window_text(start, window);
-            log.notice(if config.once_per_success {
+            let line = if config.once_per_success {
                 // The marker of a run still finishing looks the same: one
                 // whose lock was lost takes it back when it ends.
                 format!(
@@ -463,14 +467,18 @@ fn check_once_per(lock: &Lock, config: &Config, log: &Log) -> Result<Option<u64>
                     "lock '{}' already ran in this window ({window})",
                     config.name
                 )
-            });
+            };
+            stats.not_run_because(&line);
+            log.notice(line);
             Err(Exit::Busy(config.busy_exit_code))
         }
         Verdict::Unavailable => {
-            log.error(format!(
+            let line = format!(
                 "cannot record the {flag} window for '{}': fewer than a quorum of nodes answered",
                 config.name
-            ));
+            );
+            stats.not_run_because(&line);
+            log.error(line);
             Err(Exit::Unavailable)
         }
     }
@@ -495,9 +503,14 @@ fn window_text(start: u64, window: u64) -> String {
     )
 }
 
-/// Environment variables that may carry a password: the command never sees them.
-fn secret_env() -> Vec<&'static str> {
-    let mut remove = vec!["REDLOCK_PASSWORD", "REDLOCK_SENTINEL_PASSWORD"];
+/// Environment variables that may carry a password (or the ping URL, whose
+/// path is one): the command and --on-failure never see them.
+pub(super) fn secret_env() -> Vec<&'static str> {
+    let mut remove = vec![
+        "REDLOCK_PASSWORD",
+        "REDLOCK_SENTINEL_PASSWORD",
+        "REDLOCK_PING",
+    ];
     // Any user-info at all (a password may hold a comma, which splits the
     // list) or a `pass=` that redaction would hide.
     let secret = |v: &str| v.contains('@') || node::redact(v) != v;

@@ -8,6 +8,7 @@
 //! --wait.
 
 mod locked;
+mod tell;
 mod wait;
 
 use locked::run_locked;
@@ -16,7 +17,7 @@ use std::ffi::OsString;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use clap::FromArgMatches;
 
@@ -185,8 +186,23 @@ fn run_job(config: &Config, blocked: signals::Blocked, guard: Option<Guard>) -> 
     let started = clock::now();
     let started_at = SystemTime::now();
     let stats = Arc::new(Stats::default());
-    let exit = run_locked(config, &stats, blocked, guard);
     let log = Log::new(config.verbosity, config.log_format, &config.name);
+    let run_id = crate::notify::run_id();
+    let pings = config.ping.as_ref().map(|url| {
+        crate::notify::Pings::new(
+            url.clone(),
+            run_id.clone(),
+            config.ping_timeout,
+            config.options.tls_ca.clone(),
+            log,
+        )
+    });
+    let on_start = || {
+        if let Some(p) = &pings {
+            p.start();
+        }
+    };
+    let exit = run_locked(config, &stats, blocked, guard, &on_start);
     log.end(|| {
         let outcome = Outcome::of(exit, stats.already_ran.load(Relaxed)).word();
         ev(
@@ -206,21 +222,24 @@ fn run_job(config: &Config, blocked: signals::Blocked, guard: Option<Guard>) -> 
         )
         .field("lock", if config.shared { "shared" } else { "exclusive" })
     });
+    let lock = report::Lock {
+        name: &config.name,
+        keys: &config.keys,
+        shared: config.shared,
+    };
+    let ended = report::Ended {
+        lock: &lock,
+        stats: &stats,
+        exit,
+        started_at,
+        duration: started.elapsed(),
+    };
+    // After the release: nothing here holds the lock.
+    let pinged = tell::after(config, &ended, &run_id, pings.as_ref(), &log);
     // A warning, as for the metrics file: the job's own status is what cron
     // and systemd must see.
     if let Some(path) = &config.report
-        && let Err(e) = report::write(
-            path,
-            &report::Lock {
-                name: &config.name,
-                keys: &config.keys,
-                shared: config.shared,
-            },
-            &stats,
-            exit,
-            started_at,
-            started.elapsed(),
-        )
+        && let Err(e) = report::write(path, &ended)
     {
         Log::new(0, log::Format::Text, "").error(format!(
             "warning: cannot write --report {}: {}",
@@ -229,7 +248,7 @@ fn run_job(config: &Config, blocked: signals::Blocked, guard: Option<Guard>) -> 
         ));
     }
     if let Some(path) = &config.metrics_file {
-        record_metrics(path, config, &stats, exit, started_at, started.elapsed());
+        record_metrics(path, config, &ended, pinged);
     }
     exit
 }
@@ -240,11 +259,16 @@ fn run_job(config: &Config, blocked: signals::Blocked, guard: Option<Guard>) -> 
 fn record_metrics(
     path: &std::path::Path,
     config: &Config,
-    stats: &Stats,
-    exit: Exit,
-    started_at: SystemTime,
-    duration: Duration,
+    ended: &report::Ended,
+    pinged: Option<crate::notify::Tally>,
 ) {
+    let report::Ended {
+        stats,
+        exit,
+        started_at,
+        duration,
+        ..
+    } = *ended;
     let already_ran = stats.already_ran.load(Relaxed);
     let nodes = stats
         .reached_nodes
@@ -261,6 +285,10 @@ fn record_metrics(
         return;
     };
     run.shared = config.shared;
+    run.pings = pinged.map(|t| crate::metrics::Pings {
+        sent: t.sent.into(),
+        failed: t.failed.into(),
+    });
     let log = Log::new(0, log::Format::Text, "");
     match crate::metrics::record(path, &run) {
         Ok(recorded) => {

@@ -123,7 +123,8 @@ fn wait_loop(w: &mut Waiting, tx: &Events, rx: &Inbox, stats: &Stats) -> Result<
         };
         w.waited = true;
         let busy = failure.is_none();
-        let quiet = w.log.is_quiet();
+        // --ping-busy tells the service who holds the lock, -q or not.
+        let quiet = w.log.is_quiet() && !w.config.ping_busy;
         // Who holds it came with the refusal: no request of its own.
         let holder = (busy && !quiet).then(|| w.lock.busy_holder()).flatten();
         // Slots and readers are named by a look of its own, once: for the
@@ -142,8 +143,8 @@ fn wait_loop(w: &mut Waiting, tx: &Events, rx: &Inbox, stats: &Stats) -> Result<
         }
         if w.until.is_some_and(|u| clock::now() >= u) {
             return Err(match failure {
-                None => w.busy_at_the_end(holder.as_ref(), holders.as_deref()),
-                Some(why) => w.unavailable(&why),
+                None => w.busy_at_the_end(holder.as_ref(), holders.as_deref(), stats),
+                Some(why) => w.unavailable(&why, stats),
             });
         }
         // Under -q the note is not shown: no lookup of the holder for it
@@ -237,13 +238,19 @@ impl Waiting<'_> {
     }
 
     /// The busy line at the end of a wait (or of a single try), and the exit.
-    fn busy_at_the_end(&self, holder: Option<&Holder>, holders: Option<&str>) -> Exit {
+    fn busy_at_the_end(
+        &self,
+        holder: Option<&Holder>,
+        holders: Option<&str>,
+        stats: &Stats,
+    ) -> Exit {
         let waited = (self.config.wait != Wait::Once).then(|| self.start.elapsed());
         let name = &self.config.name;
         let (text, reason) = match self.busy.sitting_out.as_slice() {
             [] => busy_text(name, self.busy.why, waited, holder, holders),
             nodes => (sitting_out_text(name, nodes, waited, holder), "restarted"),
         };
+        stats.not_run_because(&text);
         let entry = match waited {
             None => ev("busy", text),
             Some(w) => ev("busy", text).ms(w),
@@ -257,7 +264,7 @@ impl Waiting<'_> {
     }
 
     /// The error when fewer than a quorum answered by the end, and the exit.
-    fn unavailable(&self, why: &str) -> Exit {
+    fn unavailable(&self, why: &str, stats: &Stats) -> Exit {
         let failed = self.lock.failed_nodes();
         let unset = if self.config.defaulted {
             format!(
@@ -267,12 +274,11 @@ impl Waiting<'_> {
         } else {
             String::new()
         };
-        let mut entry = ev(
-            "unavailable",
-            format!("cannot take lock '{}': {why}{unset}", self.config.name),
-        )
-        .outcome("unavailable")
-        .field("failed_nodes", failed.clone());
+        let line = format!("cannot take lock '{}': {why}{unset}", self.config.name);
+        stats.not_run_because(&line);
+        let mut entry = ev("unavailable", line)
+            .outcome("unavailable")
+            .field("failed_nodes", failed.clone());
         if let Some(first) = failed.first() {
             entry = entry.node(first);
         }

@@ -281,6 +281,8 @@ fn the_shipped_example_is_valid_commented_and_not() {
         "node-timeout",
         "max-runtime",
         "once-per",
+        "on-failure",
+        "ping",
     ] {
         let line = out
             .stdout
@@ -289,4 +291,6 @@ fn the_shipped_example_is_valid_commented_and_not() {
             .unwrap_or_else(|| panic!("no {key}\n{out}"));
         assert!(line.contains("all.toml:"), "{line}");
     }
+    assert!(out.stdout.contains("https://hc-ping.com/***"), "{out}");
+    assert!(!out.stdout.contains("uuid-of-its-check"), "{out}");
 }

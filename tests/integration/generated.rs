@@ -584,6 +584,18 @@ fn environment_section(cmd: &Command) -> Roff {
     roff.text(prose("With --limit: the slot held, from 0 to N-1."));
     roff.control("PP", []);
     roff.text([
+        roman("The --on-failure command runs with "),
+        bold("REDLOCK_KEY"),
+        roman(" (the lock's name), "),
+        bold("REDLOCK_OUTCOME"),
+        roman(" (how the run ended: failed, signal, not-run, lost, timeout or unavailable), "),
+        bold("REDLOCK_EXIT_STATUS"),
+        roman(" (redlock-run's exit status) and "),
+        bold("REDLOCK_RUN_ID"),
+        roman(" (the run's id, which its pings carry as rid) added to its environment."),
+    ]);
+    roff.control("PP", []);
+    roff.text([
         roman("Read directly, never from the command line: "),
         bold("REDLOCK_PASSWORD"),
         roman(" (the password for nodes whose URL has none, unless --password-file is given), "),
@@ -609,10 +621,13 @@ fn environment_section(cmd: &Command) -> Roff {
         bold("REDLOCK_PASSWORD"),
         roman(", "),
         bold("REDLOCK_SENTINEL_PASSWORD"),
+        roman(", "),
+        bold("REDLOCK_PING"),
         roman(", and "),
         bold("REDLOCK_REDIS"),
         roman(
-            " when one of its URLs carries a password, are removed from the command's environment.",
+            " when one of its URLs carries a password, are removed from the environment of the \
+             command and of --on-failure.",
         ),
     ]);
     roff

@@ -32,6 +32,7 @@ mod operability;
 mod operator;
 mod option_files;
 mod outcomes;
+mod pings;
 mod readme;
 mod restarts;
 mod safety;

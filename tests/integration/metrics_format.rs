@@ -245,6 +245,7 @@ fn run(key: &str, outcome: Outcome, exit_code: u8, start_ms: u64, duration_ms: u
         duration: Duration::from_millis(duration_ms),
         nodes: None,
         shared: false,
+        pings: None,
     }
 }
 

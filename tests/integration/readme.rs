@@ -96,6 +96,8 @@ fn readme_examples_run() {
         "expected the README's usage, crontab, systemd and CI examples, found {examples:?}"
     );
     let node = RedisNode::start();
+    // The ping service of the Monitoring examples, on loopback.
+    let pings = PingServer::start();
     let dir = tempdir();
     let log = dir.join("ran.log");
     let bin_dir = dir.join("bin");
@@ -122,6 +124,7 @@ fn readme_examples_run() {
         std::env::var("PATH").unwrap_or_default()
     );
     for ex in &examples {
+        let ex = &ex.replace("https://hc-ping.com/", &pings.url(""));
         let before = fs::read_to_string(&log).unwrap_or_default().lines().count();
         let mut cmd = crate::support::cmd::command("/bin/sh");
         cmd.arg("-c").arg(ex).current_dir(dir.path());
@@ -162,8 +165,22 @@ fn readme_examples_run() {
             "README example did not run its command exactly once: {ex}\nlog:\n{after}"
         );
     }
-    // The metrics example wrote its file.
+    // The metrics example wrote its file; the ping example pinged.
     assert!(dir.has("cron.prom"), "--metrics-file wrote nothing");
+    let pinged: Vec<(String, String)> = pings
+        .requests()
+        .iter()
+        .map(|r| (r.method.clone(), r.path.clone()))
+        .collect();
+    assert!(
+        pinged.len() >= 2
+            && pinged.iter().all(|(_, p)| p.starts_with("/2c9f4e1a-"))
+            && pinged
+                .iter()
+                .any(|(m, p)| m == "GET" && p.ends_with("/start"))
+            && pinged.iter().any(|(m, p)| m == "POST" && p.ends_with("/0")),
+        "the --ping example: {pinged:?}"
+    );
     // --hold and --once-per leave what they promise; the plain locks are gone.
     assert!(node.exists(lock_key("rotate")), "--hold keeps the lock");
     assert!(!node.exists(lock_key("report")));

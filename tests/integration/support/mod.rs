@@ -8,6 +8,8 @@
 //! * [`Certs`]: a private CA and certificates made per test; [`NodeTls`]:
 //!   how fixture nodes serve TLS with them (`ClusterBuilder::tls`,
 //!   `SentinelBuilder::tls`).
+//! * [`PingServer`]: an HTTP(S) server on loopback that records the pings
+//!   it gets and answers them at once, late or never.
 //! * [`FaultProxy`]: a userspace TCP proxy that can delay, black-hole or reset
 //!   traffic to a node at runtime.
 //! * [`Test`]: a builder around the compiled `redlock-run` binary.
@@ -22,6 +24,7 @@ pub mod certs;
 pub mod cluster;
 pub mod cmd;
 pub mod fake;
+pub mod http;
 pub mod proxy;
 pub mod redis_node;
 pub mod sentinel;
@@ -37,6 +40,7 @@ pub use certs::{Certs, NodeTls, server_has_tls, tls_provider};
 pub use cluster::{ClusterBuilder, RedisCluster, SlotMigration};
 pub use cmd::{RunOutput, Running, Test};
 pub use fake::{FakeServer, Script};
+pub use http::{Answer, PingServer};
 pub use proxy::{FaultProxy, Mode};
 pub use redis_node::{
     Cluster, RedisNode, SERVER_ENV, ServerCaps, ServerVersion, free_port, free_port_on,
