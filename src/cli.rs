@@ -1507,6 +1507,24 @@ mod tests {
         );
         assert!(parse(&["-k", "j", "--retry", "1", "--retry-delay", "0", "true"]).is_err());
         assert!(parse(&["-k", "j", "--wait", "later", "true"]).is_err());
+        assert!(parse(&["-k", "j", "--restart-grace", "soon", "true"]).is_err());
+        assert!(parse(&["-k", "j", "--restart-grace", "-1s", "true"]).is_err());
+    }
+
+    #[test]
+    fn the_restart_grace_is_the_ttl_unless_given_and_may_be_zero() {
+        let c = |a: &[&str]| parse(a).expect("valid").options;
+        let o = c(&["-k", "j", "-t", "2m", "true"]);
+        assert_eq!(
+            (o.restart_grace, o.durable),
+            (Duration::from_secs(120), false)
+        );
+        let o = c(&["-k", "j", "--restart-grace", "0", "--durable", "true"]);
+        assert_eq!((o.restart_grace, o.durable), (Duration::ZERO, true));
+        assert_eq!(
+            c(&["-k", "j", "--restart-grace", "1h", "true"]).restart_grace,
+            Duration::from_secs(3600)
+        );
     }
 
     #[test]

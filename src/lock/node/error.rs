@@ -193,7 +193,7 @@ pub(super) fn restarted(
 pub(super) fn undurable(name: &str, why: &str) -> NodeError {
     NodeError::new(
         Kind::Undurable,
-        format!("{name}: {why}, so its vote does not count (--durable)"),
+        format!("{name}: {why} (--durable counts a vote only once it is on disk)"),
         true,
     )
 }
