@@ -10,7 +10,8 @@
 //!   `SentinelBuilder::tls`).
 //! * [`FaultProxy`]: a userspace TCP proxy that can delay, black-hole or reset
 //!   traffic to a node at runtime.
-//! * [`Test`]: a builder around the compiled `redlock-run` binary.
+//! * [`Test`]: a builder around the compiled `redlock-run` binary;
+//!   [`old_kernel::OldKernel`]: what it starts runs as on Linux 4.18.
 //! * Small process/time helpers: [`wait_until`], [`tempdir`], [`pid_alive`],
 //!   [`send_signal`], [`child_pids`], [`read_pid_file`].
 
@@ -22,6 +23,7 @@ pub mod certs;
 pub mod cluster;
 pub mod cmd;
 pub mod fake;
+pub mod old_kernel;
 pub mod proxy;
 pub mod redis_node;
 pub mod sentinel;
