@@ -232,8 +232,9 @@ fn whole_tree(wrapper: i32) -> Vec<i32> {
     tree
 }
 
+/// Also run on a simulated old kernel (`old_kernel.rs`).
 #[test]
-fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
+pub(crate) fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
     let cluster = Cluster::new(3);
     let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
     let urls = proxied_urls(&proxies);
@@ -335,8 +336,9 @@ fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
     );
 }
 
+/// Also run on a simulated old kernel (`old_kernel.rs`).
 #[test]
-fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
+pub(crate) fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
     let node = RedisNode::start();
     let mut times = Vec::new();
     for i in 0..50 {

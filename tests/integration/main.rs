@@ -26,6 +26,7 @@ mod keys;
 mod messages;
 mod metrics_format;
 mod node_io;
+mod old_kernel;
 mod one_name;
 mod one_timeout;
 mod operability;

@@ -116,7 +116,7 @@ fn readme_examples_run() {
             }
         }
     }
-    let exe = Path::new(env!("CARGO_BIN_EXE_redlock-run"));
+    let exe = crate::support::cmd::BIN.path();
     let path = format!(
         "{}:{}:{}",
         bin_dir.display(),

@@ -10,9 +10,8 @@ use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::support::cmd::BIN;
 use crate::support::*;
-
-const BIN: &str = env!("CARGO_BIN_EXE_redlock-run");
 
 /// Runs `command` (a shell command line) on a fresh pseudo-terminal.
 fn on_terminal(command: &str, dir: &TempDir) -> Child {

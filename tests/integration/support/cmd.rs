@@ -34,8 +34,40 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Path of the binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_redlock-run");
+/// The binary under test: the one cargo built, or the one
+/// `REDLOCK_TEST_BINARY` names (a release build, say). A build without the
+/// crate's `test-hooks` feature ignores the tests' `REDLOCK_TEST_*` switches,
+/// so only the tests that set none of them can pass against it.
+pub const BIN: Bin = Bin;
+
+/// [`BIN`]: usable wherever a program path is (`Command::new(BIN)`, `{BIN}`).
+#[derive(Clone, Copy, Debug)]
+pub struct Bin;
+
+impl Bin {
+    pub fn path(self) -> &'static Path {
+        static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        PATH.get_or_init(|| match std::env::var_os("REDLOCK_TEST_BINARY") {
+            // Absolute: the tests start it in directories of their own.
+            Some(named) => std::fs::canonicalize(&named).unwrap_or_else(|e| {
+                panic!("REDLOCK_TEST_BINARY={}: {e}", Path::new(&named).display())
+            }),
+            None => PathBuf::from(env!("CARGO_BIN_EXE_redlock-run")),
+        })
+    }
+}
+
+impl AsRef<OsStr> for Bin {
+    fn as_ref(&self) -> &OsStr {
+        self.path().as_os_str()
+    }
+}
+
+impl fmt::Display for Bin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.path().display().fmt(f)
+    }
+}
 
 /// The one rule for every process a test starts (redlock-run, script(1),
 /// a shell): whatever the harness was started with (nohup, a CI runner
@@ -256,6 +288,7 @@ impl Test {
         };
         command.args(&self.args);
         child_rules(&mut command, self.own_group);
+        super::old_kernel::apply(&mut command);
         for (key, val) in &self.envs {
             match val {
                 Some(v) => command.env(key, v),

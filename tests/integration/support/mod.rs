@@ -12,7 +12,8 @@
 //!   it gets and answers them at once, late or never.
 //! * [`FaultProxy`]: a userspace TCP proxy that can delay, black-hole or reset
 //!   traffic to a node at runtime.
-//! * [`Test`]: a builder around the compiled `redlock-run` binary.
+//! * [`Test`]: a builder around the compiled `redlock-run` binary;
+//!   [`old_kernel::OldKernel`]: what it starts runs as on Linux 4.18.
 //! * Small process/time helpers: [`wait_until`], [`tempdir`], [`pid_alive`],
 //!   [`send_signal`], [`child_pids`], [`read_pid_file`].
 
@@ -25,6 +26,7 @@ pub mod cluster;
 pub mod cmd;
 pub mod fake;
 pub mod http;
+pub mod old_kernel;
 pub mod proxy;
 pub mod redis_node;
 pub mod sentinel;

@@ -52,6 +52,7 @@ impl Proc {
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         child_rules(&mut command, true);
+        super::old_kernel::apply(&mut command);
         command.envs(env.iter().map(|(k, v)| (k, v)));
         // SAFETY: prctl only, between fork and exec.
         unsafe {
