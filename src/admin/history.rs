@@ -172,7 +172,7 @@ fn table(runs: &[Record]) -> String {
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
+            .map(|(cell, w)| crate::text::pad(cell, *w))
             .collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');

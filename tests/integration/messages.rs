@@ -326,3 +326,37 @@ fn a_tree_stopped_by_redlock_run_is_not_said_to_keep_the_lock() {
     }
     assert!(!node.exists(crate::support::lock_key("stopped")));
 }
+
+/// A history field of any length (the column width included) is shown,
+/// never a panic: 70,000 characters is past what `format!` pads.
+#[test]
+fn history_shows_a_field_longer_than_any_format_width() {
+    let node = crate::support::RedisNode::start();
+    let host = "h".repeat(70_000);
+    let record = serde_json::json!({
+        "id": "5c0b1050aabbccdd", "host": host, "pid": 1, "user": "u",
+        "started_at": "2026-11-30T03:00:00.012Z", "duration_ms": 5, "outcome": "ok",
+        "exit_code": 0, "attempts": 1, "fencing_token": null,
+    });
+    let key = crate::support::keys("long").history();
+    let _: i64 = node.cmd(redis::cmd("LPUSH").arg(&key).arg(record.to_string()));
+    for extra in [&[][..], &["--json"][..]] {
+        let out = Test::new()
+            .args(["history", "-r", &node.url(), "-k", "long"])
+            .args(extra)
+            .run();
+        assert_eq!(out.code, Some(0), "{extra:?}: {}", out.stderr);
+        assert!(
+            out.stdout.contains(&host),
+            "{extra:?}: the field is not shown"
+        );
+    }
+    // A key name as long, in `status --keys`' column of names.
+    let long_key = format!("{{lock:long}}:{host}");
+    node.set(&long_key, "x", 60_000);
+    let out = Test::new()
+        .args(["status", "--keys", "-r", &node.url(), "-k", "long"])
+        .run();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains(&long_key), "the key is not listed");
+}
