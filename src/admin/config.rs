@@ -100,6 +100,13 @@ pub(super) fn as_run(given: &[OsString], fallback: &str) -> Result<AsRun, Unfit>
         .try_get_matches_from(&applied.args)
         .map_err(clap_error)?;
     let cli = Cli::from_arg_matches(&matches).map_err(clap_error)?;
+    // What the option files may take: the run's node timeout (see
+    // `option_file::wait_at_most`).
+    crate::option_file::wait_at_most(
+        cli.target
+            .node_timeout
+            .unwrap_or_else(|| crate::lock::redlock::default_node_timeout(cli.ttl)),
+    );
     let config = cli.into_config().map_err(Unfit::Run)?;
     Ok(AsRun {
         config,
