@@ -290,3 +290,53 @@ fn the_shipped_example_is_valid_commented_and_not() {
         assert!(line.contains("all.toml:"), "{line}");
     }
 }
+
+/// The whole path is trusted, as ssh does: a directory anywhere above the
+/// file that others may write (not sticky) lets them rename what it holds
+/// and plant a file of their own. Here `x` (mode 0777) → `sub` (0755) →
+/// `c.toml` (0600): refused, naming `x` and the chmod that fixes it; the
+/// command does not run. Made sticky (as /tmp is) it passes.
+#[test]
+fn a_directory_others_may_write_anywhere_above_the_file_is_refused() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let open = dir.join("x");
+    let sub = open.join("sub");
+    fs::create_dir_all(&sub).expect("mkdir");
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).expect("chmod x");
+    fs::set_permissions(&sub, fs::Permissions::from_mode(0o755)).expect("chmod sub");
+    let config = write_config(
+        &sub,
+        "c.toml",
+        &format!("redis = [\"{}\"]\n", node.url()),
+        0o600,
+    );
+    for args in [
+        &["-k", "job", "--", "touch", "ran"][..],
+        &["status", "-k", "job"][..],
+    ] {
+        let out = Test::new()
+            .current_dir(dir.path())
+            .env("REDLOCK_CONFIG", &config)
+            .args(args)
+            .expect_code(64);
+        out.assert_one_error_line();
+        assert!(
+            out.stderr
+                .contains(&format!("the directory {} on its path", open.display()))
+                && out
+                    .stderr
+                    .contains(&format!("chmod go-w {}", open.display())),
+            "{out}"
+        );
+    }
+    assert!(!dir.has("ran"), "the command ran");
+    assert!(node.keys().is_empty(), "a lock was taken");
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).expect("chmod +t x");
+    Test::new()
+        .current_dir(dir.path())
+        .env("REDLOCK_CONFIG", &config)
+        .args(["-k", "job", "--", "touch", "ran"])
+        .expect_code(0);
+    assert!(dir.has("ran"), "a sticky directory passes");
+}
