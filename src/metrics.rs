@@ -1173,6 +1173,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
             name: "redis://n".into(),
             acquire,
             fared,
+            recovered: false,
         };
         let outcomes = [
             node(NodeVote::Granted, Fared::Answered),

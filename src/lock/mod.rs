@@ -255,6 +255,7 @@ impl Lock {
                     name: self.nodes[i].name().to_string(),
                     acquire,
                     fared: self.nodes[i].fared(),
+                    recovered: self.nodes[i].recovered(),
                 }
             })
             .collect()
@@ -1285,6 +1286,8 @@ pub struct NodeOutcome {
     pub name: String,
     pub acquire: NodeVote,
     pub fared: node::Fared,
+    /// It answered again after it last failed: the run did not go without it.
+    pub recovered: bool,
 }
 
 impl NodeOutcome {

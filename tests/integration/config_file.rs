@@ -340,3 +340,40 @@ fn a_directory_others_may_write_anywhere_above_the_file_is_refused() {
         .expect_code(0);
     assert!(dir.has("ran"), "a sticky directory passes");
 }
+
+/// A node URL the file gives that no run could use is refused with the
+/// file and line, as every other value is: `redis = 5`, a URL without a
+/// scheme, a list with a number in it.
+#[test]
+fn a_bad_node_url_in_the_file_is_named_with_its_line() {
+    let dir = tempdir();
+    for (text, line, want) in [
+        ("redis = 5\n", 1, "'redis': invalid Redis URL '5'"),
+        (
+            "ttl = \"5s\"\nredis = [\"redis://127.0.0.1:1\", \"lock2\"]\n",
+            2,
+            "'redis': invalid Redis URL 'lock2'",
+        ),
+        (
+            "redis = [\"redis://127.0.0.1:1\", 5]\n",
+            1,
+            "'redis' takes a list of strings, not a list with an integer in it",
+        ),
+    ] {
+        let config = write_config(dir.path(), "c.toml", text, 0o600);
+        for args in [&["-k", "job", "--", "touch", "ran"][..], &["config"][..]] {
+            let out = Test::new()
+                .current_dir(dir.path())
+                .env("REDLOCK_CONFIG", &config)
+                .args(args)
+                .expect_code(64);
+            out.assert_one_error_line();
+            let at = format!("redlock-run: {}:{line}: {want}", config.display());
+            assert!(
+                out.stderr.starts_with(&at),
+                "{text:?} {args:?}: want {at}\n{out}"
+            );
+        }
+    }
+    assert!(!dir.has("ran"), "the command ran");
+}

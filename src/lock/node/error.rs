@@ -149,10 +149,25 @@ pub(super) fn broken(
             (Kind::Unreachable, "connection refused".to_string())
         }
         Broken::Connect(_, e) => (Kind::Unreachable, format!("cannot connect: {e}")),
-        Broken::Tls(e) if e.contains("InvalidContentType") || e.contains("corrupt message") => (
+        // A certificate chain past what rustls reads (64 KiB) is no sign of
+        // a port without TLS: say what it is.
+        Broken::Tls(e) if e.contains("TooLarge") => (
             Kind::Refused,
-            "does not speak TLS (a redis:// port, or another service on that port?)".to_string(),
+            format!(
+                "TLS handshake failed: the server sent more than a TLS client reads in one \
+                 handshake message (64 KiB; {e}): its certificate file holds too much (a whole \
+                 CA bundle?); give it the server's certificate and its intermediates only"
+            ),
         ),
+        Broken::Tls(e)
+            if e.contains("InvalidContentType") || e.contains("UnknownProtocolVersion") =>
+        {
+            (
+                Kind::Refused,
+                "does not speak TLS (a redis:// port, or another service on that port?)"
+                    .to_string(),
+            )
+        }
         Broken::Tls(e) => (
             Kind::Refused,
             format!("TLS handshake failed: {e} {TLS_HINT}"),
@@ -229,6 +244,28 @@ fn refused_setup(name: &str, steps: &[Step], replies: &[Value], why: &str) -> No
 /// An error reply from the server to a request.
 pub(super) fn server_error(name: &str, e: &redis::ServerError) -> NodeError {
     NodeError::new(Kind::Server, format!("{name}: {}", server_text(e)), true)
+}
+
+/// An error reply from a node given as a Cluster (`redis+cluster://`): a
+/// redirect it still answered once the request had been sent on as often as
+/// it may be, in words about the cluster (the advice for a plain URL, to
+/// give it as a Cluster, is no advice here).
+pub(super) fn cluster_error(name: &str, e: &redis::ServerError) -> NodeError {
+    let text = one_line(&format!("{} {}", e.code(), e.details().unwrap_or("")));
+    let hint = match e.code() {
+        "MOVED" | "ASK" => {
+            "(the cluster kept sending the request elsewhere: its slot map is changing, a \
+             resharding or failover under way, or its nodes disagree about who serves the lock's \
+             slot; see CLUSTER NODES)"
+        }
+        "CLUSTERDOWN" => "(the cluster is down: see CLUSTER INFO)",
+        _ => return server_error(name, e),
+    };
+    NodeError::new(
+        Kind::Server,
+        format!("{name}: {} {hint}", text.trim_end()),
+        true,
+    )
 }
 
 /// An error reply in our words, with the fix where there is one.

@@ -50,7 +50,7 @@ pub use inquiry::*;
 pub use place::same_run_id;
 use place::same_server;
 pub use requests::*;
-pub use url::{push_masked_authority, redact};
+pub use url::{check_list, push_masked_authority, redact};
 
 pub(crate) use state::{Req, State};
 use topology::{Names, Topology};
@@ -407,6 +407,11 @@ impl Node {
         }
     }
 
+    /// Whether it answered without an error after it last failed.
+    pub fn recovered(&self) -> bool {
+        self.state().health.recovered
+    }
+
     /// `request` for node `index` as the node sends it: its command, and
     /// with `--replicas` a WAIT once a write is answered (see `Req::wait`).
     /// None when it asks nothing here.
@@ -450,7 +455,10 @@ impl Node {
         let mut replies = raw?.into_iter();
         let reply = replies.next().unwrap_or_default();
         if let redis::Value::ServerError(e) = &reply {
-            return Err(error::server_error(&self.name, e));
+            return Err(match self.topology {
+                Topology::Cluster { .. } => error::cluster_error(&self.name, e),
+                _ => error::server_error(&self.name, e),
+            });
         }
         let wrote = request.wrote(index, &reply);
         let answer = request.decode(index, reply, &self.name)?;

@@ -129,15 +129,21 @@ pub(super) struct Health {
     pub(super) first_error: Option<String>,
     /// It answered at least one request without an error.
     pub(super) answered: bool,
+    /// It answered without an error after its last failure.
+    pub(super) recovered: bool,
 }
 
 impl Health {
     fn note<T>(&mut self, result: &Result<T, NodeError>) {
         match result {
-            Ok(_) => self.answered = true,
+            Ok(_) => {
+                self.answered = true;
+                self.recovered = self.first_error.is_some();
+            }
             // This run's own doing: nothing about the node.
             Err(e) if e.kind() == Kind::Withdrawn => {}
             Err(e) => {
+                self.recovered = false;
                 self.timed_out |= e.is_timeout();
                 if self.first_error.is_none() {
                     self.first_error = Some(e.to_string());
