@@ -74,6 +74,10 @@ struct NodeAcquire<'a> {
     acquire: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
+    /// What it refused of the lock's upkeep later in the run (`release:
+    /// the ACL refuses DEL`), leaving a key behind until it expired.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    refused: &'a [String],
 }
 
 /// The lock a run took, as the report names it.
@@ -121,6 +125,7 @@ pub fn write(
                     node: &o.name,
                     acquire,
                     error,
+                    refused: &o.refused,
                 }
             })
             .collect(),
@@ -176,16 +181,19 @@ mod tests {
                     node: "redis://lock1:6379",
                     acquire: "granted",
                     error: None,
+                    refused: &[],
                 },
                 NodeAcquire {
                     node: "redis://lock2:6379",
                     acquire: "granted",
                     error: None,
+                    refused: &[],
                 },
                 NodeAcquire {
                     node: "redis://lock3:6379",
                     acquire: "error",
                     error: Some("redis://lock3:6379: connection refused"),
+                    refused: &[],
                 },
             ],
             extensions_done: 41,

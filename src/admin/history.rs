@@ -131,6 +131,7 @@ pub fn describe(r: &Record) -> String {
 fn table(runs: &[Record]) -> String {
     let fenced = runs.iter().any(|r| r.fencing_token.is_some());
     let shared = runs.iter().any(|r| r.shared);
+    let refused = runs.iter().any(|r| !r.refused.is_empty());
     let mut rows: Vec<Vec<String>> = vec![
         [
             "STARTED", "DURATION", "OUTCOME", "EXIT", "ATTEMPTS", "HOST", "PID", "TOKEN",
@@ -144,6 +145,10 @@ fn table(runs: &[Record]) -> String {
     }
     if shared {
         rows[0].push("LOCK".into());
+    }
+    if refused {
+        // How many steps nodes refused; `history --json` says which.
+        rows[0].push("REFUSED".into());
     }
     for r in runs {
         let mut row = vec![
@@ -161,6 +166,9 @@ fn table(runs: &[Record]) -> String {
         }
         if shared {
             row.push(r.lock_kind().into());
+        }
+        if refused {
+            row.push(r.refused.len().to_string());
         }
         rows.push(row);
     }
@@ -200,6 +208,7 @@ mod tests {
             fencing_token: None,
             shared: false,
             window_s: None,
+            refused: Vec::new(),
         };
         let mut b = a.clone();
         b.host = "db\n1\x1b]0;x\x07".into();

@@ -308,7 +308,7 @@ fn let_go(lock: &Lock, config: &Config, ran: Ran, taken: &Taken, log: Log) -> Ex
         },
         _ => Ending::Release,
     };
-    lock.end(ending, record.to_json(), &log);
+    lock.end(ending, Some(record), &log);
     exit
 }
 

@@ -241,9 +241,17 @@ fn refused_setup(name: &str, steps: &[Step], replies: &[Value], why: &str) -> No
     NodeError::new(Kind::Refused, format!("{name}: {what}"), false)
 }
 
-/// An error reply from the server to a request.
+/// An error reply from the server to a request. An ACL that refuses the
+/// command itself, or the keys it names, refuses it before it runs: nothing
+/// of it can have been applied (a refusal inside a script, which may follow
+/// writes, says `script`).
 pub(super) fn server_error(name: &str, e: &redis::ServerError) -> NodeError {
-    NodeError::new(Kind::Server, format!("{name}: {}", server_text(e)), true)
+    let refused_outright = e.code() == "NOPERM" && !e.details().unwrap_or("").contains("script");
+    NodeError::new(
+        Kind::Server,
+        format!("{name}: {}", server_text(e)),
+        !refused_outright,
+    )
 }
 
 /// An error reply from a node given as a Cluster (`redis+cluster://`): a
@@ -453,6 +461,25 @@ mod tests {
         let refused = error("-WRONGPASS invalid username-password pair or user is disabled.\r\n");
         let msg = server_error("n", &refused).to_string();
         assert!(msg.contains("authentication failed"), "{msg}");
+    }
+
+    #[test]
+    fn a_command_the_acl_refuses_outright_was_not_applied() {
+        let outright = error("-NOPERM this user has no permissions to run the 'eval' command\r\n");
+        assert!(!server_error("n", &outright).maybe_applied());
+        let keys = error("-NOPERM No permissions to access a key\r\n");
+        assert!(!server_error("n", &keys).maybe_applied());
+        // Inside a script, after what the script wrote before it.
+        let inside = error(
+            "-NOPERM User u has no permissions to run the 'del' command script: abc, on \
+             @user_script:3.\r\n",
+        );
+        assert!(server_error("n", &inside).maybe_applied());
+        let old = error(
+            "-ERR The user executing the script can't run this command or subcommand script: \
+             abc, on @user_script:3.\r\n",
+        );
+        assert!(server_error("n", &old).maybe_applied());
     }
 
     #[test]
