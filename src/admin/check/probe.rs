@@ -56,35 +56,7 @@ pub(super) fn run(run: &AsRun, name: &str, nodes: &Nodes, report: &mut Report) {
     };
     let mut window = None;
     match lock.acquire(&queue, &log) {
-        Acquired::Yes(_) => {
-            if let Some(w) = c.once_per {
-                let start = crate::lock::unix_ms() / 1000 / w * w;
-                lock.mark_once(start, Duration::from_secs(w), &log);
-                window = Some(start);
-            }
-            match lock.extend(&log) {
-                Extended::Yes { .. } => {}
-                // The nodes' errors together, each with its node's name.
-                Extended::Failed(why) => report.quorum.push(refused(&why, &c.keys)),
-                Extended::Gone => report.quorum.push(Finding::new(
-                    "probe",
-                    Level::Unfit,
-                    "the probe's lock was gone at its first extension",
-                )),
-            }
-            let record = Record::of_this_run(
-                lock.token(),
-                SystemTime::now(),
-                Duration::ZERO,
-                Exit::Command(0),
-                1,
-                None,
-                c.shared,
-            );
-            for (i, why) in lock.end(Ending::Release, Some(record), &log) {
-                report.on(i, unrecorded(&why));
-            }
-        }
+        Acquired::Yes(_) => window = as_a_run(&lock, c, &log, report),
         Acquired::Busy(_) => report.quorum.push(
             Finding::new(
                 "probe",
@@ -105,6 +77,40 @@ pub(super) fn run(run: &AsRun, name: &str, nodes: &Nodes, report: &mut Report) {
     }
     per_node(&lock, &log, c, report);
     super::leftovers::clean(nodes, &c.keys, c, window, report);
+}
+
+/// The probe's lock, held, used as a run would: its --once-per window
+/// marked (which is returned), one extension, and the end with a record of
+/// its own history.
+fn as_a_run(lock: &Lock, c: &Config, log: &Log, report: &mut Report) -> Option<u64> {
+    let window = c.once_per.map(|w| {
+        let start = crate::lock::unix_ms() / 1000 / w * w;
+        lock.mark_once(start, Duration::from_secs(w), log);
+        start
+    });
+    match lock.extend(log) {
+        Extended::Yes { .. } => {}
+        // The nodes' errors together, each with its node's name.
+        Extended::Failed(why) => report.quorum.push(refused(&why, &c.keys)),
+        Extended::Gone => report.quorum.push(Finding::new(
+            "probe",
+            Level::Unfit,
+            "the probe's lock was gone at its first extension",
+        )),
+    }
+    let record = Record::of_this_run(
+        lock.token(),
+        SystemTime::now(),
+        Duration::ZERO,
+        Exit::Command(0),
+        1,
+        None,
+        c.shared,
+    );
+    for (i, why) in lock.end(Ending::Release, Some(record), log) {
+        report.on(i, unrecorded(&why));
+    }
+    window
 }
 
 /// Each node's part in the probe: what it refused, or that it did all.

@@ -98,10 +98,7 @@ pub(super) fn queue_and_wake_up(nodes: &Nodes, c: &Config, token: &str, report: 
     for r in replies {
         if let Ok(Some(why)) = r.result {
             let step = why.split(':').next().unwrap_or("").to_string();
-            let said = if node::denied(&format!("ACL denies this user: {why}"))
-                || why.contains("NOPERM")
-                || why.contains("can't run this command")
-            {
+            let said = if node::refused_by_acl(&why) {
                 format!("the ACL refuses {step}")
             } else {
                 why.clone()

@@ -241,16 +241,32 @@ fn refused_setup(name: &str, steps: &[Step], replies: &[Value], why: &str) -> No
     NodeError::new(Kind::Refused, format!("{name}: {what}"), false)
 }
 
-/// An error reply from the server to a request. An ACL that refuses the
-/// command itself, or the keys it names, refuses it before it runs: nothing
-/// of it can have been applied (a refusal inside a script, which may follow
-/// writes, says `script`).
+/// An error reply from the server to a request. Some say the request was
+/// not run at all, so nothing of it can have been applied: an ACL that
+/// refuses the command itself or the keys it names (a refusal inside a
+/// script, which may follow writes, says `script`), a redirect, a replica, a
+/// cluster or server not ready, a missing password.
 pub(super) fn server_error(name: &str, e: &redis::ServerError) -> NodeError {
-    let refused_outright = e.code() == "NOPERM" && !e.details().unwrap_or("").contains("script");
+    let not_run = match e.code() {
+        "NOPERM" => !e.details().unwrap_or("").contains("script"),
+        code => matches!(
+            code,
+            "MOVED"
+                | "ASK"
+                | "READONLY"
+                | "CROSSSLOT"
+                | "CLUSTERDOWN"
+                | "TRYAGAIN"
+                | "LOADING"
+                | "MASTERDOWN"
+                | "NOAUTH"
+                | "WRONGPASS"
+        ),
+    };
     NodeError::new(
         Kind::Server,
         format!("{name}: {}", server_text(e)),
-        !refused_outright,
+        !not_run,
     )
 }
 
@@ -294,11 +310,11 @@ fn server_text(e: &redis::ServerError) -> String {
 /// An error a script caught with pcall and answered as text, `<COMMAND>:
 /// <error>`. Redis words a command its ACL denies inside a script
 /// `NOPERM ...` from 7.2 on, and `ERR The user executing the script can't run
-/// this command or subcommand` before.
+/// this command or subcommand` before; Valkey `ERR ACL failure in script`.
 pub(super) fn script_error(name: &str, text: &str) -> NodeError {
     let what = if text.contains("NOAUTH") || unauthenticated(text) {
         needs_password()
-    } else if text.contains("NOPERM") || text.contains("can't run this command") {
+    } else if super::inquiry::refused_by_acl(text) {
         permission_denied(text)
     } else {
         one_line(text)
@@ -464,7 +480,7 @@ mod tests {
     }
 
     #[test]
-    fn a_command_the_acl_refuses_outright_was_not_applied() {
+    fn a_command_refused_before_it_ran_was_not_applied() {
         let outright = error("-NOPERM this user has no permissions to run the 'eval' command\r\n");
         assert!(!server_error("n", &outright).maybe_applied());
         let keys = error("-NOPERM No permissions to access a key\r\n");
@@ -480,6 +496,10 @@ mod tests {
              abc, on @user_script:3.\r\n",
         );
         assert!(server_error("n", &old).maybe_applied());
+        let moved = error("-MOVED 11313 127.0.0.1:7001\r\n");
+        assert!(!server_error("n", &moved).maybe_applied());
+        let oom = error("-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+        assert!(server_error("n", &oom).maybe_applied());
     }
 
     #[test]

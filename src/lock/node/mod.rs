@@ -520,7 +520,8 @@ impl Pace {
     pub(crate) fn note<T>(&self, result: &Result<T, NodeError>, latency: Duration) {
         let answered = match result {
             Ok(_) => true,
-            Err(e) => !e.is_timeout() && e.maybe_applied(),
+            // An error the server answered is an answer, applied or not.
+            Err(e) => !e.is_timeout() && (e.maybe_applied() || e.kind() == Kind::Server),
         };
         if answered {
             let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX - 1);
