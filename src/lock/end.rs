@@ -61,6 +61,8 @@ impl Lock {
     /// the history's merge takes that one. The nodes that did not append
     /// it, each with why (`check`'s probe reports them).
     pub fn end(&self, ending: Ending, record: Option<Record>, log: &Log) -> Vec<(usize, String)> {
+        // The last extension's refusals that came after its verdict.
+        self.settle_extension(log);
         let before = self.refusal_count();
         let entry = |mut r: Record| {
             r.refused = self.all_refusals();

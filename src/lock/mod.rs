@@ -93,6 +93,9 @@ pub struct Lock {
     watched: Arc<AtomicBool>,
     /// What nodes refused of the lock's upkeep (see `refused`).
     refusals: Mutex<Vec<refused::Refusal>>,
+    /// The last extension round, for the replies that come after its
+    /// verdict (see `refused::Kept`).
+    extending: Mutex<Option<Round<Extension>>>,
     token: Arc<str>,
     ttl: Duration,
     node_timeout: Duration,
@@ -209,6 +212,7 @@ impl Lock {
             ticket: Mutex::new(None),
             watched: Arc::new(AtomicBool::new(false)),
             refusals: Mutex::new(Vec::new()),
+            extending: Mutex::new(None),
             held: AtomicUsize::new(0),
             record: record.into(),
             fence,
@@ -679,12 +683,8 @@ impl Lock {
             self.round_limit(),
         );
         self.log_round("extend", &round, log);
-        for r in &round.replies {
-            if let Err(e) = &r.result {
-                let what = (&self.key_set().lock[..], Some(self.ttl));
-                self.refused(r.node, Step::Extend, e, what, log);
-            }
-        }
+        // Kept past its verdict: a refusal that comes later is said too.
+        let round = self.kept(round, log);
         if round.verdict == Verdict::Quorum && redlock::validity(self.ttl, round.elapsed).is_some()
         {
             let lost: Vec<usize> = round
@@ -708,7 +708,7 @@ impl Lock {
             round.tally.granted(),
             self.nodes.len(),
             round.elapsed,
-            self.failures(&round)
+            self.failures(&*round)
         ))
     }
 

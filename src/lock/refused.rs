@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use crate::lock::Lock;
 use crate::lock::keys;
-use crate::lock::node::{self, Kind, NodeError};
+use crate::lock::node::{self, Extension, Kind, NodeError};
+use crate::lock::quorum::{Reply, Round};
 use crate::log::{Log, ev};
 
 /// What the node was asked.
@@ -140,6 +141,42 @@ impl Lock {
             .collect()
     }
 
+    /// `round`, an extension round just decided, with its refusals said;
+    /// the previous one's that came after its verdict are said first. When
+    /// dropped, the round is kept for its own late ones (the next
+    /// extension, or the end of the run, says them).
+    pub(super) fn kept(&self, round: Round<Extension>, log: &Log) -> Kept<'_> {
+        self.settle_extension(log);
+        self.extension_refusals(&round.replies, log);
+        Kept {
+            lock: self,
+            round: Some(round),
+        }
+    }
+
+    /// Says the refusals among the replies to the last extension that came
+    /// after its verdict.
+    pub(super) fn settle_extension(&self, log: &Log) {
+        let last = self
+            .extending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(mut round) = last {
+            let late = round.settle(&self.nodes);
+            self.extension_refusals(late, log);
+        }
+    }
+
+    fn extension_refusals(&self, replies: &[Reply<Extension>], log: &Log) {
+        for r in replies {
+            if let Err(e) = &r.result {
+                let what = (&self.key_set().lock[..], Some(self.ttl));
+                self.refused(r.node, Step::Extend, e, what, log);
+            }
+        }
+    }
+
     /// How many refusals the run has kept so far.
     pub(super) fn refusal_count(&self) -> usize {
         self.refusals
@@ -162,4 +199,33 @@ fn answered(e: &NodeError, name: &str) -> String {
         .and_then(|t| t.strip_prefix(": "))
         .unwrap_or(&text)
         .to_string()
+}
+
+/// An extension round in use, kept by its lock once dropped (see
+/// `Lock::kept`).
+pub(super) struct Kept<'a> {
+    lock: &'a Lock,
+    /// Some until dropped.
+    round: Option<Round<Extension>>,
+}
+
+impl std::ops::Deref for Kept<'_> {
+    type Target = Round<Extension>;
+
+    fn deref(&self) -> &Round<Extension> {
+        // Taken only by `drop`, after which nothing derefs it.
+        self.round
+            .as_ref()
+            .expect("an extension round until dropped")
+    }
+}
+
+impl Drop for Kept<'_> {
+    fn drop(&mut self) {
+        *self
+            .lock
+            .extending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = self.round.take();
+    }
 }
