@@ -48,9 +48,9 @@ _redlock_run_spec()
         letters='kr'
         ;;
     'redlock-run check')
-        opts='--prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --config --no-config --json -k --key -h --help'
-        takes=' --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --config --key '
-        letters='rk'
+        opts='--prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --config --no-config --fence -w --wait -s --shared --limit --json -k --key -h --help'
+        takes=' --prefix --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --config --wait --limit --key '
+        letters='rwk'
         ;;
     'redlock-run config')
         opts='--prefix -r --redis --node-timeout --password-file --sentinel-password-file --tls-ca --tls-cert --tls-key --tls-insecure --config --no-config --json -k --key -h --help'
@@ -131,6 +131,7 @@ _redlock_run_value()
     'redlock-run forget:--node-timeout' | \
     'redlock-run check:--prefix' | \
     'redlock-run check:--node-timeout' | \
+    'redlock-run check:--limit' | \
     'redlock-run check:-k' | \
     'redlock-run check:--key' | \
     'redlock-run config:--prefix' | \
@@ -202,7 +203,9 @@ _redlock_run_value()
         _redlock_run_files -f
         ;;
     'redlock-run:-w' | \
-    'redlock-run:--wait')
+    'redlock-run:--wait' | \
+    'redlock-run check:-w' | \
+    'redlock-run check:--wait')
         _redlock_run_words 'forever'
         ;;
     'redlock-run:--leftovers')

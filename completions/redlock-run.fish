@@ -150,9 +150,13 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l tls-ca
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l tls-cert -d 'Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l tls-key -d 'Private key (PEM) of --tls-cert' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l config -d 'Read settings from FILE (TOML, keys named as these options) instead of the first found of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml; flags and their variables win over it' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s w -l wait -d 'Probe as a waiter with this --wait: the queue\'s commands and SUBSCRIBE too (nothing is waited for)' -r -f
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l limit -d 'Probe as a holder of one of N slots (--limit N)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without \'{\' or \'}\' (they name the lock\'s helper keys, {<PREFIX><NAME>}:fence and the like)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l tls-insecure -d 'Do not check rediss:// certificates or host names (warns on every run)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l no-config -d 'Read no configuration file'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l fence -d 'Probe as a run with --fence: the fence counter\'s commands too'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s s -l shared -d 'Probe as a --shared reader'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l json -d 'Print one JSON object instead of text'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s h -l help -d 'Print help'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f

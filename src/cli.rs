@@ -573,9 +573,35 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub target: Target,
 
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
+}
+
+/// The run's options `check`'s probe takes its lock with (as a run of the
+/// host would, the configuration file's too), so that it meets what the
+/// ACL refuses of each: named as the run's, and passed on to it.
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Probe as a run with --fence: the fence counter's commands too
+    #[arg(long, conflicts_with = "limit")]
+    pub fence: bool,
+
+    /// Probe as a waiter with this --wait: the queue's commands and SUBSCRIBE too (nothing is
+    /// waited for)
+    #[arg(short, long, value_name = "DURATION|forever", value_parser = parse_wait)]
+    pub wait: Option<Wait>,
+
+    /// Probe as a --shared reader
+    #[arg(short, long, conflicts_with_all = ["limit", "fence"])]
+    pub shared: bool,
+
+    /// Probe as a holder of one of N slots (--limit N)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Args)]

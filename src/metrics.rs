@@ -104,6 +104,15 @@ const MAX_FILE: u64 = 16 << 20;
 pub struct Nodes {
     pub answered: u32,
     pub failed: u32,
+    /// Steps of the lock's upkeep (a release, an extension, a clean-up)
+    /// that nodes refused in the run, each leaving a key behind until it
+    /// expired (see `lock::refused`); counted by `refusals_total`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Nodes {
@@ -113,6 +122,7 @@ impl Nodes {
         Nodes {
             answered: count(outcomes.len() - failed),
             failed: count(failed),
+            refused: count(outcomes.iter().map(|o| o.refused.len()).sum()),
         }
     }
 }
@@ -237,7 +247,7 @@ impl Recorded {
 /// # let (started_at, duration) = (SystemTime::now(), Duration::from_millis(412_877));
 /// // already_ran: `stats.already_ran`; started_at, duration: as for `report::write`;
 /// // nodes: `Nodes::of` the run's node outcomes, if it reached the nodes.
-/// let nodes = Some(metrics::Nodes { answered: 3, failed: 0 });
+/// let nodes = Some(metrics::Nodes { answered: 3, failed: 0, refused: 0 });
 /// if let Some(run) = Run::from_exit(name, exit, already_ran, started_at, duration, nodes) {
 ///     match metrics::record(path, &run) {
 ///         Ok(recorded) => {
@@ -458,6 +468,9 @@ struct Key {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     shared_runs: BTreeMap<String, u64>,
     degraded_runs: u64,
+    /// Steps of the lock's upkeep nodes refused, over every run.
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    refusals: u64,
     /// How the last run that reached the nodes found them.
     #[serde(skip_serializing_if = "Option::is_none")]
     nodes: Option<Nodes>,
@@ -470,6 +483,10 @@ struct Key {
     /// Pings of the key's runs with `--ping`, from the first such run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pings: Option<Pings>,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Times in Unix milliseconds, so that the state holds exactly the values
@@ -544,6 +561,7 @@ impl State {
             if nodes.failed > 0 {
                 key.degraded_runs = key.degraded_runs.saturating_add(1);
             }
+            key.refusals = key.refusals.saturating_add(u64::from(nodes.refused));
             key.nodes = Some(nodes);
         }
         if !run.outcome.started_command() {
@@ -605,7 +623,7 @@ fn one(value: Option<String>) -> Vec<(String, String)> {
 }
 
 /// In name order, which is the order of the file.
-const FAMILIES: [Family; 9] = [
+const FAMILIES: [Family; 10] = [
     Family {
         name: "redlock_run_degraded_runs_total",
         kind: "counter",
@@ -663,6 +681,13 @@ const FAMILIES: [Family; 9] = [
                 })
                 .unwrap_or_default()
         },
+    },
+    Family {
+        name: "redlock_run_refusals_total",
+        kind: "counter",
+        help: "Releases, extensions and clean-ups a node refused, each leaving a key of the lock \
+               behind until it expired.",
+        series: |k| one(Some(k.refusals.to_string())),
     },
     Family {
         name: "redlock_run_runs_total",
@@ -781,6 +806,7 @@ mod tests {
         report.nodes = Some(Nodes {
             answered: 3,
             failed: 0,
+            refused: 0,
         });
         let text = render(&state_with(&[report]));
         let expected = "\
@@ -805,6 +831,9 @@ redlock_run_last_start_timestamp_seconds{key=\"report\"} 1795921200.012
 # HELP redlock_run_last_success_timestamp_seconds Unix time at which the last run whose command exited 0 ended.
 # TYPE redlock_run_last_success_timestamp_seconds gauge
 redlock_run_last_success_timestamp_seconds{key=\"report\"} 1795921612.889
+# HELP redlock_run_refusals_total Releases, extensions and clean-ups a node refused, each leaving a key of the lock behind until it expired.
+# TYPE redlock_run_refusals_total counter
+redlock_run_refusals_total{key=\"report\"} 0
 # HELP redlock_run_runs_total Runs by outcome: ok, failed, signal, not-run, busy, already-ran, unavailable, lost, timeout.
 # TYPE redlock_run_runs_total counter
 redlock_run_runs_total{key=\"report\",outcome=\"already-ran\"} 0
@@ -853,6 +882,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         r.nodes = Some(Nodes {
             answered: 2,
             failed: 1,
+            refused: 2,
         });
         let mut reader = run("report", Outcome::Busy, 75);
         reader.shared = true;
@@ -881,7 +911,8 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
             first,
             format!(
                 "# redlock-run state: {{\"keys\":{{\"report\":{{\"runs\":{},\"shared_runs\":{},\
-                 \"degraded_runs\":1,\"nodes\":{{\"answered\":2,\"failed\":1}},\"command\":\
+                 \"degraded_runs\":1,\"refusals\":2,\"nodes\":{{\"answered\":2,\"failed\":1,\
+                 \"refused\":2}},\"command\":\
                  {{\"exit_code\":0,\"start_ms\":1795921200012,\"duration_ms\":412877}},\
                  \"last_success_ms\":1795921612889}}}}}}",
                 zeros("ok"),
@@ -909,7 +940,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         );
         assert_eq!(
             text.lines().filter(|l| l.starts_with('#')).count(),
-            1 + 2 * 5
+            1 + 2 * 6
         );
         let (back, found) = State::read(text.as_bytes());
         assert_eq!(found, Recorded::AsLeft);
@@ -958,6 +989,7 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
         nodes.nodes = Some(Nodes {
             answered: 1,
             failed: 2,
+            refused: 1,
         });
         let mut reader = run("c", Outcome::Ok, 0);
         reader.shared = true;
@@ -1169,7 +1201,13 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
 
     #[test]
     fn every_run_that_reached_the_nodes_moves_the_node_gauges() {
-        let nodes = |answered, failed| Some(Nodes { answered, failed });
+        let nodes = |answered, failed| {
+            Some(Nodes {
+                answered,
+                failed,
+                refused: 0,
+            })
+        };
         let mut state = State::default();
         let mut steps = vec![
             // (outcome, nodes, answered, failed, degraded runs so far)
@@ -1187,7 +1225,15 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
             r.nodes = n;
             state.apply(&r);
             let k = key(&state, "k");
-            assert_eq!(k.nodes, Some(Nodes { answered, failed }), "{outcome:?}");
+            assert_eq!(
+                k.nodes,
+                Some(Nodes {
+                    answered,
+                    failed,
+                    refused: 0
+                }),
+                "{outcome:?}"
+            );
             assert_eq!(k.degraded_runs, degraded, "{outcome:?}");
         }
         // The counter is there, at 0, from a key's first run, whatever it was.
@@ -1211,6 +1257,8 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
             name: "redis://n".into(),
             acquire,
             fared,
+            recovered: false,
+            refused: Vec::new(),
         };
         let outcomes = [
             node(NodeVote::Granted, Fared::Answered),
@@ -1227,11 +1275,23 @@ redlock_run_runs_total{key=\"report\",outcome=\"unavailable\"} 0
             Nodes::of(&outcomes),
             Nodes {
                 answered: 2,
-                failed: 3
+                failed: 3,
+                refused: 0
             }
         );
         let warned = outcomes.iter().filter(|o| o.failure().is_some()).count();
         assert_eq!(warned, 3);
+        // A node that refused the release answered: it is counted apart.
+        let mut refusing = node(NodeVote::Granted, Fared::Answered);
+        refusing.refused = vec!["release: the ACL refuses DEL".into()];
+        assert_eq!(
+            Nodes::of(&[refusing]),
+            Nodes {
+                answered: 1,
+                failed: 0,
+                refused: 1
+            }
+        );
         assert_eq!(Nodes::of(&[]), Nodes::default());
     }
 

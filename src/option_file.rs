@@ -9,12 +9,18 @@
 //! until SIGKILL. So a file is opened with O_NONBLOCK, which returns at once for
 //! a FIFO, read only up to a cap, and waited on with poll(2) beside a signalfd
 //! for the signals this thread blocks, so that a run told to stop stops.
+//!
+//! The subcommands hold nothing and promise an answer within their node
+//! timeout: they set a patience (`wait_at_most`), and a file that has not
+//! been read whole by then (a FIFO nobody writes) is an error.
 
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 
@@ -26,6 +32,16 @@ pub const PASSWORD_CAP: usize = 4 * 1024;
 /// The most a PEM file may hold: a CA bundle (the system's is a few hundred
 /// KB), a certificate chain or a key.
 pub const PEM_CAP: usize = 4 * 1024 * 1024;
+
+/// How long a read may wait for its file: unset in a run, which waits
+/// until told to stop.
+static PATIENCE: OnceLock<Duration> = OnceLock::new();
+
+/// Every later read gives up once it has waited `limit` for its file (the
+/// first call wins: one process, one subcommand).
+pub fn wait_at_most(limit: Duration) {
+    let _ = PATIENCE.set(limit);
+}
 
 /// Why a file gave no contents.
 #[derive(Debug)]
@@ -49,6 +65,7 @@ pub fn read(path: &Path, cap: usize) -> Result<Vec<u8>, ReadError> {
         .open(path)
         .map_err(ReadError::Io)?;
     let stop = signals::blocked_here().map_err(ReadError::Io)?;
+    let until = PATIENCE.get().map(|p| (Instant::now() + *p, *p));
     let mut contents = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     // A FIFO opened without a writer reads as end of file at once: the first
@@ -57,7 +74,7 @@ pub fn read(path: &Path, cap: usize) -> Result<Vec<u8>, ReadError> {
     let mut ready = false;
     loop {
         if !ready {
-            wait_readable(&file, stop.as_ref())?;
+            wait_readable(&file, stop.as_ref(), until)?;
         }
         match file.read(&mut chunk) {
             Ok(0) => break,
@@ -77,11 +94,30 @@ pub fn read(path: &Path, cap: usize) -> Result<Vec<u8>, ReadError> {
     Ok(contents)
 }
 
-/// Waits until `file` can be read, or a signal arrives on `stop`.
-fn wait_readable(file: &File, stop: Option<&OwnedFd>) -> Result<(), ReadError> {
+/// Waits until `file` can be read, or a signal arrives on `stop`, or
+/// `until` (the moment, and the patience it stands for) passes.
+fn wait_readable(
+    file: &File,
+    stop: Option<&OwnedFd>,
+    until: Option<(Instant, Duration)>,
+) -> Result<(), ReadError> {
     loop {
-        // No timeout: a signal on `stop` ends the wait.
-        let readable = poll_either(file, stop).map_err(|e| ReadError::Io(e.into()))?;
+        let left = match until {
+            None => None,
+            Some((t, patience)) => match t.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => Some(left),
+                _ => {
+                    return Err(ReadError::Io(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "nothing to read within {} (a FIFO nobody writes to?)",
+                            humantime::format_duration(patience)
+                        ),
+                    )));
+                }
+            },
+        };
+        let readable = poll_either(file, stop, left).map_err(|e| ReadError::Io(e.into()))?;
         if let Some(sig) = stop.and_then(signals::take) {
             return Err(ReadError::Stopped(sig));
         }
@@ -91,9 +127,14 @@ fn wait_readable(file: &File, stop: Option<&OwnedFd>) -> Result<(), ReadError> {
     }
 }
 
-/// One poll(2) for `file` and, when there is one, `stop`, retried when it
-/// is interrupted: whether `file` is readable.
-fn poll_either(file: &File, stop: Option<&OwnedFd>) -> rustix::io::Result<bool> {
+/// One poll(2) for `file` and, when there is one, `stop`, for at most
+/// `left` (None: until one is ready), retried when it is interrupted:
+/// whether `file` is readable.
+fn poll_either(
+    file: &File,
+    stop: Option<&OwnedFd>,
+    left: Option<Duration>,
+) -> rustix::io::Result<bool> {
     let mut fds = [
         PollFd::new(file, PollFlags::IN),
         // Not polled without a descriptor (see `len` below).
@@ -106,7 +147,10 @@ fn poll_either(file: &File, stop: Option<&OwnedFd>) -> rustix::io::Result<bool> 
         }
         None => 1,
     };
-    rustix::io::retry_on_intr(|| rustix::event::poll(&mut fds[..len], None))?;
+    // At least a millisecond: a timeout that rounds to zero would spin.
+    let timeout =
+        left.and_then(|d| rustix::time::Timespec::try_from(d.max(Duration::from_millis(1))).ok());
+    rustix::io::retry_on_intr(|| rustix::event::poll(&mut fds[..len], timeout.as_ref()))?;
     Ok(!fds[0].revents().is_empty())
 }
 

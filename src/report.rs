@@ -88,6 +88,10 @@ struct NodeAcquire<'a> {
     acquire: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
+    /// What it refused of the lock's upkeep later in the run (`release:
+    /// the ACL refuses DEL`), leaving a key behind until it expired.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    refused: &'a [String],
 }
 
 /// The lock a run took, as the report names it.
@@ -178,6 +182,7 @@ fn with_report<T>(ended: &Ended, f: impl FnOnce(&Report) -> T) -> T {
                     node: &o.name,
                     acquire,
                     error,
+                    refused: &o.refused,
                 }
             })
             .collect(),
@@ -274,16 +279,19 @@ mod tests {
                     node: "redis://lock1:6379",
                     acquire: "granted",
                     error: None,
+                    refused: &[],
                 },
                 NodeAcquire {
                     node: "redis://lock2:6379",
                     acquire: "granted",
                     error: None,
+                    refused: &[],
                 },
                 NodeAcquire {
                     node: "redis://lock3:6379",
                     acquire: "error",
                     error: Some("redis://lock3:6379: connection refused"),
+                    refused: &[],
                 },
             ],
             extensions_done: 41,
@@ -325,6 +333,8 @@ mod tests {
             name: format!("redis://lock{i}:6379"),
             acquire,
             fared: crate::lock::node::Fared::Answered,
+            recovered: false,
+            refused: Vec::new(),
         };
         *stats.nodes.lock().expect("nodes") = vec![
             node(1, NodeVote::Granted),

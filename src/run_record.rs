@@ -58,6 +58,11 @@ pub struct Record {
     /// without (and in records older versions wrote).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_s: Option<u64>,
+    /// What nodes refused of the lock's upkeep in the run, each naming the
+    /// step and the node (`release redis://lock2:6379: the ACL refuses
+    /// DEL`): what it left behind until it expired. Absent when nothing was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
 }
 
 fn unknown() -> String {
@@ -115,6 +120,7 @@ impl Record {
             fencing_token,
             shared,
             window_s: None,
+            refused: Vec::new(),
         }
     }
 
@@ -146,7 +152,18 @@ impl Record {
 pub fn merge(lists: impl IntoIterator<Item = Vec<Record>>) -> Vec<Record> {
     let mut by_id: BTreeMap<String, Record> = BTreeMap::new();
     for record in lists.into_iter().flatten() {
-        by_id.entry(record.id.clone()).or_insert(record);
+        // A run whose release a node refused is recorded again with that
+        // said (see `Lock::end`): the fuller record wins.
+        match by_id.entry(record.id.clone()) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(record);
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                if record.refused.len() > o.get().refused.len() {
+                    o.insert(record);
+                }
+            }
+        }
     }
     let mut all: Vec<Record> = by_id.into_values().collect();
     all.sort_by(|a, b| b.started_at.cmp(&a.started_at).then(a.id.cmp(&b.id)));
@@ -182,6 +199,7 @@ mod tests {
             fencing_token: None,
             shared: false,
             window_s: None,
+            refused: Vec::new(),
         }
     }
 
@@ -264,6 +282,7 @@ mod tests {
                 fencing_token: None,
                 shared: false,
                 window_s: None,
+                refused: Vec::new(),
             }
         );
     }
@@ -325,6 +344,15 @@ mod tests {
         ]);
         let ids: Vec<&str> = merged.iter().map(|r| r.id.as_str()).collect();
         assert_eq!(ids, ["b", "d", "c", "a"]);
+        // The record a refusal amended wins, whichever list has it.
+        let mut amended = a.clone();
+        amended.refused = vec!["release redis://n:1: the ACL refuses DEL".into()];
+        for lists in [
+            [vec![a.clone()], vec![amended.clone(), a.clone()]],
+            [vec![amended.clone(), a.clone()], vec![a.clone()]],
+        ] {
+            assert_eq!(merge(lists), [amended.clone()]);
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, Args, FromArgMatches};
 use serde::Serialize;
 
-use crate::cli::{self, Cli, ConfigArgs, Target};
+use crate::cli::{self, Cli, ConfigArgs, ProbeArgs, Target};
 use crate::config::{self, Applied};
 use crate::exit::Exit;
 use crate::lock::node::redact;
@@ -71,9 +71,15 @@ pub(super) fn as_run(given: &[OsString], fallback: &str) -> Result<AsRun, Unfit>
             .unwrap_or_else(|| "redlock-run".into()),
     ];
     let target = Target::augment_args(clap::Command::new("target"));
-    for arg in target.get_arguments() {
+    // check's probe options are a run's too (see `cli::ProbeArgs`).
+    let probe = ProbeArgs::augment_args(clap::Command::new("probe"));
+    for arg in target.get_arguments().chain(probe.get_arguments()) {
         let id = arg.get_id().as_str();
-        if sub.value_source(id) != Some(ValueSource::CommandLine) {
+        // Asked only of the subcommand's own arguments: clap panics (in
+        // debug builds) for an id it does not define.
+        if !sub.ids().any(|i| i.as_str() == id)
+            || sub.value_source(id) != Some(ValueSource::CommandLine)
+        {
             continue;
         }
         let Some(long) = arg.get_long() else { continue };
@@ -100,6 +106,13 @@ pub(super) fn as_run(given: &[OsString], fallback: &str) -> Result<AsRun, Unfit>
         .try_get_matches_from(&applied.args)
         .map_err(clap_error)?;
     let cli = Cli::from_arg_matches(&matches).map_err(clap_error)?;
+    // What the option files may take: the run's node timeout (see
+    // `option_file::wait_at_most`).
+    crate::option_file::wait_at_most(
+        cli.target
+            .node_timeout
+            .unwrap_or_else(|| crate::lock::redlock::default_node_timeout(cli.ttl)),
+    );
     let config = cli.into_config().map_err(Unfit::Run)?;
     Ok(AsRun {
         config,

@@ -137,6 +137,7 @@ pub fn describe(r: &Record) -> String {
 fn table(runs: &[Record]) -> String {
     let fenced = runs.iter().any(|r| r.fencing_token.is_some());
     let shared = runs.iter().any(|r| r.shared);
+    let refused = runs.iter().any(|r| !r.refused.is_empty());
     let mut rows: Vec<Vec<String>> = vec![
         [
             "STARTED", "DURATION", "OUTCOME", "EXIT", "ATTEMPTS", "HOST", "PID", "TOKEN",
@@ -150,6 +151,10 @@ fn table(runs: &[Record]) -> String {
     }
     if shared {
         rows[0].push("LOCK".into());
+    }
+    if refused {
+        // How many steps nodes refused; `history --json` says which.
+        rows[0].push("REFUSED".into());
     }
     for r in runs {
         let mut row = vec![
@@ -168,6 +173,9 @@ fn table(runs: &[Record]) -> String {
         if shared {
             row.push(r.lock_kind().into());
         }
+        if refused {
+            row.push(r.refused.len().to_string());
+        }
         rows.push(row);
     }
     let widths: Vec<usize> = (0..rows[0].len())
@@ -178,7 +186,7 @@ fn table(runs: &[Record]) -> String {
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
+            .map(|(cell, w)| crate::text::pad(cell, *w))
             .collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
@@ -206,6 +214,7 @@ mod tests {
             fencing_token: None,
             shared: false,
             window_s: None,
+            refused: Vec::new(),
         };
         let mut b = a.clone();
         b.host = "db\n1\x1b]0;x\x07".into();

@@ -36,7 +36,7 @@ use crate::lock::redlock;
 use crate::log::printable;
 
 /// No TTL to scale from here: the run's default for a 30 s lock.
-const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Writes part of the answer to stdout. When that fails the subcommand ends
 /// there, with one line on stderr and status 74: it holds nothing that needs

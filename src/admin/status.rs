@@ -18,6 +18,7 @@ use crate::lock::keys::show;
 use crate::lock::node::{self, Inspection, KeyInfo, KeySet, Kind, NodeError, Nodes};
 use crate::lock::redlock;
 use crate::run_record::Record;
+use crate::text::pad;
 
 use serde::Serialize;
 use serde::ser::SerializeMap;
@@ -385,10 +386,15 @@ fn print_keys(nodes: &Nodes, lists: &KeyLists) {
             Some(Ok(keys)) => {
                 println!("keys on {name}:");
                 let shown: Vec<String> = keys.iter().map(|k| show(&k.key)).collect();
-                let width = shown.iter().map(String::len).max().unwrap_or(0);
+                let width = shown.iter().map(|s| s.chars().count()).max().unwrap_or(0);
                 let kind = keys.iter().map(|k| k.kind.len()).max().unwrap_or(0);
                 for (k, key) in keys.iter().zip(&shown) {
-                    println!("  {key:<width$}  {:<kind$}  {}", k.kind, left(k.pttl));
+                    println!(
+                        "  {}  {}  {}",
+                        pad(key, width),
+                        pad(&k.kind, kind),
+                        left(k.pttl)
+                    );
                 }
             }
         }

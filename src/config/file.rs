@@ -10,9 +10,14 @@
 //! one that others may write could send every run to someone else's Redis
 //! (and its passwords with them). As ssh refuses such a `~/.ssh/config`
 //! and sudo such a sudoers, a file that others than its owner may write,
-//! in a directory that others may write, or owned by neither root nor the
-//! user who runs, is refused; and one that holds a password in a URL must
-//! not be readable by others either.
+//! or owned by neither root nor the user who runs, is refused; and so is
+//! one with a directory on its path, from `/` down, that is not trusted as
+//! well (ssh's rule for the files it guards): whoever may write a
+//! directory may rename what it holds and put a tree of their own in its
+//! place. A sticky directory (`/tmp`, mode 1777) owned by root or the user
+//! passes where ssh's would not: in it only an entry's owner may rename
+//! it, which is what the rule protects. A file that holds a password in a
+//! URL must not be readable by others either.
 
 use std::fs::Metadata;
 use std::io::Read;
@@ -126,8 +131,6 @@ fn trusted(path: &Path, meta: &Metadata) -> Result<(), Error> {
             path: path.to_path_buf(),
         });
     }
-    let me = rustix::process::geteuid().as_raw();
-    let ours = |uid: u32| uid == 0 || uid == me;
     if !ours(meta.uid()) {
         return Err(Error::Owner {
             path: path.to_path_buf(),
@@ -142,25 +145,51 @@ fn trusted(path: &Path, meta: &Metadata) -> Result<(), Error> {
             dir: None,
         });
     }
-    // Whoever may write the directory may put another file in its place;
-    // a sticky directory (/tmp) lets only the file's owner do that.
-    let dir = std::fs::canonicalize(path)
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf));
-    if let Some(dir) = dir
-        && let Ok(d) = std::fs::metadata(&dir)
-    {
+    trusted_path(path)
+}
+
+/// Refuses a file with a directory on its path, from `/` down, that others
+/// than root and the user who runs may write, unless sticky, or that
+/// neither owns. The directories of the path as given and of the file it
+/// leads to (through symbolic links) are both checked: a link in an open
+/// directory can be switched as easily as a file.
+fn trusted_path(path: &Path) -> Result<(), Error> {
+    let given = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dirs = [
+        std::fs::canonicalize(given).ok(),
+        std::fs::canonicalize(path)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf)),
+    ];
+    for dir in dirs.iter().flatten().flat_map(|d| d.ancestors()) {
+        let Ok(d) = std::fs::metadata(dir) else {
+            continue;
+        };
         let dmode = d.mode() & 0o7777;
-        let open = dmode & 0o022 != 0 && dmode & 0o1000 == 0;
-        if open || !ours(d.uid()) {
+        if !ours(d.uid()) {
+            return Err(Error::DirOwner {
+                path: path.to_path_buf(),
+                dir: dir.to_path_buf(),
+                uid: d.uid(),
+            });
+        }
+        if dmode & 0o022 != 0 && dmode & 0o1000 == 0 {
             return Err(Error::Writable {
                 path: path.to_path_buf(),
                 mode: dmode,
-                dir: Some(dir),
+                dir: Some(dir.to_path_buf()),
             });
         }
     }
     Ok(())
+}
+
+/// Whether `uid` is root's or the user's who runs.
+fn ours(uid: u32) -> bool {
+    uid == 0 || uid == rustix::process::geteuid().as_raw()
 }
 
 /// Refuses a file with a password in a URL that others may read.
@@ -205,10 +234,30 @@ mod tests {
             .expect("chmod dir");
         let path = file(dir.path(), 0o600);
         let e = read(&path, Found::Flag).expect_err("open directory");
-        assert!(e.to_string().contains("its directory"), "{e}");
+        assert!(e.to_string().contains("directory"), "{e}");
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777))
             .expect("chmod dir");
         assert!(read(&path, Found::Flag).is_ok(), "sticky, as /tmp");
+    }
+
+    #[test]
+    fn an_open_directory_anywhere_on_the_path_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let open = dir.path().join("x");
+        let sub = open.join("sub");
+        std::fs::create_dir_all(&sub).expect("mkdir");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let path = file(&sub, 0o600);
+        let e = read(&path, Found::Flag).expect_err("an open grandparent");
+        let want = format!("chmod go-w {}", open.display());
+        assert!(e.to_string().contains(&want), "{e}");
+        // Through a link from a trusted directory: the target's path counts.
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink(&path, &link).expect("symlink");
+        assert!(read(&link, Found::Flag).is_err(), "through a link");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+        assert!(read(&path, Found::Flag).is_ok(), "sticky");
     }
 
     #[test]

@@ -45,6 +45,13 @@ pub enum Error {
     TooLong { path: PathBuf, cap: usize },
     /// Owned by someone other than root and the user who runs.
     Owner { path: PathBuf, uid: u32 },
+    /// A directory on its path is owned by someone other than root and the
+    /// user who runs.
+    DirOwner {
+        path: PathBuf,
+        dir: PathBuf,
+        uid: u32,
+    },
     /// Others than its owner may write it (or replace it: `dir`).
     Writable {
         path: PathBuf,
@@ -110,8 +117,19 @@ impl fmt::Display for Error {
                 dir: Some(dir),
             } => write!(
                 f,
-                "configuration file {}: its directory {} (mode {mode:04o}) lets others than \
-                 its owner replace it: refused; chmod go-w {} (or set its sticky bit)",
+                "configuration file {}: the directory {} on its path (mode {mode:04o}) lets \
+                 others than its owner replace what it holds: refused, as it could point every \
+                 run at someone else's Redis; chmod go-w {} (or chmod +t {})",
+                path.display(),
+                dir.display(),
+                dir.display(),
+                dir.display()
+            ),
+            Error::DirOwner { path, dir, uid } => write!(
+                f,
+                "configuration file {}: the directory {} on its path is owned by uid {uid}, \
+                 neither root nor the user who runs redlock-run: refused, as its owner could \
+                 replace what it holds; chown root {} (or move the file)",
                 path.display(),
                 dir.display(),
                 dir.display()

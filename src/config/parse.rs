@@ -235,7 +235,11 @@ fn typed(arg: &Arg, name: &str, v: &toml::Value) -> Result<Value, String> {
                 .iter()
                 .map(|i| match i {
                     toml::Value::String(s) => Ok(s.clone()),
-                    _ => Err(wants("a list of strings")),
+                    other => Err(format!(
+                        "'{name}' takes a list of strings, not a list with {} {} in it",
+                        article(other.type_str()),
+                        other.type_str()
+                    )),
                 })
                 .collect::<Result<_, _>>()?,
         ),
@@ -286,6 +290,11 @@ fn check_word(arg: &Arg, name: &str, w: &str) -> Result<(), String> {
         return Err(format!(
             "'{name}' = \"{w}\": give an absolute path (runs start in many directories)"
         ));
+    }
+    // The nodes' URLs are read when a run starts its nodes: here too, so
+    // that a bad one is named with its line.
+    if name == "redis" {
+        crate::lock::node::check_list(w).map_err(|e| format!("'{name}': {e}"))?;
     }
     // The option alone, with its own parser: its relations to other
     // options are checked when the run's arguments are parsed.

@@ -19,6 +19,7 @@ use crate::lock::node::{self, NodeError, Released};
 use crate::lock::quorum::{self, Reply};
 use crate::lock::redlock::Answer;
 use crate::log::{Log, ev};
+use crate::run_record::Record;
 
 /// Runs kept per lock, on each node.
 pub const HISTORY_CAP: usize = 100;
@@ -54,16 +55,54 @@ pub enum Finish {
 impl Lock {
     /// Ends a held lock as `ending` says and, with a record, appends it to
     /// the history on every node, in the same request where the lock is
-    /// ours. Waits for the nodes as a release does (see `quorum::on_each`).
-    pub fn end(&self, ending: Ending, record: Option<String>, log: &Log) {
+    /// ours, with what nodes refused in the run (see `refused`). Waits for
+    /// the nodes as a release does (see `quorum::on_each`). When a node
+    /// refuses the release itself, the record is appended again, saying so:
+    /// the history's merge takes that one. The nodes that did not append
+    /// it, each with why (`check`'s probe reports them).
+    pub fn end(&self, ending: Ending, record: Option<Record>, log: &Log) -> Vec<(usize, String)> {
+        // The last extension's refusals that came after its verdict.
+        self.settle_extension(log);
+        let before = self.refusal_count();
+        let entry = |mut r: Record| {
+            r.refused = self.all_refusals();
+            r.to_json().map(|json| (self.keys.history(), json))
+        };
+        let unrecorded = self.end_with(ending, record.clone().and_then(entry), log);
+        if self.refusal_count() > before
+            && let Some(entry) = record.and_then(entry)
+        {
+            let all: Vec<usize> = (0..self.nodes.len()).collect();
+            quorum::on_each(
+                &self.nodes,
+                &all,
+                node::EndRun {
+                    key_set: self.key_set(),
+                    token: Arc::clone(&self.token),
+                    ending,
+                    ours: Vec::new(),
+                    entry: Some(entry),
+                },
+                self.round_limit(),
+            );
+        }
+        unrecorded
+    }
+
+    fn end_with(
+        &self,
+        ending: Ending,
+        entry: Option<(Vec<u8>, String)>,
+        log: &Log,
+    ) -> Vec<(usize, String)> {
         let holding = self.holding();
-        let which: Vec<usize> = if record.is_some() {
+        let which: Vec<usize> = if entry.is_some() {
             (0..self.nodes.len()).collect()
         } else {
             holding.clone()
         };
         if which.is_empty() {
-            return;
+            return Vec::new();
         }
         let replies = quorum::on_each(
             &self.nodes,
@@ -73,15 +112,17 @@ impl Lock {
                 token: Arc::clone(&self.token),
                 ending,
                 ours: holding.clone(),
-                entry: record.map(|r| (self.keys.history(), r)),
+                entry,
             },
             self.round_limit(),
         );
         let mut ends: Vec<Reply<Finish>> = Vec::new();
+        let mut unrecorded = Vec::new();
         for r in replies {
             let (node, latency, server) = (r.node, r.latency, r.server);
             let name = self.nodes[node].name();
-            let not_recorded = |e: &NodeError| {
+            let mut not_recorded = |e: &NodeError| {
+                unrecorded.push((node, e.to_string()));
                 log.info(|| {
                     ev("history", format!("run not recorded in the history: {e}"))
                         .node(name)
@@ -127,6 +168,7 @@ impl Lock {
                 self.log_holds(&held, left, log);
             }
         }
+        unrecorded
     }
 }
 

@@ -43,6 +43,7 @@ pub mod node;
 pub mod quorum;
 pub mod record;
 pub mod redlock;
+pub mod refused;
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -61,6 +62,7 @@ use keys::Keys;
 use node::{Extension, Granted, KeySet, Nodes, Queue, Refusal, Released};
 use quorum::{Reply, Round};
 use redlock::{Answer, Verdict, Vote};
+use refused::Step;
 
 /// How long a waiter's place in the queue lasts unless renewed: a waiter that
 /// died holds up the queue this long at most.
@@ -91,6 +93,11 @@ pub struct Lock {
     ticket: Mutex<Option<u64>>,
     /// Set once the waiting is over: the release watchers stop.
     watched: Arc<AtomicBool>,
+    /// What nodes refused of the lock's upkeep (see `refused`).
+    refusals: Mutex<Vec<refused::Refusal>>,
+    /// The last extension round, for the replies that come after its
+    /// verdict (see `refused::Kept`).
+    extending: Mutex<Option<Round<Extension>>>,
     token: Arc<str>,
     ttl: Duration,
     node_timeout: Duration,
@@ -224,6 +231,8 @@ impl Lock {
             keys,
             ticket: Mutex::new(None),
             watched: Arc::new(AtomicBool::new(false)),
+            refusals: Mutex::new(Vec::new()),
+            extending: Mutex::new(None),
             held: AtomicUsize::new(0),
             record: record.into(),
             fence,
@@ -275,6 +284,8 @@ impl Lock {
                     name: self.nodes[i].name().to_string(),
                     acquire,
                     fared: self.nodes[i].fared(),
+                    recovered: self.nodes[i].recovered(),
+                    refused: self.refusals(i),
                 }
             })
             .collect()
@@ -717,6 +728,8 @@ impl Lock {
             self.round_limit(),
         );
         self.log_round("extend", &round, log);
+        // Kept past its verdict: a refusal that comes later is said too.
+        let round = self.kept(round, log);
         if round.verdict == Verdict::Quorum && redlock::validity(self.ttl, round.elapsed).is_some()
         {
             let lost: Vec<usize> = round
@@ -762,7 +775,7 @@ impl Lock {
             round.tally.granted(),
             self.nodes.len(),
             round.elapsed,
-            self.failures(&round)
+            self.failures(&*round)
         ))
     }
 
@@ -899,7 +912,10 @@ impl Lock {
         let replies = quorum::on_each(
             &self.nodes,
             which,
-            node::DropOurs { key: marker, token },
+            node::DropOurs {
+                key: marker.clone(),
+                token,
+            },
             self.round_limit(),
         );
         for r in &replies {
@@ -907,6 +923,7 @@ impl Lock {
             match &r.result {
                 Ok(true) => log.debug(|| format!("{name}: once-per marker taken back")),
                 Ok(false) => {}
+                Err(e) if self.refused(r.node, Step::Unmark, e, (&marker, None), log) => {}
                 Err(e) => log.info(|| {
                     format!("cannot take the once-per marker back, it expires by itself: {e}")
                 }),
@@ -997,8 +1014,11 @@ impl Lock {
             },
             self.round_limit(),
         );
+        let place = (&self.keys.queue()[..], Some(PLACE_LAPSE));
         for r in replies {
-            if let Err(e) = r.result {
+            if let Err(e) = r.result
+                && !self.refused(r.node, Step::Leave, &e, place, log)
+            {
                 log.debug(|| format!("leaving the queue: {e}"));
             }
         }
@@ -1091,6 +1111,12 @@ impl Lock {
     /// one for the nodes in `which` not waited for.
     fn log_releases(&self, which: &[usize], replies: &[Reply<Released>], log: &Log) {
         for r in replies {
+            let what = (&self.key_set().lock[..], Some(self.ttl));
+            if let Err(e) = &r.result
+                && self.refused(r.node, Step::Release, e, what, log)
+            {
+                continue;
+            }
             let name = self.nodes[r.node].name();
             let (outcome, text) = match &r.result {
                 Ok(Released::Deleted) => ("released", format!("release {name}: released")),
@@ -1411,6 +1437,11 @@ pub struct NodeOutcome {
     pub name: String,
     pub acquire: NodeVote,
     pub fared: node::Fared,
+    /// It answered again after it last failed: the run did not go without it.
+    pub recovered: bool,
+    /// What it refused of the lock's upkeep (see `refused`): `release: the
+    /// ACL refuses DEL`.
+    pub refused: Vec<String>,
 }
 
 impl NodeOutcome {

@@ -6,7 +6,8 @@
 //! default the command is recorded by its program's name alone (`report.sh`;
 //! for `-c`, `/bin/sh -c` and the line's first program). `--record-command
 //! masked` keeps the command line with what looks like a credential masked,
-//! in argv and `-c` alike (see `mask_words`), cut to 200 characters. Masking
+//! in argv and `-c` alike, and inside the line a shell in argv runs
+//! (`sh -c '...'`; see `mask_words`), cut to 200 characters. Masking
 //! is a best effort over forms that are common, not a parser of every
 //! program's options: the name is what is safe.
 
@@ -89,14 +90,14 @@ pub fn command(program: &Program, what: RecordCommand) -> String {
         (Program::Shell(s), RecordCommand::Name) => shell_name(s),
         (Program::Argv(argv), RecordCommand::Name) => basename(&argv[0].to_string_lossy()),
         (Program::Shell(s), RecordCommand::Masked) => {
-            format!("/bin/sh -c {}", mask_words(&shell_words(s)))
+            format!("/bin/sh -c {}", mask_line(s, 0))
         }
         (Program::Argv(argv), RecordCommand::Masked) => {
-            let words: Vec<(String, String)> = argv
+            let words: Vec<String> = argv
                 .iter()
-                .map(|a| (a.to_string_lossy().into_owned(), " ".to_string()))
+                .map(|a| a.to_string_lossy().into_owned())
                 .collect();
-            mask_words(&words).trim_end().to_string()
+            join_words(&mask_words(&words, 0))
         }
     };
     if line.chars().count() > MAX_COMMAND
@@ -116,7 +117,7 @@ fn basename(path: &str) -> String {
 /// words and `exec`), by its base name, when that is a plain word; `…` when
 /// the line goes on.
 fn shell_name(line: &str) -> String {
-    let words = shell_words(line);
+    let words = split_line(line);
     let assignment = |w: &str| {
         w.split_once('=').is_some_and(|(name, _)| {
             name.bytes().next().is_some_and(|b| !b.is_ascii_digit())
@@ -128,50 +129,63 @@ fn shell_name(line: &str) -> String {
             && w.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"._/+-".contains(&b))
     };
-    match words
-        .iter()
-        .position(|(w, _)| w != "exec" && !assignment(w))
-    {
-        Some(i) if plain(&words[i].0) => format!(
+    match words.iter().position(|w| w != "exec" && !assignment(w)) {
+        Some(i) if plain(&words[i]) => format!(
             "/bin/sh -c {}{}",
-            basename(&words[i].0),
+            basename(&words[i]),
             if i + 1 < words.len() { " …" } else { "" }
         ),
         _ => "/bin/sh -c …".to_string(),
     }
 }
 
-/// A shell line cut into words (quotes and backslashes keep spaces inside
-/// a word; the quotes stay in it), each with the blanks that follow it, so
-/// that joining them gives the line back.
-fn shell_words(line: &str) -> Vec<(String, String)> {
-    let mut words: Vec<(String, String)> = Vec::new();
-    let (mut word, mut gap) = (String::new(), String::new());
-    let (mut quote, mut escaped) = (None::<char>, false);
-    for c in line.chars() {
-        let blank = c.is_whitespace() && quote.is_none() && !escaped;
-        if blank {
-            gap.push(c);
-            continue;
-        }
-        if !gap.is_empty() {
-            words.push((std::mem::take(&mut word), std::mem::take(&mut gap)));
-        }
-        word.push(c);
-        match (quote, c) {
-            _ if escaped => escaped = false,
-            (Some('\''), '\'') => quote = None,
-            (Some('\''), _) => {}
-            (_, '\\') => escaped = true,
-            (Some('"'), '"') => quote = None,
-            (None, '\'' | '"') => quote = Some(c),
-            _ => {}
-        }
-    }
-    if !word.is_empty() || !gap.is_empty() {
-        words.push((word, gap));
-    }
-    words
+/// A shell line cut into words as a POSIX shell would (quotes and
+/// backslashes keep blanks inside a word, and go). A line the shell would
+/// refuse (a quote left open) is cut at its blanks instead: its secrets are
+/// masked all the same.
+fn split_line(line: &str) -> Vec<String> {
+    shlex::split(line).unwrap_or_else(|| line.split_whitespace().map(str::to_string).collect())
+}
+
+/// Words joined into a line for people to read: a word with a blank in it
+/// (or none at all) in single quotes, so that it reads as one.
+fn join_words(words: &[String]) -> String {
+    let shown: Vec<String> = words
+        .iter()
+        .map(|w| {
+            if w.is_empty() || w.chars().any(char::is_whitespace) {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            } else {
+                w.clone()
+            }
+        })
+        .collect();
+    shown.join(" ")
+}
+
+/// A shell line with its secrets masked (see `mask_words`); `depth` counts
+/// the shells it is nested in, so that no line, however built, costs more
+/// than a few passes.
+fn mask_line(line: &str, depth: usize) -> String {
+    join_words(&mask_words(&split_line(line), depth))
+}
+
+/// Programs that run a line of shell given after `-c` (an option cluster
+/// with `c`: `-c`, `-ec`, `-lc`): the line's secrets are masked as a `-c`
+/// line's, not as one word.
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "su", "runuser", "flock",
+];
+
+/// How deep `sh -c "bash -c '...'"` is followed; deeper lines are masked as
+/// words.
+const MAX_NESTING: usize = 4;
+
+/// Whether `word` is a shell's `-c` (alone or among other one-letter options).
+fn is_command_flag(word: &str) -> bool {
+    word.strip_prefix('-').is_some_and(|o| {
+        !o.is_empty() && o.contains('c') && o.bytes().all(|b| b.is_ascii_alphabetic())
+    })
 }
 
 /// Words that name a secret: `password=`, `PGPASSWORD=`, `--api-key`,
@@ -209,6 +223,14 @@ fn is_secret_flag(word: &str) -> bool {
 /// curl's `-u user:PASSWORD` (`--user`): the next word's password.
 fn is_user_flag(word: &str) -> bool {
     matches!(word, "-u" | "--user" | "--proxy-user" | "-U")
+}
+
+/// curl's `--user=user:PASSWORD` (`--proxy-user=`): the password masked.
+fn mask_user_assignment(word: &str) -> Option<String> {
+    ["--user=", "--proxy-user="].iter().find_map(|flag| {
+        let value = word.strip_prefix(flag)?;
+        Some(format!("{flag}{}", mask_after_colon(value)))
+    })
 }
 
 /// `user:secret` with the part after the first `:` masked.
@@ -313,16 +335,17 @@ impl PasswordFlags {
     }
 }
 
-/// Masks every word of a command line (`(word, blanks after it)` pairs) and
-/// joins them again: the password in every URL's user-info (all of what
-/// comes before the last `@`, as `https://TOKEN@host` has no `:`), the value
-/// of every `secret=value` and `Secret-Header: value`, `-pSECRET` (mysql),
-/// curl's `-uuser:SECRET`, the word after a flag that names a secret
-/// (`--password X`, `-a X`) or after `-u` (its password), and the word after
-/// (or attached to) the password flag of a program known to take one so
-/// (`sshpass -p X`, see `PASSWORD_FLAGS`).
-fn mask_words(words: &[(String, String)]) -> String {
-    let mut out = String::new();
+/// Masks every word of a command line: the password in every URL's
+/// user-info (all of what comes before the last `@`, as `https://TOKEN@host`
+/// has no `:`), the value of every `secret=value` and `Secret-Header:
+/// value`, `-pSECRET` (mysql), curl's `-uuser:SECRET` and
+/// `--user=user:SECRET`, the word after a flag that names a secret
+/// (`--password X`, `-a X`) or after `-u` (its password), the word after (or
+/// attached to) the password flag of a program known to take one so
+/// (`sshpass -p X`, see `PASSWORD_FLAGS`), and the line a shell runs
+/// (`sh -c LINE`, see `SHELLS`), word by word.
+fn mask_words(words: &[String], depth: usize) -> Vec<String> {
+    let mut out = Vec::with_capacity(words.len());
     let mut flags = PasswordFlags::default();
     // What the previous word asked of this one.
     enum Next {
@@ -330,9 +353,12 @@ fn mask_words(words: &[(String, String)]) -> String {
         Secret,
         UserColon,
         HeaderValue,
+        Line,
     }
     let mut next = Next::Plain;
-    for (word, gap) in words {
+    // A shell was named in this command: its `-c` brings a line.
+    let mut shell = false;
+    for word in words {
         let masked = match std::mem::replace(&mut next, Next::Plain) {
             Next::Secret => format!("***{}", closing_quote(word)),
             Next::UserColon => mask_after_colon(word),
@@ -342,20 +368,26 @@ fn mask_words(words: &[(String, String)]) -> String {
                 word.clone()
             }
             Next::HeaderValue => format!("***{}", closing_quote(word)),
-            Next::Plain => flags.attached(word).unwrap_or_else(|| mask(word)),
+            Next::Line if depth < MAX_NESTING => mask_line(word, depth + 1),
+            Next::Line | Next::Plain => flags.attached(word).unwrap_or_else(|| mask(word)),
         };
         let bare = word.trim_matches(['\'', '"']);
         flags.see(bare);
+        shell |= SHELLS.contains(&basename(bare).as_str());
         if flags.takes_next(bare) || is_secret_flag(bare) {
             next = Next::Secret;
         } else if is_user_flag(bare) {
             next = Next::UserColon;
         } else if bare.ends_with(':') && names_secret(bare.trim_end_matches(':')) {
             next = Next::HeaderValue;
+        } else if shell && is_command_flag(bare) {
+            next = Next::Line;
+        }
+        if bare.ends_with([';', '|', '&']) {
+            shell = false;
         }
         flags.end_command(bare);
-        out.push_str(&masked);
-        out.push_str(gap);
+        out.push(masked);
     }
     out
 }
@@ -384,6 +416,9 @@ fn mask(word: &str) -> String {
         && user.contains(':')
     {
         return format!("{lead}-u{}", mask_after_colon(user));
+    }
+    if let Some(masked) = mask_user_assignment(bare) {
+        return format!("{lead}{masked}");
     }
     mask_headers(&mask_assignments(&mask_urls(word)))
 }
@@ -540,7 +575,7 @@ mod tests {
             ),
             (
                 &["mysql", "-phunter2", "-e", "select 1"],
-                "mysql -p*** -e select 1",
+                "mysql -p*** -e 'select 1'",
             ),
             (
                 &["curl", "-u", "me:hunter2", "https://x"],
@@ -549,11 +584,11 @@ mod tests {
             (&["curl", "-ume:hunter2", "x"], "curl -ume:*** x"),
             (
                 &["curl", "-H", "Authorization: Bearer hunter2", "x"],
-                "curl -H Authorization: Bearer *** x",
+                "curl -H 'Authorization: Bearer ***' x",
             ),
             (
                 &["curl", "-H", "X-Api-Key: hunter2"],
-                "curl -H X-Api-Key: ***",
+                "curl -H 'X-Api-Key: ***'",
             ),
             (
                 &["env", "AWS_SECRET_ACCESS_KEY=hunter2", "aws", "s3", "ls"],
@@ -606,7 +641,7 @@ mod tests {
         let shell = |s: &str| command(&Program::Shell(s.into()), RecordCommand::Masked);
         for (line, want) in [
             ("redis-cli -a hunter2 ping", "redis-cli -a *** ping"),
-            ("redis-cli -a 'hun ter2' ping", "redis-cli -a ***' ping"),
+            ("redis-cli -a 'hun ter2' ping", "redis-cli -a *** ping"),
             ("mysql -phunter2 -e 'select 1'", "mysql -p*** -e 'select 1'"),
             ("curl -u me:hunter2 https://x", "curl -u me:*** https://x"),
             (
@@ -615,7 +650,7 @@ mod tests {
             ),
             (
                 "curl -H \"Authorization: Bearer hunter2\" x",
-                "curl -H \"Authorization: Bearer ***\" x",
+                "curl -H 'Authorization: Bearer ***' x",
             ),
             (
                 "curl -H Authorization: Bearer hunter2 x",
@@ -627,25 +662,105 @@ mod tests {
             ),
             (
                 "pg_dump 'postgres://u:p/hunter2@db/app' > out",
-                "pg_dump 'postgres://u:***@db/app' > out",
+                "pg_dump postgres://u:***@db/app > out",
             ),
             (
                 "tool --password hunter2 && next",
                 "tool --password *** && next",
             ),
-            ("tool  --api-key\thunter2", "tool  --api-key\t***"),
+            ("tool  --api-key\thunter2", "tool --api-key ***"),
             (
                 "sshpass -p hunter2 rsync -r src h:dst && sshpass -p x2 ssh h",
                 "sshpass -p *** rsync -r src h:dst && sshpass -p *** ssh h",
             ),
             (
                 "timeout 30 sshpass -p 'hunter2' ssh h; zip -P x a.zip",
-                "timeout 30 sshpass -p ***' ssh h; zip -P *** a.zip",
+                "timeout 30 sshpass -p *** ssh h; zip -P *** a.zip",
             ),
         ] {
             let got = shell(line);
             assert_eq!(got, format!("/bin/sh -c {want}"), "{line}");
             assert!(!got.contains("hunter2") && !got.contains("ter2"), "{got}");
         }
+    }
+
+    /// The line a shell runs, given in argv (`sh -c '...'`) or nested in a
+    /// `-c` line: masked word by word, as a `-c` line is.
+    #[test]
+    fn secrets_inside_a_shells_line_are_masked() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["sh", "-c", "mysql -phunter2 db"],
+                "sh -c 'mysql -p*** db'",
+            ),
+            (
+                &["bash", "-c", "sshpass -p hunter2 ssh h"],
+                "bash -c 'sshpass -p *** ssh h'",
+            ),
+            (
+                &["/bin/bash", "-ec", "curl --user=u:hunter2 https://x"],
+                "/bin/bash -ec 'curl --user=u:*** https://x'",
+            ),
+            (
+                &[
+                    "sudo",
+                    "-u",
+                    "app",
+                    "sh",
+                    "-c",
+                    "tool --password=hunter2",
+                    "arg0",
+                ],
+                "sudo -u app sh -c 'tool --password=***' arg0",
+            ),
+            (
+                &[
+                    "dash",
+                    "-c",
+                    "curl -u u:hunter2 x && PGPASSWORD=hunter2 psql",
+                ],
+                "dash -c 'curl -u u:*** x && PGPASSWORD=*** psql'",
+            ),
+            (
+                &["zsh", "-c", "psql 'postgres://u:hunter2@db/app'"],
+                "zsh -c 'psql postgres://u:***@db/app'",
+            ),
+            (&["curl", "--user=u:hunter2", "x"], "curl --user=u:*** x"),
+            (
+                &["curl", "--proxy-user=u:hunter2"],
+                "curl --proxy-user=u:***",
+            ),
+            // A quote left open: cut at blanks, masked all the same.
+            (
+                &["sh", "-c", "mysql -phunter2 x'"],
+                r"sh -c 'mysql -p*** x'\'''",
+            ),
+            // Not a shell's -c: `cut -c 1-5` keeps its word.
+            (&["cut", "-c", "1-5 x"], "cut -c '1-5 x'"),
+        ];
+        for (words, want) in cases {
+            let got = command(&argv(words), RecordCommand::Masked);
+            assert_eq!(got, *want, "{words:?}");
+            assert!(!got.contains("hunter2"), "{got}");
+        }
+        let shell = |s: &str| command(&Program::Shell(s.into()), RecordCommand::Masked);
+        let got = shell("bash -c 'mysql -phunter2 db' && sh -c \"curl --user=u:hunter2 x\"");
+        assert_eq!(
+            got,
+            "/bin/sh -c bash -c 'mysql -p*** db' && sh -c 'curl --user=u:*** x'"
+        );
+        // Nested, and however deep: past the nesting followed, still no
+        // secret (a line too deep is one word, which no word of it leaks).
+        let nested = command(
+            &argv(&["sh", "-c", "bash -c \"mysql -phunter2 -e 'select 1'\""]),
+            RecordCommand::Masked,
+        );
+        assert!(nested.starts_with("sh -c 'bash -c "), "{nested}");
+        assert!(nested.contains("mysql -p***"), "{nested}");
+        let mut line = "mysql -phunter2".to_string();
+        for _ in 0..10 {
+            line = format!("sh -c {}", shlex::try_quote(&line).expect("no NUL"));
+        }
+        assert!(!shell(&line).contains("hunter2"), "{}", shell(&line));
     }
 }

@@ -76,13 +76,10 @@ pub(super) fn run_locked(
 /// quorum agreed: the lock was taken, or found busy, without it, which is
 /// what a quorum is for, but somebody should look at it. When the lock was
 /// lost since (`lost`), the quorum did not do without these nodes after
-/// all: they are why. Silenced by -q.
+/// all: they are why. A node that answered again after it failed (a
+/// connection reset, and the next request went through) was not done
+/// without: that is said instead. Silenced by -q.
 fn warn_unreachable(outcomes: &[NodeOutcome], lost: bool, log: &Log) {
-    let said = if lost {
-        "one of the nodes the lock was lost with"
-    } else {
-        "the quorum did without it"
-    };
     for o in outcomes {
         // Said when the lock was taken without it (see `Lock::judge`), or
         // in the busy line.
@@ -91,6 +88,11 @@ fn warn_unreachable(outcomes: &[NodeOutcome], lost: bool, log: &Log) {
         }
         let Some(why) = o.failure() else {
             continue;
+        };
+        let said = match (lost, o.recovered) {
+            (true, _) => "one of the nodes the lock was lost with",
+            (false, true) => "it answered again after",
+            (false, false) => "the quorum did without it",
         };
         log.notice(
             ev("unreachable", format!("warning: {why} ({said})"))
@@ -315,7 +317,7 @@ fn let_go(lock: &Lock, config: &Config, ran: Ran, taken: &Taken, log: Log) -> Ex
         },
         _ => Ending::Release,
     };
-    lock.end(ending, record.to_json(), &log);
+    lock.end(ending, Some(record), &log);
     exit
 }
 

@@ -310,11 +310,19 @@ fn run_admin(admin: &cli::Admin, given: &[OsString]) -> Exit {
     // A run's settings, the configuration file's included: each reads them
     // itself, from the arguments as given.
     match admin {
+        // Their node timeout is a run's, set as they read a run's settings.
         cli::Admin::Check(a) => return crate::admin::check::run(a, given),
         cli::Admin::Config(a) => return crate::admin::config::run(a, given),
         _ => {}
     }
     let target = admin.target();
+    // A subcommand answers within its node timeout: a file an option names
+    // (a FIFO nobody writes to) is waited for no longer.
+    crate::option_file::wait_at_most(
+        target
+            .node_timeout
+            .unwrap_or(crate::admin::DEFAULT_NODE_TIMEOUT),
+    );
     if target.tls_insecure {
         eprintln!(
             "redlock-run: --tls-insecure: certificates and host names of rediss:// nodes are not \

@@ -892,6 +892,101 @@ fn sshpass_dash_p_is_masked() {
     }
 }
 
+/// The line a shell runs, given in argv (`-- sh -c '...'`, `-- bash -c
+/// '...'`), holds the secrets in the forms a `-c` line or argv would: with
+/// `--record-command masked` no key on any node, and no `status` output
+/// (text or JSON), holds any of them while the lock is held; the record
+/// keeps the line, masked.
+#[test]
+fn secrets_inside_the_line_a_shell_runs_are_masked() {
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let dir = tempdir();
+    let hold = format!("touch held; {WAIT_FOR_GO}");
+    let forms: [(Vec<String>, &[&str], &str); 4] = [
+        (
+            vec![
+                "sh".into(),
+                "-c".into(),
+                format!(": mysql -pPw1mysql db; {hold}"),
+            ],
+            &["Pw1mysql"],
+            "sh -c ': mysql -p*** db;",
+        ),
+        (
+            vec![
+                "bash".into(),
+                "-c".into(),
+                format!(": sshpass -p Pw2sshpass ssh h; {hold}"),
+            ],
+            &["Pw2sshpass"],
+            "bash -c ': sshpass -p *** ssh h;",
+        ),
+        (
+            vec![
+                "sh".into(),
+                "-c".into(),
+                format!(
+                    ": curl --user=u:Pw3curl https://x; : tool --password=Pw4flag; \
+                     : curl -u u:Pw5curl x; PGPASSWORD=Pw6pg true; \
+                     : psql postgres://u:Pw7url@db/app; {hold}"
+                ),
+            ],
+            &["Pw3curl", "Pw4flag", "Pw5curl", "Pw6pg", "Pw7url"],
+            "sh -c ': curl --user=u:*** https://x; : tool --password=***; : curl -u u:*** x; \
+             PGPASSWORD=*** true; : psql postgres://u:***@db/app;",
+        ),
+        (
+            vec![
+                "sh".into(),
+                "-c".into(),
+                hold.clone(),
+                "sh".into(),
+                "--user=u:Pw8curl".into(),
+            ],
+            &["Pw8curl"],
+            "sh -c 'touch held;",
+        ),
+    ];
+    for (argv, secrets, want) in forms {
+        for f in ["held", "go"] {
+            let _ = fs::remove_file(dir.join(f));
+        }
+        let running = base(&urls, "shline", &dir)
+            .args(["--record-command", "masked", "--"])
+            .args(&argv)
+            .spawn();
+        await_marker(&dir, "held", &running);
+        cluster.await_on_all(lock_key("shline"));
+        let status = |extra: &[&str]| {
+            Test::new()
+                .args(["status", "-r", &urls, "-k", "shline"])
+                .args(extra)
+                .run()
+                .stdout
+        };
+        let mut seen = vec![
+            ("status".to_string(), status(&[])),
+            ("status --json".to_string(), status(&["--json"])),
+        ];
+        for (i, node) in cluster.iter().enumerate() {
+            seen.push((format!("node {i}"), everything_on(node)));
+        }
+        let command = recorded_command(&cluster[0], "shline");
+        touch(&dir, "go");
+        running.wait().assert_code(0);
+        for (place, text) in &seen {
+            for secret in secrets {
+                assert!(
+                    !text.contains(secret),
+                    "[{argv:?}] {secret} in {place}:\n{text}"
+                );
+            }
+        }
+        assert!(command.starts_with(want), "[{argv:?}] {command}");
+    }
+}
+
 // ---------------------------------------------------------------------------
 // 8. Files written by redlock-run
 // ---------------------------------------------------------------------------

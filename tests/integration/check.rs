@@ -272,3 +272,107 @@ fn check_and_verbose_runs_name_valkey_by_its_own_version() {
         "{run}"
     );
 }
+
+/// The README's ACL line is the one `check` passes with (exit 0) on fit
+/// nodes, with the run's options that use most of it; its probe leaves
+/// nothing.
+#[test]
+fn the_readme_acl_line_passes_check() {
+    let nodes: Vec<RedisNode> = (0..3).map(|_| RedisNode::start_with(PERSISTENT)).collect();
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|n| crate::connect::readme_acl_user(n, "locker", &[]))
+        .collect();
+    for extra in [
+        &[][..],
+        &["--fence", "--wait", "1m"],
+        &["--shared", "--wait", "forever"],
+        &["--limit", "2"],
+    ] {
+        let out = check(&urls.join(",")).args(extra).run();
+        assert_eq!(out.code, Some(0), "{extra:?}\n{out}");
+    }
+    nodes.iter().for_each(clean);
+}
+
+/// The README's ACL line without +del: the probe's release is refused, so
+/// `check` is unfit (69), naming DEL and what it would cost a run; and its
+/// probe leaves no key behind, its fence counter (no expiry) included.
+#[test]
+fn an_acl_without_del_is_unfit_and_the_probe_leaves_no_key() {
+    let node = RedisNode::start_with(PERSISTENT);
+    let url = crate::connect::readme_acl_user(&node, "nodel", &["+del"]);
+    let out = check(&url).arg("--fence").expect_code(69);
+    let shown = format!("redis://nodel:***@127.0.0.1:{}", node.port());
+    let lines = section(&out, &shown);
+    assert!(
+        lines.iter().any(|l| l.starts_with("  unfit")
+            && l.contains("the ACL refuses DEL")
+            && l.contains("release")),
+        "{out}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("the probe took")), "{out}");
+    clean(&node);
+}
+
+/// What a waiter and the history need besides the lock: the queue's
+/// commands with --wait (the acquire runs them under pcall, so only a probe
+/// of its own meets a refusal), the channels, and the history's list
+/// commands. Each missing one is a warning (exit 1) naming it.
+#[test]
+fn check_names_what_waiters_and_the_history_would_miss() {
+    let node = RedisNode::start_with(PERSISTENT);
+    for (name, without, extra, want) in [
+        (
+            "nozadd",
+            &["+zadd"][..],
+            &["-w", "5s"][..],
+            "the ACL refuses ZADD",
+        ),
+        (
+            "nochan",
+            &["&{lock:*"][..],
+            &["--wait", "5s"][..],
+            "the ACL refuses SUBSCRIBE",
+        ),
+        ("nolpush", &["+lpush"][..], &[][..], "the ACL refuses LPUSH"),
+    ] {
+        let url = crate::connect::readme_acl_user(&node, name, without);
+        let out = check(&url).args(extra).expect_code(1);
+        let shown = format!("redis://{name}:***@127.0.0.1:{}", node.port());
+        assert!(
+            section(&out, &shown)
+                .iter()
+                .any(|l| l.starts_with("  warn") && l.contains(want)),
+            "[{name}] {want}\n{out}"
+        );
+        clean(&node);
+    }
+}
+
+/// `check` takes the run's --fence, --wait, --shared and --limit as flags
+/// (and its help says so), and its probe uses them.
+#[test]
+fn check_takes_the_probe_options_as_flags() {
+    let help = Test::new().args(["check", "--help"]).expect_code(0);
+    for flag in ["--fence", "--wait", "--shared", "--limit"] {
+        assert!(help.stdout.contains(flag), "{flag}\n{help}");
+    }
+    let node = RedisNode::start_with(PERSISTENT);
+    for (args, said) in [
+        (&["--fence"][..], "(--fence)"),
+        (&["--wait", "10m"][..], "(--wait)"),
+        (&["-w", "forever"][..], "(--wait)"),
+        (&["--shared"][..], "(--shared)"),
+        (&["--limit", "3"][..], "(--limit 3)"),
+    ] {
+        let out = check(&node.url()).args(args).run();
+        assert!(
+            out.stdout.contains(&format!(
+                "the probe took, extended and released a lock {said}"
+            )),
+            "{args:?}\n{out}"
+        );
+        clean(&node);
+    }
+}

@@ -294,3 +294,90 @@ fn the_shipped_example_is_valid_commented_and_not() {
     assert!(out.stdout.contains("https://hc-ping.com/***"), "{out}");
     assert!(!out.stdout.contains("uuid-of-its-check"), "{out}");
 }
+
+/// The whole path is trusted, as ssh does: a directory anywhere above the
+/// file that others may write (not sticky) lets them rename what it holds
+/// and plant a file of their own. Here `x` (mode 0777) → `sub` (0755) →
+/// `c.toml` (0600): refused, naming `x` and the chmod that fixes it; the
+/// command does not run. Made sticky (as /tmp is) it passes.
+#[test]
+fn a_directory_others_may_write_anywhere_above_the_file_is_refused() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let open = dir.join("x");
+    let sub = open.join("sub");
+    fs::create_dir_all(&sub).expect("mkdir");
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).expect("chmod x");
+    fs::set_permissions(&sub, fs::Permissions::from_mode(0o755)).expect("chmod sub");
+    let config = write_config(
+        &sub,
+        "c.toml",
+        &format!("redis = [\"{}\"]\n", node.url()),
+        0o600,
+    );
+    for args in [
+        &["-k", "job", "--", "touch", "ran"][..],
+        &["status", "-k", "job"][..],
+    ] {
+        let out = Test::new()
+            .current_dir(dir.path())
+            .env("REDLOCK_CONFIG", &config)
+            .args(args)
+            .expect_code(64);
+        out.assert_one_error_line();
+        assert!(
+            out.stderr
+                .contains(&format!("the directory {} on its path", open.display()))
+                && out
+                    .stderr
+                    .contains(&format!("chmod go-w {}", open.display())),
+            "{out}"
+        );
+    }
+    assert!(!dir.has("ran"), "the command ran");
+    assert!(node.keys().is_empty(), "a lock was taken");
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).expect("chmod +t x");
+    Test::new()
+        .current_dir(dir.path())
+        .env("REDLOCK_CONFIG", &config)
+        .args(["-k", "job", "--", "touch", "ran"])
+        .expect_code(0);
+    assert!(dir.has("ran"), "a sticky directory passes");
+}
+
+/// A node URL the file gives that no run could use is refused with the
+/// file and line, as every other value is: `redis = 5`, a URL without a
+/// scheme, a list with a number in it.
+#[test]
+fn a_bad_node_url_in_the_file_is_named_with_its_line() {
+    let dir = tempdir();
+    for (text, line, want) in [
+        ("redis = 5\n", 1, "'redis': invalid Redis URL '5'"),
+        (
+            "ttl = \"5s\"\nredis = [\"redis://127.0.0.1:1\", \"lock2\"]\n",
+            2,
+            "'redis': invalid Redis URL 'lock2'",
+        ),
+        (
+            "redis = [\"redis://127.0.0.1:1\", 5]\n",
+            1,
+            "'redis' takes a list of strings, not a list with an integer in it",
+        ),
+    ] {
+        let config = write_config(dir.path(), "c.toml", text, 0o600);
+        for args in [&["-k", "job", "--", "touch", "ran"][..], &["config"][..]] {
+            let out = Test::new()
+                .current_dir(dir.path())
+                .env("REDLOCK_CONFIG", &config)
+                .args(args)
+                .expect_code(64);
+            out.assert_one_error_line();
+            let at = format!("redlock-run: {}:{line}: {want}", config.display());
+            assert!(
+                out.stderr.starts_with(&at),
+                "{text:?} {args:?}: want {at}\n{out}"
+            );
+        }
+    }
+    assert!(!dir.has("ran"), "the command ran");
+}

@@ -758,6 +758,167 @@ fn acl_user_without_the_queue_commands_still_waits_and_runs() {
     );
 }
 
+/// The README's least-privilege ACL line, its rules after the password.
+pub(crate) fn readme_acl_rules() -> Vec<String> {
+    let readme = include_str!("../../README.md");
+    let line = readme
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("ACL SETUSER locker on >PASSWORD ")
+        })
+        .expect("the README's ACL line");
+    line.split_whitespace().skip(5).map(String::from).collect()
+}
+
+/// A user `name` (password `<name>-pw`) made by the README's ACL line but
+/// for the rules in `without`, on `node`; the URL that logs in as it.
+pub(crate) fn readme_acl_user(node: &RedisNode, name: &str, without: &[&str]) -> String {
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER")
+        .arg(name)
+        .arg("reset")
+        .arg("on")
+        .arg(format!(">{name}-pw"));
+    for rule in readme_acl_rules() {
+        if !without.contains(&rule.as_str()) {
+            cmd.arg(rule);
+        }
+    }
+    let reply: String = node.cmd(&cmd);
+    assert_eq!(reply, "OK", "ACL SETUSER {name}");
+    format!("redis://{name}:{name}-pw@127.0.0.1:{}", node.port())
+}
+
+/// The warning lines of a run's stderr.
+fn warnings(out: &crate::support::RunOutput) -> Vec<&str> {
+    out.stderr_lines()
+        .into_iter()
+        .filter(|l| l.starts_with("redlock-run: warning: "))
+        .collect()
+}
+
+/// A release the node refuses (the README's ACL line without +del): one
+/// warning line, without -v, naming the node, what it answered and what
+/// stays there for how long; counted by --report, --metrics-file and the
+/// run's history record; the exit status stays the command's. The lock does
+/// stay: the next run finds it held.
+#[test]
+fn a_release_the_acl_refuses_is_said_counted_and_recorded() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let url = readme_acl_user(&node, "nodel", &["+del"]);
+    let (report, metrics) = (dir.join("report.json"), dir.join("cron.prom"));
+    let out = base(&url, "nd", &dir)
+        .arg("--report")
+        .arg(&report)
+        .arg("--metrics-file")
+        .arg(&metrics)
+        .args(["-c", "touch ran; exit 3"])
+        .run();
+    assert_eq!(out.code, Some(3), "the command's status\n{out}");
+    assert!(dir.has("ran"), "{out}");
+    let shown = format!("redis://nodel:***@127.0.0.1:{}", node.port());
+    let want = format!(
+        "redlock-run: warning: lock:nd stays on {shown} until its TTL runs out, within 30s: the \
+         node refused the release: the ACL refuses DEL"
+    );
+    assert_eq!(out.stderr_lines(), [want.as_str()], "one line\n{out}");
+    let report: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&report).expect("the report")).expect("JSON");
+    assert_eq!(
+        report["node_outcomes"][0]["refused"],
+        serde_json::json!(["release: the ACL refuses DEL"]),
+        "{report}"
+    );
+    let metrics = fs::read_to_string(&metrics).expect("the metrics file");
+    assert!(
+        metrics.contains("\nredlock_run_refusals_total{key=\"nd\"} 1\n"),
+        "{metrics}"
+    );
+    let history = Test::new()
+        .args(["history", "--json", "-r", &node.url(), "-k", "nd"])
+        .expect_code(0);
+    let runs: serde_json::Value = serde_json::from_str(&history.stdout).expect("JSON");
+    assert_eq!(runs.as_array().map(Vec::len), Some(1), "{runs}");
+    assert_eq!(
+        runs[0]["refused"],
+        serde_json::json!([format!("release {shown}: the ACL refuses DEL")]),
+        "{runs}"
+    );
+    assert!(
+        node.exists(lock_key("nd")),
+        "the refused release took the lock"
+    );
+    base(&url, "nd", &dir)
+        .args(["-c", "touch again"])
+        .expect_code(75);
+}
+
+/// A failed attempt leaves nothing on the node that granted it, whatever
+/// the others refused (here EVAL itself, by their ACL, which applies
+/// nothing, so nothing is asked of them to undo); where the granting node's
+/// ACL refuses the undo's DEL, that is said as for a release.
+#[test]
+fn a_failed_attempt_leaves_nothing_where_it_was_granted() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let noeval: Vec<String> = (1..3)
+        .map(|i| readme_acl_user(&cluster[i], "noeval", &["+eval"]))
+        .collect();
+    let granting = readme_acl_user(&cluster[0], "locker", &[]);
+    let urls = format!("{granting},{},{}", noeval[0], noeval[1]);
+    let out = base(&urls, "fa", &dir)
+        .args(["-c", "touch ran"])
+        .expect_code(69);
+    assert!(!dir.has("ran"), "{out}");
+    for node in cluster.iter() {
+        assert!(
+            string_keys(node).is_empty(),
+            "left on {}: {:?}\n{out}",
+            node.url(),
+            string_keys(node)
+        );
+    }
+    assert!(warnings(&out).is_empty(), "nothing stays\n{out}");
+
+    let nodel = readme_acl_user(&cluster[0], "nodel", &["+del"]);
+    let urls = format!("{nodel},{},{}", noeval[0], noeval[1]);
+    let out = base(&urls, "fb", &dir)
+        .args(["-c", "touch ran"])
+        .expect_code(69);
+    let shown = format!("redis://nodel:***@127.0.0.1:{}", cluster[0].port());
+    let said = warnings(&out);
+    assert_eq!(said.len(), 1, "{out}");
+    assert!(
+        said[0].contains(&format!("lock:fb stays on {shown} until its TTL runs out"))
+            && said[0].ends_with("the ACL refuses DEL"),
+        "{out}"
+    );
+}
+
+/// A node whose ACL refuses PEXPIRE refuses every extension: said once (not
+/// at every heartbeat), and the run goes on with the quorum of the others.
+#[test]
+fn an_extension_a_node_refuses_is_said_once() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let nopx = readme_acl_user(&cluster[2], "nopx", &["+pexpire"]);
+    let urls = format!("{},{},{nopx}", cluster[0].url(), cluster[1].url());
+    // A heartbeat every 300 ms: five or so extensions.
+    let out = base(&urls, "ext", &dir)
+        .args(["-t", "900ms", "-c", "sleep 1.6"])
+        .expect_code(0);
+    let shown = format!("redis://nopx:***@127.0.0.1:{}", cluster[2].port());
+    let said = warnings(&out);
+    assert_eq!(said.len(), 1, "{out}");
+    assert!(
+        said[0].contains(&format!("lock:ext on {shown} is not extended"))
+            && said[0].ends_with("the node refused the extension: the ACL refuses PEXPIRE"),
+        "{out}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // 3. Secrets
 // ---------------------------------------------------------------------------

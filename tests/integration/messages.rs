@@ -326,3 +326,185 @@ fn a_tree_stopped_by_redlock_run_is_not_said_to_keep_the_lock() {
     }
     assert!(!node.exists(crate::support::lock_key("stopped")));
 }
+
+/// A history field of any length (the column width included) is shown,
+/// never a panic: 70,000 characters is past what `format!` pads.
+#[test]
+fn history_shows_a_field_longer_than_any_format_width() {
+    let node = crate::support::RedisNode::start();
+    let host = "h".repeat(70_000);
+    let record = serde_json::json!({
+        "id": "5c0b1050aabbccdd", "host": host, "pid": 1, "user": "u",
+        "started_at": "2026-11-30T03:00:00.012Z", "duration_ms": 5, "outcome": "ok",
+        "exit_code": 0, "attempts": 1, "fencing_token": null,
+    });
+    let key = crate::support::keys("long").history();
+    let _: i64 = node.cmd(redis::cmd("LPUSH").arg(&key).arg(record.to_string()));
+    for extra in [&[][..], &["--json"][..]] {
+        let out = Test::new()
+            .args(["history", "-r", &node.url(), "-k", "long"])
+            .args(extra)
+            .run();
+        assert_eq!(out.code, Some(0), "{extra:?}: {}", out.stderr);
+        assert!(
+            out.stdout.contains(&host),
+            "{extra:?}: the field is not shown"
+        );
+    }
+    // A key name as long, in `status --keys`' column of names.
+    let long_key = format!("{{lock:long}}:{host}");
+    node.set(&long_key, "x", 60_000);
+    let out = Test::new()
+        .args(["status", "--keys", "-r", &node.url(), "-k", "long"])
+        .run();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains(&long_key), "the key is not listed");
+}
+
+/// A version number of any size is compared as a number: a server that
+/// reports `99999999999999999999.1` is not "older than 6.2".
+#[test]
+fn check_reads_a_version_number_of_any_size() {
+    let fake = crate::support::FakeServer::start(crate::support::Script::Info(
+        "# Server\r\nredis_version:99999999999999999999.1\r\nrole:master\r\n",
+    ));
+    let out = Test::new()
+        .args(["check", "-r", &fake.url(None), "--node-timeout", "300ms"])
+        .run();
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("99999999999999999999.1"))
+        .unwrap_or_else(|| panic!("no version line\n{out}"));
+    assert!(line.trim_start().starts_with("ok"), "{line}\n{out}");
+    assert!(!out.stdout.contains("older than"), "{out}");
+}
+
+/// A Cluster that keeps redirecting (a MOVED loop) is not advised to be
+/// given as `redis+cluster://`, which it was.
+#[test]
+fn moved_on_a_cluster_node_does_not_advise_giving_it_as_a_cluster() {
+    let fake = crate::support::FakeServer::start(crate::support::Script::MovedLoop);
+    let url = format!("redis+cluster://127.0.0.1:{}", fake.port());
+    let dir = tempdir();
+    let out = base(&url, "moved", &dir)
+        .args(["--node-timeout", "300ms", "-c", "touch ran"])
+        .expect_code(69);
+    assert!(!dir.has("ran"), "{out}");
+    assert!(out.stderr.contains("MOVED"), "{out}");
+    assert!(
+        !out.stderr.contains("give it as redis+cluster://"),
+        "advice to give what was given\n{out}"
+    );
+    assert!(
+        out.stderr.contains("slot"),
+        "say what a MOVED loop means\n{out}"
+    );
+}
+
+/// A server whose certificate file holds 1.7 MB (a chain padded with a
+/// whole bundle) sends more than a TLS client reads: that is said, not
+/// "does not speak TLS".
+#[test]
+fn a_server_certificate_too_large_for_tls_is_named_as_such() {
+    use crate::support::{Certs, free_port, server_command, server_has_tls};
+    if !server_has_tls("a_server_certificate_too_large_for_tls_is_named_as_such") {
+        return;
+    }
+    let certs = Certs::make();
+    let dir = tempdir();
+    let mut chain = std::fs::read(certs.pem("server")).expect("server.pem");
+    let ca = std::fs::read(certs.pem("ca")).expect("ca.pem");
+    while chain.len() < 1_700_000 {
+        chain.extend_from_slice(&ca);
+    }
+    let big = dir.join("big-chain.pem");
+    std::fs::write(&big, &chain).expect("write the chain");
+    let port = free_port();
+    let mut command = server_command(dir.path(), "warning");
+    command.args([
+        "--port",
+        "0",
+        "--tls-port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+    ]);
+    for (name, value) in certs.node_tls().directives() {
+        let value = if name == "tls-cert-file" {
+            big.display().to_string()
+        } else {
+            value
+        };
+        command.arg(format!("--{name}")).arg(value);
+    }
+    let mut server = command.spawn().expect("start redis-server");
+    // Not through a TLS client, which this certificate defeats: the port
+    // accepting is enough.
+    let up = crate::support::wait_until(std::time::Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let url = format!("rediss://127.0.0.1:{port}");
+    let out = up.then(|| {
+        base(&url, "big-cert", &dir)
+            .args(["--tls-ca", &certs.pem("ca"), "-c", "touch ran"])
+            .run()
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let out = out.expect("redis-server did not listen");
+    out.assert_code(69);
+    assert!(!dir.has("ran"), "{out}");
+    assert!(
+        !out.stderr.contains("does not speak TLS"),
+        "a TLS server said not to speak TLS\n{out}"
+    );
+    assert!(
+        out.stderr.contains("its certificate file holds too much"),
+        "{out}"
+    );
+}
+
+/// Every node's connection reset under a held lock, and each answered the
+/// next request: the run went on with all three, so no line says the
+/// quorum did without one (it cannot have done without all three); a node
+/// says it answered again. The resets last past a heartbeat (TTL/3), so
+/// that a request meets them on every node.
+#[test]
+fn nodes_that_answered_again_after_a_reset_are_not_said_to_be_done_without() {
+    use crate::support::{FaultProxy, Mode, proxied_urls};
+    use std::time::Duration;
+    let cluster = Cluster::new(3);
+    let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
+    let urls = proxied_urls(&proxies);
+    let dir = tempdir();
+    let holder = holding(&urls, "reset", &dir, &["--ttl", "3s"], "held");
+    for p in &proxies {
+        p.set_mode(Mode::Reset);
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    for p in &proxies {
+        p.set_mode(Mode::Pass);
+    }
+    // Past the extension that goes through again.
+    std::thread::sleep(Duration::from_millis(700));
+    touch(&dir, "go");
+    let out = holder.wait();
+    out.assert_code(0);
+    assert!(
+        !out.stderr.contains("did without it"),
+        "the run went on with every node\n{out}"
+    );
+    let warnings: Vec<&str> = out
+        .stderr_lines()
+        .into_iter()
+        .filter(|l| l.starts_with("redlock-run: warning: "))
+        .collect();
+    assert!(
+        warnings.len() == 3
+            && warnings
+                .iter()
+                .all(|l| l.ends_with("(it answered again after)")),
+        "one line per node that failed and came back\n{out}"
+    );
+}

@@ -20,12 +20,13 @@ use crate::support::{tempdir, wait_until};
 /// The families the module writes for every run that started its command,
 /// with the type prometheus_client gives each (it names a counter's family
 /// without `_total`, as OpenMetrics does).
-const OURS: [(&str, &str); 6] = [
+const OURS: [(&str, &str); 7] = [
     ("redlock_run_degraded_runs", "counter"),
     ("redlock_run_last_duration_seconds", "gauge"),
     ("redlock_run_last_exit_code", "gauge"),
     ("redlock_run_last_start_timestamp_seconds", "gauge"),
     ("redlock_run_last_success_timestamp_seconds", "gauge"),
+    ("redlock_run_refusals", "counter"),
     ("redlock_run_runs", "counter"),
 ];
 
@@ -146,14 +147,15 @@ impl Want {
         self.sample("redlock_run_last_nodes_failed", &[("key", key)], failed);
     }
 
-    /// All nine outcome counters of one key, those not named at 0, and its
-    /// degraded-runs counter.
+    /// All nine outcome counters of one key, those not named at 0, its
+    /// degraded-runs counter and its refusals counter (at 0).
     fn counters(&mut self, key: &str, counts: &[(&str, u64)], degraded: u64) {
         self.sample(
             "redlock_run_degraded_runs_total",
             &[("key", key)],
             &degraded.to_string(),
         );
+        self.sample("redlock_run_refusals_total", &[("key", key)], "0");
         self.outcomes(&[("key", key)], counts);
     }
 
@@ -253,7 +255,11 @@ fn run(key: &str, outcome: Outcome, exit_code: u8, start_ms: u64, duration_ms: u
 fn run_on(nodes: (u32, u32), r: Run<'_>) -> Run<'_> {
     let (answered, failed) = nodes;
     Run {
-        nodes: Some(Nodes { answered, failed }),
+        nodes: Some(Nodes {
+            answered,
+            failed,
+            refused: 0,
+        }),
         ..r
     }
 }

@@ -210,3 +210,46 @@ fn a_password_from_a_fifo_or_a_process_substitution_works() {
         node.keys()
     );
 }
+
+/// The subcommands hold nothing and answer within their node timeout: a
+/// `--password-file` or `--tls-ca` that is a FIFO nobody writes to ends
+/// `check`, `config` and `status` then, with one line naming the option.
+#[test]
+fn a_fifo_without_a_writer_ends_a_subcommand_within_its_node_timeout() {
+    let (node, url) = password_node();
+    let dir = tempdir();
+    let fifo = dir.join("fifo");
+    mkfifo(&fifo);
+    let timeout = Duration::from_millis(300);
+    for sub in ["check", "config", "status"] {
+        for flag in ["--password-file", "--tls-ca"] {
+            let out = Test::new()
+                .args([
+                    sub,
+                    "-r",
+                    &url,
+                    "-k",
+                    "opt-fifo-sub",
+                    "--node-timeout",
+                    "300ms",
+                ])
+                .arg(flag)
+                .arg(&fifo)
+                .timeout(Duration::from_secs(5))
+                .expect_code(USAGE);
+            out.assert_one_error_line();
+            assert!(
+                out.stderr.contains(&format!("{flag} {}", fifo.display()))
+                    && out.stderr.contains("within 300ms"),
+                "[{sub} {flag}] the line must name the option, the file and the wait\n{out}"
+            );
+            // The node timeout, and the start of a process on a busy machine.
+            assert!(
+                out.elapsed >= timeout && out.elapsed < timeout + Duration::from_millis(700),
+                "[{sub} {flag}] took {:?}\n{out}",
+                out.elapsed
+            );
+        }
+    }
+    assert!(node.keys().is_empty(), "keys left: {:?}", node.keys());
+}

@@ -145,23 +145,57 @@ fn version(i: usize, f: &Fields, report: &mut Report) {
     if field(f, "server_name") == Some("valkey")
         && let Some(own) = field(f, "valkey_version")
     {
+        let own = crate::log::printable(own);
         report.on(
             i,
             Finding::new("version", Level::Ok, format!("Valkey {own}")),
         );
         return;
     }
-    let parts: Vec<u32> = v.split('.').filter_map(|p| p.parse().ok()).collect();
-    let recent = parts.as_slice() >= [6, 2].as_slice();
+    let shown = crate::log::printable(v);
     report.on(
         i,
-        if recent {
-            Finding::new("version", Level::Ok, format!("Redis {v}"))
-        } else {
-            Finding::new("version", Level::Warn, format!("Redis {v}, older than 6.2"))
-                .advice("redlock-run is made for 6.2 and later: upgrade the server")
+        match at_least(v, [6, 2]) {
+            Some(true) => Finding::new("version", Level::Ok, format!("Redis {shown}")),
+            Some(false) => Finding::new(
+                "version",
+                Level::Warn,
+                format!("Redis {shown}, older than 6.2"),
+            )
+            .advice("redlock-run is made for 6.2 and later: upgrade the server"),
+            None => Finding::new(
+                "version",
+                Level::CannotTell,
+                format!("Redis version \"{shown}\" is not MAJOR.MINOR..."),
+            ),
         },
     );
+}
+
+/// Whether version `v` (`7.0.15`, `6.2.6-rc1`) is `want` or later, its
+/// numbers compared as numbers of any size (`99999999999999999999.1` is
+/// later); None when its first two parts do not start with digits.
+fn at_least(v: &str, want: [u64; 2]) -> Option<bool> {
+    let mut parts = v.split('.');
+    for w in want {
+        // A version without its minor number (`7`) is `7.0`.
+        let part = parts.next().unwrap_or("0");
+        let digits = &part[..part
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(part.len())];
+        if digits.is_empty() {
+            return None;
+        }
+        let digits = digits.trim_start_matches('0');
+        let w = w.to_string();
+        // Decimal digits without leading zeros: longer is larger.
+        match (digits.len(), digits).cmp(&(w.len(), w.as_str())) {
+            std::cmp::Ordering::Greater => return Some(true),
+            std::cmp::Ordering::Less => return Some(false),
+            std::cmp::Ordering::Equal => {}
+        }
+    }
+    Some(true)
 }
 
 fn role(i: usize, f: &Fields, report: &mut Report) {
@@ -325,12 +359,7 @@ fn persistence(
 /// Whether the server has WAITAOF (Redis 7.2; Valkey says a 7.2 version
 /// for Redis clients).
 fn has_waitaof(f: &Fields) -> bool {
-    let v: Vec<u32> = field(f, "redis_version")
-        .unwrap_or("")
-        .split('.')
-        .filter_map(|p| p.parse().ok())
-        .collect();
-    v.as_slice() >= [7, 2].as_slice()
+    field(f, "redis_version").and_then(|v| at_least(v, [7, 2])) == Some(true)
 }
 
 /// The node's TIME against this host's clock, and the nodes' against each
@@ -457,6 +486,33 @@ fn certificates(nodes: &Nodes, up: &[usize], report: &mut Report) {
                     _ => Finding::new("certificate", Level::Ok, says),
                 },
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::at_least;
+
+    #[test]
+    fn versions_compare_as_numbers_of_any_size() {
+        for (v, want) in [
+            ("7.0.15", Some(true)),
+            ("6.2.0", Some(true)),
+            ("6.2", Some(true)),
+            ("6.10.1", Some(true)),
+            ("6.1.9", Some(false)),
+            ("5.0.14", Some(false)),
+            ("10.0.0", Some(true)),
+            ("06.02", Some(true)),
+            ("99999999999999999999.1", Some(true)),
+            ("7.2.4-rc1", Some(true)),
+            ("6", Some(false)),
+            ("7", Some(true)),
+            ("x.y", None),
+            ("", None),
+        ] {
+            assert_eq!(at_least(v, [6, 2]), want, "{v}");
         }
     }
 }

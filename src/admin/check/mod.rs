@@ -13,7 +13,9 @@
 
 mod inspect;
 mod judge;
+mod leftovers;
 mod probe;
+mod waiting;
 
 use std::ffi::OsString;
 

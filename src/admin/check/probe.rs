@@ -2,20 +2,24 @@
 //! own, with the run's options (`--fence`, `--shared`, `--limit`, `--wait`,
 //! `--replicas`, `--once-per`, `--prefix`), on connections of its own, so
 //! that what a node refuses (the commands and keys the ACL does not allow,
-//! replicas that do not acknowledge) is found before a run meets it. Its
-//! keys are removed after.
+//! replicas that do not acknowledge) is found before a run meets it. It
+//! ends as a run does, with a record appended to its own history; with
+//! `--wait` it also tries the queue's commands and SUBSCRIBE (`waiting`).
+//! Its keys are removed after (`leftovers`), and a node where any stays
+//! is unfit.
 
-use std::time::Duration;
-
-use redis::{Cmd, Value};
+use std::time::{Duration, SystemTime};
 
 use super::{Finding, Level, Report};
 use crate::admin::config::AsRun;
 use crate::cli::{Config, Wait};
+use crate::exit::Exit;
+use crate::lock::end::Ending;
 use crate::lock::keys::Keys;
-use crate::lock::node::{NodeError, Nodes, Queue, Request};
-use crate::lock::{Acquired, Extended, Lock, NodeVote, Taking, quorum, record};
+use crate::lock::node::{Nodes, Queue};
+use crate::lock::{Acquired, Extended, Lock, NodeVote, Taking, record};
 use crate::log::{Format, Log};
+use crate::run_record::Record;
 
 /// Takes, extends and releases `name` with the run's options; a finding
 /// per node, and one for all where the round itself says something.
@@ -59,24 +63,7 @@ pub(super) fn run(run: &AsRun, name: &str, nodes: &Nodes, report: &mut Report) {
     };
     let mut window = None;
     match lock.acquire(&queue, &log) {
-        Acquired::Yes(_) => {
-            if let Some(w) = c.once_per {
-                let start = crate::lock::unix_ms() / 1000 / w * w;
-                lock.mark_once(start, Duration::from_secs(w), &log);
-                window = Some(start);
-            }
-            match lock.extend(&log) {
-                Extended::Yes { .. } => {}
-                // The nodes' errors together, each with its node's name.
-                Extended::Failed(why) => report.quorum.push(refused(&why, &c.keys)),
-                Extended::Gone => report.quorum.push(Finding::new(
-                    "probe",
-                    Level::Unfit,
-                    "the probe's lock was gone at its first extension",
-                )),
-            }
-            lock.release(&log);
-        }
+        Acquired::Yes(_) => window = as_a_run(&lock, c, &log, report),
         Acquired::Busy(_) => report.quorum.push(
             Finding::new(
                 "probe",
@@ -92,8 +79,45 @@ pub(super) fn run(run: &AsRun, name: &str, nodes: &Nodes, report: &mut Report) {
         }
         Acquired::Unavailable(_) | Acquired::FenceExhausted => {}
     }
+    if c.wait != Wait::Once && !c.wait_unfair {
+        super::waiting::queue_and_wake_up(nodes, c, lock.token(), report);
+    }
     per_node(&lock, &log, c, report);
-    clean(nodes, &c.keys, c, window);
+    super::leftovers::clean(nodes, &c.keys, c, window, report);
+}
+
+/// The probe's lock, held, used as a run would: its --once-per window
+/// marked (which is returned), one extension, and the end with a record of
+/// its own history.
+fn as_a_run(lock: &Lock, c: &Config, log: &Log, report: &mut Report) -> Option<u64> {
+    let window = c.once_per.map(|w| {
+        let start = crate::lock::unix_ms() / 1000 / w * w;
+        lock.mark_once(start, Duration::from_secs(w), log);
+        start
+    });
+    match lock.extend(log) {
+        Extended::Yes { .. } => {}
+        // The nodes' errors together, each with its node's name.
+        Extended::Failed(why) => report.quorum.push(refused(&why, &c.keys)),
+        Extended::Gone => report.quorum.push(Finding::new(
+            "probe",
+            Level::Unfit,
+            "the probe's lock was gone at its first extension",
+        )),
+    }
+    let record = Record::of_this_run(
+        lock.token(),
+        SystemTime::now(),
+        Duration::ZERO,
+        Exit::Command(0),
+        1,
+        None,
+        c.shared,
+    );
+    for (i, why) in lock.end(Ending::Release, Some(record), log) {
+        report.on(i, unrecorded(&why));
+    }
+    window
 }
 
 /// Each node's part in the probe: what it refused, or that it did all.
@@ -111,12 +135,57 @@ fn per_node(lock: &Lock, log: &Log, c: &Config, report: &mut Report) {
             .iter()
             .any(|f| f.check == "reachable" && f.level == Level::Unfit);
         match failure {
-            None => report.on(i, Finding::new("probe", Level::Ok, done.clone())),
+            None if outcome.refused.is_empty() => {
+                report.on(i, Finding::new("probe", Level::Ok, done.clone()));
+            }
+            None => {}
             // Said already, and why.
             Some(_) if unreachable => {}
             Some(why) => report.on(i, refused(&why, &c.keys)),
         }
+        for step in &outcome.refused {
+            report.on(i, left_behind(step));
+        }
     }
+}
+
+/// A step of the lock's upkeep the node refused (`release: the ACL refuses
+/// DEL`, see `lock::refused`): a run would leave its lock there until its
+/// TTL runs out, and be held up by it.
+fn left_behind(step: &str) -> Finding {
+    let (step, said) = step.split_once(": ").unwrap_or(("", step));
+    let what = match step {
+        "release" => "a run's release would leave its lock on the node until its TTL runs out",
+        "extend" => "a run's extensions would not count here: the quorum loses the node",
+        "unmark" => "a --once-per-success run that fails could not give its window back",
+        _ => "a waiter that gives up would keep its place until it lapses",
+    };
+    let check = if said.starts_with("the ACL refuses") {
+        "acl"
+    } else {
+        "probe"
+    };
+    Finding::new(check, Level::Unfit, format!("{said}: {what}"))
+        .advice("allow what the README's ACL line (under Connecting) lists, for the prefix in use")
+}
+
+/// A node that did not append the probe's record to its history: a run's
+/// history would miss its runs (the lock itself works).
+fn unrecorded(why: &str) -> Finding {
+    let said = match crate::lock::node::refused_command(why) {
+        Some(command) => format!("the ACL refuses {command}"),
+        None => why.to_string(),
+    };
+    Finding::new(
+        if crate::lock::node::denied(why) {
+            "acl"
+        } else {
+            "probe"
+        },
+        Level::Warn,
+        format!("{said}: runs are not recorded in the history"),
+    )
+    .advice("allow +lpush +ltrim +lindex +lrange for `history`, or do without it")
 }
 
 /// "took, extended and released a lock (--fence, --replicas 1)".
@@ -159,7 +228,7 @@ fn refused(why: &str, keys: &Keys) -> Finding {
         return Finding::new("probe", Level::Unfit, format!("the probe failed: {why}"));
     }
     let lock = crate::lock::keys::show(keys.lock());
-    let what = denied_what(why).unwrap_or_else(|| {
+    let what = crate::lock::node::refused_command(why).unwrap_or_else(|| {
         if why.contains("key") {
             format!("a key of the lock (its patterns must cover {lock} and {{{lock}}}:*)")
         } else if why.contains("channel") {
@@ -182,82 +251,13 @@ fn refused(why: &str, keys: &Keys) -> Finding {
     .advice("allow what the README's ACL line (under Connecting) lists, for the prefix in use")
 }
 
-/// The command a NOPERM error names: `'eval' command`, or a script's
-/// `PEXPIRE: ...` (Redis before 7.2 words a refusal inside a script so).
-fn denied_what(why: &str) -> Option<String> {
-    if let Some(end) = why.find("' command") {
-        let start = why[..end].rfind('\'')? + 1;
-        return Some(why[start..end].to_ascii_uppercase());
-    }
-    let detail = why.split("ACL denies this user: ").nth(1)?;
-    let (word, _) = detail.split_once(':')?;
-    (!word.is_empty() && word.bytes().all(|b| b.is_ascii_uppercase() || b == b'|'))
-        .then(|| word.to_string())
-}
-
-/// DEL of the probe's keys: the name is check's own.
-struct Remove {
-    keys: Vec<Vec<u8>>,
-}
-
-impl Request for Remove {
-    type Answer = ();
-
-    fn command(&self, _: usize) -> Option<Cmd> {
-        let mut cmd = redis::cmd("DEL");
-        for k in &self.keys {
-            cmd.arg(k);
-        }
-        Some(cmd)
-    }
-
-    fn key(&self) -> &[u8] {
-        self.keys.first().map_or(b"", Vec::as_slice)
-    }
-
-    fn decode(&self, _: usize, _: Value, _: &str) -> Result<(), NodeError> {
-        Ok(())
-    }
-}
-
-/// Removes every key the probe may have made, on every node.
-fn clean(nodes: &Nodes, keys: &Keys, c: &Config, window: Option<u64>) {
-    let mut all = vec![
-        keys.lock().to_vec(),
-        keys.holder(None),
-        keys.fence(),
-        keys.legacy_fence(),
-        keys.slots(),
-        keys.readers(),
-        keys.reader_records(),
-        keys.queue(),
-        keys.waiters(),
-        keys.history(),
-    ];
-    if let Taking::Slot(n) = c.taking() {
-        for i in 0..n {
-            all.push(keys.slot(i));
-            all.push(keys.holder(Some(i)));
-        }
-    }
-    all.extend(window.map(|w| keys.once(w)));
-    let which: Vec<usize> = (0..nodes.len()).collect();
-    quorum::on_each(
-        nodes,
-        &which,
-        Remove { keys: all },
-        crate::admin::limit(nodes),
-    );
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn the_refused_command_is_named() {
+        use crate::lock::node::refused_command;
         assert_eq!(
-            denied_what(
+            refused_command(
                 "n: the server's ACL denies this user: this user has no permissions to run the \
                  'eval' command; see"
             )
@@ -265,7 +265,7 @@ mod tests {
             Some("EVAL")
         );
         assert_eq!(
-            denied_what(
+            refused_command(
                 "n: the server's ACL denies this user: PEXPIRE: ERR The user executing the script \
                  can't run this command"
             )
@@ -273,7 +273,7 @@ mod tests {
             Some("PEXPIRE")
         );
         assert_eq!(
-            denied_what("n: the server's ACL denies this user: no permissions to access a key"),
+            refused_command("n: the server's ACL denies this user: no permissions to access a key"),
             None
         );
     }

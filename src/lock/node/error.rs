@@ -229,10 +229,25 @@ pub(super) fn broken(
             (Kind::Unreachable, "connection refused".to_string())
         }
         Broken::Connect(_, e) => (Kind::Unreachable, format!("cannot connect: {e}")),
-        Broken::Tls(e) if e.contains("InvalidContentType") || e.contains("corrupt message") => (
+        // A certificate chain past what rustls reads (64 KiB) is no sign of
+        // a port without TLS: say what it is.
+        Broken::Tls(e) if e.contains("TooLarge") => (
             Kind::Refused,
-            "does not speak TLS (a redis:// port, or another service on that port?)".to_string(),
+            format!(
+                "TLS handshake failed: the server sent more than a TLS client reads in one \
+                 handshake message (64 KiB; {e}): its certificate file holds too much (a whole \
+                 CA bundle?); give it the server's certificate and its intermediates only"
+            ),
         ),
+        Broken::Tls(e)
+            if e.contains("InvalidContentType") || e.contains("UnknownProtocolVersion") =>
+        {
+            (
+                Kind::Refused,
+                "does not speak TLS (a redis:// port, or another service on that port?)"
+                    .to_string(),
+            )
+        }
         Broken::Tls(e) => (
             Kind::Refused,
             format!("TLS handshake failed: {e} {TLS_HINT}"),
@@ -306,9 +321,55 @@ fn refused_setup(name: &str, steps: &[Step], replies: &[Value], why: &str) -> No
     NodeError::new(Kind::Refused, format!("{name}: {what}"), false)
 }
 
-/// An error reply from the server to a request.
+/// An error reply from the server to a request. Some say the request was
+/// not run at all, so nothing of it can have been applied: an ACL that
+/// refuses the command itself or the keys it names (a refusal inside a
+/// script, which may follow writes, says `script`), a redirect, a replica, a
+/// cluster or server not ready, a missing password.
 pub(super) fn server_error(name: &str, e: &redis::ServerError) -> NodeError {
-    NodeError::new(Kind::Server, format!("{name}: {}", server_text(e)), true)
+    let not_run = match e.code() {
+        "NOPERM" => !e.details().unwrap_or("").contains("script"),
+        code => matches!(
+            code,
+            "MOVED"
+                | "ASK"
+                | "READONLY"
+                | "CROSSSLOT"
+                | "CLUSTERDOWN"
+                | "TRYAGAIN"
+                | "LOADING"
+                | "MASTERDOWN"
+                | "NOAUTH"
+                | "WRONGPASS"
+        ),
+    };
+    NodeError::new(
+        Kind::Server,
+        format!("{name}: {}", server_text(e)),
+        !not_run,
+    )
+}
+
+/// An error reply from a node given as a Cluster (`redis+cluster://`): a
+/// redirect it still answered once the request had been sent on as often as
+/// it may be, in words about the cluster (the advice for a plain URL, to
+/// give it as a Cluster, is no advice here).
+pub(super) fn cluster_error(name: &str, e: &redis::ServerError) -> NodeError {
+    let text = one_line(&format!("{} {}", e.code(), e.details().unwrap_or("")));
+    let hint = match e.code() {
+        "MOVED" | "ASK" => {
+            "(the cluster kept sending the request elsewhere: its slot map is changing, a \
+             resharding or failover under way, or its nodes disagree about who serves the lock's \
+             slot; see CLUSTER NODES)"
+        }
+        "CLUSTERDOWN" => "(the cluster is down: see CLUSTER INFO)",
+        _ => return server_error(name, e),
+    };
+    NodeError::new(
+        Kind::Server,
+        format!("{name}: {} {hint}", text.trim_end()),
+        true,
+    )
 }
 
 /// An error reply in our words, with the fix where there is one.
@@ -329,11 +390,11 @@ fn server_text(e: &redis::ServerError) -> String {
 /// An error a script caught with pcall and answered as text, `<COMMAND>:
 /// <error>`. Redis words a command its ACL denies inside a script
 /// `NOPERM ...` from 7.2 on, and `ERR The user executing the script can't run
-/// this command or subcommand` before.
+/// this command or subcommand` before; Valkey `ERR ACL failure in script`.
 pub(super) fn script_error(name: &str, text: &str) -> NodeError {
     let what = if text.contains("NOAUTH") || unauthenticated(text) {
         needs_password()
-    } else if text.contains("NOPERM") || text.contains("can't run this command") {
+    } else if super::inquiry::refused_by_acl(text) {
         permission_denied(text)
     } else {
         one_line(text)
@@ -496,6 +557,29 @@ mod tests {
         let refused = error("-WRONGPASS invalid username-password pair or user is disabled.\r\n");
         let msg = server_error("n", &refused).to_string();
         assert!(msg.contains("authentication failed"), "{msg}");
+    }
+
+    #[test]
+    fn a_command_refused_before_it_ran_was_not_applied() {
+        let outright = error("-NOPERM this user has no permissions to run the 'eval' command\r\n");
+        assert!(!server_error("n", &outright).maybe_applied());
+        let keys = error("-NOPERM No permissions to access a key\r\n");
+        assert!(!server_error("n", &keys).maybe_applied());
+        // Inside a script, after what the script wrote before it.
+        let inside = error(
+            "-NOPERM User u has no permissions to run the 'del' command script: abc, on \
+             @user_script:3.\r\n",
+        );
+        assert!(server_error("n", &inside).maybe_applied());
+        let old = error(
+            "-ERR The user executing the script can't run this command or subcommand script: \
+             abc, on @user_script:3.\r\n",
+        );
+        assert!(server_error("n", &old).maybe_applied());
+        let moved = error("-MOVED 11313 127.0.0.1:7001\r\n");
+        assert!(!server_error("n", &moved).maybe_applied());
+        let oom = error("-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+        assert!(server_error("n", &oom).maybe_applied());
     }
 
     #[test]

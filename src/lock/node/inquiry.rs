@@ -111,6 +111,29 @@ pub fn denied(text: &str) -> bool {
     text.contains("ACL denies")
 }
 
+/// Whether a server's own words (a script's step, as `scripts` answers it)
+/// say its ACL refused the step: `NOPERM ...` (Redis 7.2 on), `... can't run
+/// this command ...` (before), `ACL failure in script` (Valkey).
+pub fn refused_by_acl(text: &str) -> bool {
+    text.contains("NOPERM")
+        || text.contains("can't run this command")
+        || text.contains("ACL failure")
+}
+
+/// The command an ACL refusal names: `'eval' command`, or a script's
+/// `DEL: ...` (Redis before 7.2 words a refusal inside a script without the
+/// command's name, so the scripts name it).
+pub fn refused_command(why: &str) -> Option<String> {
+    if let Some(end) = why.find("' command") {
+        let start = why[..end].rfind('\'')? + 1;
+        return Some(why[start..end].to_ascii_uppercase());
+    }
+    let detail = why.split("ACL denies this user: ").nth(1)?;
+    let (word, _) = detail.split_once(':')?;
+    (!word.is_empty() && word.bytes().all(|b| b.is_ascii_uppercase() || b == b'|'))
+        .then(|| word.to_string())
+}
+
 /// `PING`: whether the node answers and lets us in, and how fast.
 pub struct Ping {
     pub near: Vec<u8>,

@@ -54,7 +54,7 @@ use place::same_server;
 pub use requests::*;
 pub(crate) use scripts::RECORD_CAP;
 pub use server::Server;
-pub use url::{push_masked_authority, redact};
+pub use url::{check_list, push_masked_authority, redact};
 
 pub(crate) use state::{Answered, Req, State};
 use topology::{Names, Topology};
@@ -420,6 +420,11 @@ impl Node {
         }
     }
 
+    /// Whether it answered without an error after it last failed.
+    pub fn recovered(&self) -> bool {
+        self.state().health.recovered
+    }
+
     /// `request` for node `index` as the node sends it: its command, and
     /// with `--replicas` a WAIT once a write is answered (see `Req::wait`).
     /// None when it asks nothing here.
@@ -468,7 +473,10 @@ impl Node {
             server,
         } = raw?;
         if let redis::Value::ServerError(e) = &reply {
-            return Err(error::server_error(&self.name, e));
+            return Err(match self.topology {
+                Topology::Cluster { .. } => error::cluster_error(&self.name, e),
+                _ => error::server_error(&self.name, e),
+            });
         }
         let wrote = request.wrote(index, &reply);
         let answer = request.decode(index, reply, &self.name)?;
@@ -626,7 +634,8 @@ impl Pace {
     pub(crate) fn note<T>(&self, result: &Result<T, NodeError>, latency: Duration) {
         let answered = match result {
             Ok(_) => true,
-            Err(e) => !e.is_timeout() && e.maybe_applied(),
+            // An error the server answered is an answer, applied or not.
+            Err(e) => !e.is_timeout() && (e.maybe_applied() || e.kind() == Kind::Server),
         };
         if answered {
             let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX - 1);

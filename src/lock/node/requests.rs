@@ -85,12 +85,23 @@ fn eval(script: &str, keys: &[&[u8]]) -> Cmd {
     cmd
 }
 
-/// An integer reply among `ok`, or unexpected.
+/// An integer reply among `ok`, or unexpected; a script's `COMMAND: error`
+/// (a step the node refused, see `scripts`) is that error.
 fn int(v: &Value, what: &str, name: &str) -> Result<i64, NodeError> {
     match v {
         Value::Int(n) => Ok(*n),
+        Value::BulkString(b) if names_a_step(b) => {
+            Err(error::script_error(name, &String::from_utf8_lossy(b)))
+        }
         other => Err(error::unexpected(name, what, other)),
     }
+}
+
+/// `DEL: ...`, `PEXPIRE: ...`: a script's word for a step the node refused.
+fn names_a_step(text: &[u8]) -> bool {
+    text.iter()
+        .position(|&b| b == b':')
+        .is_some_and(|i| i > 0 && text[..i].iter().all(|b| b.is_ascii_uppercase()))
 }
 
 /// Takes `key_set.lock` for `token` (see ACQUIRE): with the holder record in

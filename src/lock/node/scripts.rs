@@ -494,7 +494,8 @@ return {1}";
 
 /// Extends only our own lock (its record, and with --limit our entry among
 /// the slot holders, KEYS[3], ARGV[3]); never re-creates one (see
-/// `retake`). 1 extended, -1 no key here, 0 another token.
+/// `retake`). 1 extended, -1 no key here, 0 another token; a PEXPIRE the
+/// node refuses is answered `PEXPIRE: <error>`.
 pub(super) const EXTEND: &str = concat!(
     queue_lua!(),
     slots_lua!(),
@@ -505,7 +506,10 @@ if v == ARGV[1] then
   if ARGV[3] ~= '' then
     hold_slot(KEYS[3], ARGV[3], tonumber(ARGV[2]), now_ms())
   end
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local e = redis.pcall('PEXPIRE', KEYS[1], ARGV[2])
+  if type(e) == 'table' and e.err then
+    return 'PEXPIRE: ' .. e.err
+  end
   return 1
 elseif v == false then
   return -1
@@ -575,14 +579,19 @@ return 1"
 
 // RELEASE's text, also inside RELEASE_RECORDING (after queue_lua!). The
 // wrapper names the slot holders' set and our entry there (`slots_key`,
-// `member`; an empty member without --limit).
+// `member`; an empty member without --limit). A DEL the node refuses (an
+// ACL without it) is answered as `DEL: <error>`, naming the command, which
+// Redis before 7.2 does not in a script's error.
 macro_rules! release {
     () => {
         "\
 local v = redis.call('GET', KEYS[1])
 local r = 0
 if v == ARGV[1] then
-  redis.call('DEL', KEYS[1], KEYS[2])
+  local d = redis.pcall('DEL', KEYS[1], KEYS[2])
+  if type(d) == 'table' and d.err then
+    return 'DEL: ' .. d.err
+  end
   r = 1
 elseif v == false then
   r = -1
@@ -771,10 +780,15 @@ end
 return -1"
 );
 
-/// Deletes a key only while it holds our token (undoing a --once-per marker).
+/// Deletes a key only while it holds our token (undoing a --once-per
+/// marker); a DEL the node refuses is answered `DEL: <error>`.
 pub(super) const DROP: &str = "\
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  local d = redis.pcall('DEL', KEYS[1])
+  if type(d) == 'table' and d.err then
+    return 'DEL: ' .. d.err
+  end
+  return d
 end
 return 0";
 

@@ -155,18 +155,24 @@ pub(super) struct Health {
     /// A vote of its did not count: it sat out its restart grace (see
     /// `Node::uncounted`). Not a failure of the node's.
     pub(super) sat_out: Option<String>,
+    /// It answered without an error after its last failure.
+    pub(super) recovered: bool,
 }
 
 impl Health {
     fn note<T>(&mut self, result: &Result<T, NodeError>) {
         match result {
-            Ok(_) => self.answered = true,
+            Ok(_) => {
+                self.answered = true;
+                self.recovered = self.first_error.is_some();
+            }
             // This run's own doing: nothing about the node.
             Err(e) if e.kind() == Kind::Withdrawn => {}
             Err(e) if e.kind() == Kind::Restarted => {
                 self.sat_out.get_or_insert_with(|| e.to_string());
             }
             Err(e) => {
+                self.recovered = false;
                 self.timed_out |= e.is_timeout();
                 if self.first_error.is_none() {
                     self.first_error = Some(e.to_string());

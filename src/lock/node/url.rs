@@ -52,6 +52,28 @@ const FORMS: &str = "expected redis://HOST[:PORT][/DB], rediss://..., unix:///PA
                      redis+cluster://HOST[:PORT][,HOST[:PORT]...] or \
                      redis+sentinel://HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]";
 
+/// What is wrong with the URLs of one `--redis` value (a comma-separated
+/// list, where a piece without a scheme continues the URL before it: a
+/// Cluster's seeds, a Sentinel group's sentinels), if anything: the line a
+/// run would give for the first that does not parse, found before any node
+/// is tried (the configuration file names its line with it).
+pub fn check_list(value: &str) -> Result<(), String> {
+    let mut urls: Vec<String> = Vec::new();
+    for piece in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match urls.last_mut() {
+            Some(last) if !piece.contains("://") => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => urls.push(piece.to_string()),
+        }
+    }
+    for url in &urls {
+        parse(url, &redact(url)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// Parses `url`; errors name it as `name` (redacted).
 pub fn parse(url: &str, name: &str) -> Result<Spec, BadNode> {
     let bad = |why: &str| BadNode::url(name, why);

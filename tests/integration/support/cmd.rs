@@ -124,15 +124,25 @@ pub fn child_rules(command: &mut Command, own_group: bool) {
 pub const GRACE_ENV: &str = "REDLOCK_RESTART_GRACE";
 
 /// An empty configuration file (no settings), made once per test binary
-/// in cargo's scratch directory for integration tests.
+/// in cargo's scratch directory for integration tests, or, when a
+/// directory on that path is one redlock-run would not trust (a checkout
+/// under a umask of 002), under the temporary directory.
 pub fn empty_config() -> &'static Path {
     static EMPTY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     EMPTY.get_or_init(|| {
         use std::os::unix::fs::PermissionsExt;
         // A directory of its own, 0755 whatever the umask: redlock-run
-        // refuses a file in a directory others may write; readable by all,
-        // for the tests that run redlock-run as another user (setpriv).
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-config");
+        // refuses a file with a directory others may write anywhere on its
+        // path; readable by all, for the tests that run redlock-run as
+        // another user (setpriv).
+        let scratch = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let dir = if trusted(scratch) {
+            scratch.join("no-config")
+        } else {
+            // SAFETY: getuid cannot fail.
+            let uid = unsafe { libc::getuid() };
+            std::env::temp_dir().join(format!("redlock-run-no-config-{uid}"))
+        };
         let path = dir.join("empty.toml");
         let made = std::fs::create_dir_all(&dir)
             .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)))
@@ -140,6 +150,24 @@ pub fn empty_config() -> &'static Path {
             .and_then(|()| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)));
         made.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         path
+    })
+}
+
+/// Whether every directory from `/` to `dir` passes redlock-run's rule for
+/// a configuration file's path: writable by its owner alone (or sticky),
+/// owned by root or this user.
+fn trusted(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let Ok(dir) = dir.canonicalize() else {
+        return false;
+    };
+    dir.ancestors().all(|d| {
+        std::fs::metadata(d).is_ok_and(|m| {
+            let mode = m.mode();
+            (m.uid() == 0 || m.uid() == me) && (mode & 0o022 == 0 || mode & 0o1000 != 0)
+        })
     })
 }
 

@@ -31,6 +31,14 @@ pub enum Script {
     /// Answers the first request with an array of 300 bulk strings of a
     /// megabyte each (a holder record no real one is like), all of it.
     HugeRecord,
+    /// Answers every INFO with this text (a server that reports what no
+    /// real one does, such as its version), PING with PONG, and every
+    /// other request with an error.
+    Info(&'static str),
+    /// A Cluster's seed stuck in a redirect loop: CLUSTER SLOTS says it
+    /// serves every slot, and every other request is answered MOVED to
+    /// itself.
+    MovedLoop,
 }
 
 pub struct FakeServer {
@@ -119,11 +127,18 @@ fn serve(mut stream: TcpStream, script: Script, stop: &AtomicBool, requests: &At
             Err(_) => return,
         }
         while let Some(len) = whole_request(&buf) {
-            buf.drain(..len);
             requests.fetch_add(1, Ordering::SeqCst);
+            if let Some(reply) = answer_each(script, &buf[..len], &stream) {
+                if stream.write_all(&reply).is_err() {
+                    return;
+                }
+                buf.drain(..len);
+                continue;
+            }
+            buf.drain(..len);
             answered += 1;
             if answered > 1 {
-                // Every script answers the first request only.
+                // The other scripts answer the first request only.
                 continue;
             }
             let done = match script {
@@ -147,12 +162,72 @@ fn serve(mut stream: TcpStream, script: Script, stop: &AtomicBool, requests: &At
                     }
                     failed
                 }
+                Script::Info(_) | Script::MovedLoop => true,
             };
             if done {
                 return;
             }
         }
     }
+}
+
+/// The answer of the scripts that answer every request (`request` is a
+/// whole one), or None for the others.
+fn answer_each(script: Script, request: &[u8], stream: &TcpStream) -> Option<Vec<u8>> {
+    let words = words_of(request);
+    let first = words
+        .first()
+        .map(|w| w.to_ascii_uppercase())
+        .unwrap_or_default();
+    let bulk = |text: &[u8]| {
+        let mut out = format!("${}\r\n", text.len()).into_bytes();
+        out.extend_from_slice(text);
+        out.extend_from_slice(b"\r\n");
+        out
+    };
+    match script {
+        Script::Info(text) => Some(match first.as_slice() {
+            b"INFO" => bulk(text.as_bytes()),
+            b"PING" => b"+PONG\r\n".to_vec(),
+            _ => b"-ERR unknown command\r\n".to_vec(),
+        }),
+        Script::MovedLoop => {
+            let port = stream.local_addr().ok()?.port();
+            let second = words.get(1).map(|w| w.to_ascii_uppercase());
+            Some(match (first.as_slice(), second.as_deref()) {
+                (b"CLUSTER", Some(b"SLOTS")) => {
+                    let mut out = b"*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n".to_vec();
+                    out.extend(bulk(b"127.0.0.1"));
+                    out.extend(format!(":{port}\r\n").into_bytes());
+                    out.extend(bulk(b"fake-node-id"));
+                    out
+                }
+                (b"PING", _) => b"+PONG\r\n".to_vec(),
+                _ => format!("-MOVED 1234 127.0.0.1:{port}\r\n").into_bytes(),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The words (bulk strings) of a whole request.
+fn words_of(request: &[u8]) -> Vec<Vec<u8>> {
+    let mut words = Vec::new();
+    let mut rest = request;
+    while let Some(end) = rest.windows(2).position(|w| w == b"\r\n") {
+        let head = &rest[..end];
+        rest = &rest[end + 2..];
+        if let Some(len) = head
+            .strip_prefix(b"$")
+            .and_then(|n| std::str::from_utf8(n).ok())
+            .and_then(|n| n.parse::<usize>().ok())
+        {
+            let Some(word) = rest.get(..len) else { break };
+            words.push(word.to_vec());
+            rest = rest.get(len + 2..).unwrap_or_default();
+        }
+    }
+    words
 }
 
 /// Writes `head`, then `unit` over and over until the client goes or the
