@@ -61,6 +61,8 @@ struct Late<T> {
     heard: Vec<Reply<T>>,
     decode: Decode<T>,
     start: Instant,
+    /// A failure a reply means counts in the node's part (see `read`).
+    note: bool,
 }
 
 /// Sends `request` to the nodes listed in `which` at once and takes their
@@ -79,6 +81,7 @@ where
     U: FnMut(&[Reply<R::Answer>]) -> Option<Instant>,
 {
     let start = Instant::now();
+    let upkeep = request.upkeep();
     let request = Arc::new(request);
     let decode: Decode<R::Answer> = {
         let r = Arc::clone(&request);
@@ -108,7 +111,7 @@ where
                 k += 1;
                 continue;
             };
-            let (result, server) = read(&nodes[i], state, i, raw, &decode);
+            let (result, server) = read(&nodes[i], state, i, raw, &decode, !upkeep);
             let reply = answered(nodes, i, result, start, server);
             pending.swap_remove(k);
             match stop {
@@ -145,21 +148,23 @@ where
         heard,
         decode,
         start,
+        note: !upkeep,
     };
     (replies, late)
 }
 
 /// Node `i`'s answer from its raw replies, and a digest of the server that
-/// gave it (see `Lock::same_voter`). A failure the reply meant counts in the
-/// node's part of the run (see `State::note_failure`).
+/// gave it (see `Lock::same_voter`). With `note`, a failure the reply meant
+/// counts in the node's part of the run (see `State::note_failure`).
 fn read<T>(
     node: &Node,
     state: &mut node::State,
     i: usize,
     raw: Result<node::Answered, NodeError>,
     decode: &Decode<T>,
+    note: bool,
 ) -> (Result<T, NodeError>, Option<u64>) {
-    let answered = raw.is_ok();
+    let answered = raw.is_ok() && note;
     let server = raw
         .as_ref()
         .ok()
@@ -272,7 +277,8 @@ impl<T> Round<T> {
             state.progress(&nodes[i], now);
             match state.take(ticket) {
                 Some(raw) => {
-                    let (result, server) = read(&nodes[i], &mut state, i, raw, &late.decode);
+                    let (result, server) =
+                        read(&nodes[i], &mut state, i, raw, &late.decode, late.note);
                     drop(state);
                     self.replies
                         .push(answered(nodes, i, result, late.start, server));

@@ -281,7 +281,7 @@ fn the_readme_acl_line_passes_check() {
     let nodes: Vec<RedisNode> = (0..3).map(|_| RedisNode::start_with(PERSISTENT)).collect();
     let urls: Vec<String> = nodes
         .iter()
-        .map(|n| crate::connect::readme_acl_user(n, "locker", &[]))
+        .map(|n| readme_acl_user(n, "locker", &[]))
         .collect();
     for extra in [
         &[][..],
@@ -301,7 +301,7 @@ fn the_readme_acl_line_passes_check() {
 #[test]
 fn an_acl_without_del_is_unfit_and_the_probe_leaves_no_key() {
     let node = RedisNode::start_with(PERSISTENT);
-    let url = crate::connect::readme_acl_user(&node, "nodel", &["+del"]);
+    let url = readme_acl_user(&node, "nodel", &["+del"]);
     let out = check(&url).arg("--fence").expect_code(69);
     let shown = format!("redis://nodel:***@127.0.0.1:{}", node.port());
     let lines = section(&out, &shown);
@@ -337,7 +337,7 @@ fn check_names_what_waiters_and_the_history_would_miss() {
         ),
         ("nolpush", &["+lpush"][..], &[][..], "the ACL refuses LPUSH"),
     ] {
-        let url = crate::connect::readme_acl_user(&node, name, without);
+        let url = readme_acl_user(&node, name, without);
         let out = check(&url).args(extra).expect_code(1);
         let shown = format!("redis://{name}:***@127.0.0.1:{}", node.port());
         assert!(

@@ -758,38 +758,6 @@ fn acl_user_without_the_queue_commands_still_waits_and_runs() {
     );
 }
 
-/// The README's least-privilege ACL line, its rules after the password.
-pub(crate) fn readme_acl_rules() -> Vec<String> {
-    let readme = include_str!("../../README.md");
-    let line = readme
-        .lines()
-        .find(|l| {
-            l.trim_start()
-                .starts_with("ACL SETUSER locker on >PASSWORD ")
-        })
-        .expect("the README's ACL line");
-    line.split_whitespace().skip(5).map(String::from).collect()
-}
-
-/// A user `name` (password `<name>-pw`) made by the README's ACL line but
-/// for the rules in `without`, on `node`; the URL that logs in as it.
-pub(crate) fn readme_acl_user(node: &RedisNode, name: &str, without: &[&str]) -> String {
-    let mut cmd = redis::cmd("ACL");
-    cmd.arg("SETUSER")
-        .arg(name)
-        .arg("reset")
-        .arg("on")
-        .arg(format!(">{name}-pw"));
-    for rule in readme_acl_rules() {
-        if !without.contains(&rule.as_str()) {
-            cmd.arg(rule);
-        }
-    }
-    let reply: String = node.cmd(&cmd);
-    assert_eq!(reply, "OK", "ACL SETUSER {name}");
-    format!("redis://{name}:{name}-pw@127.0.0.1:{}", node.port())
-}
-
 /// The warning lines of a run's stderr.
 fn warnings(out: &crate::support::RunOutput) -> Vec<&str> {
     out.stderr_lines()
@@ -807,7 +775,7 @@ fn warnings(out: &crate::support::RunOutput) -> Vec<&str> {
 fn a_release_the_acl_refuses_is_said_counted_and_recorded() {
     let node = RedisNode::start();
     let dir = tempdir();
-    let url = readme_acl_user(&node, "nodel", &["+del"]);
+    let url = crate::support::readme_acl_user(&node, "nodel", &["+del"]);
     let (report, metrics) = (dir.join("report.json"), dir.join("cron.prom"));
     let out = base(&url, "nd", &dir)
         .arg("--report")
@@ -864,9 +832,9 @@ fn a_failed_attempt_leaves_nothing_where_it_was_granted() {
     let cluster = Cluster::new(3);
     let dir = tempdir();
     let noeval: Vec<String> = (1..3)
-        .map(|i| readme_acl_user(&cluster[i], "noeval", &["+eval"]))
+        .map(|i| crate::support::readme_acl_user(&cluster[i], "noeval", &["+eval"]))
         .collect();
-    let granting = readme_acl_user(&cluster[0], "locker", &[]);
+    let granting = crate::support::readme_acl_user(&cluster[0], "locker", &[]);
     let urls = format!("{granting},{},{}", noeval[0], noeval[1]);
     let out = base(&urls, "fa", &dir)
         .args(["-c", "touch ran"])
@@ -882,7 +850,7 @@ fn a_failed_attempt_leaves_nothing_where_it_was_granted() {
     }
     assert!(warnings(&out).is_empty(), "nothing stays\n{out}");
 
-    let nodel = readme_acl_user(&cluster[0], "nodel", &["+del"]);
+    let nodel = crate::support::readme_acl_user(&cluster[0], "nodel", &["+del"]);
     let urls = format!("{nodel},{},{}", noeval[0], noeval[1]);
     let out = base(&urls, "fb", &dir)
         .args(["-c", "touch ran"])
@@ -903,7 +871,7 @@ fn a_failed_attempt_leaves_nothing_where_it_was_granted() {
 fn an_extension_a_node_refuses_is_said_once() {
     let cluster = Cluster::new(3);
     let dir = tempdir();
-    let nopx = readme_acl_user(&cluster[2], "nopx", &["+pexpire"]);
+    let nopx = crate::support::readme_acl_user(&cluster[2], "nopx", &["+pexpire"]);
     let urls = format!("{},{},{nopx}", cluster[0].url(), cluster[1].url());
     // A heartbeat every 300 ms: five or so extensions.
     let out = base(&urls, "ext", &dir)

@@ -652,15 +652,10 @@ fn forget_and_status_keys_through_a_sentinel_group() {
 fn the_readmes_acl_user_can_list_and_forget() {
     let node = RedisNode::start();
     let dir = tempdir();
-    let readme = include_str!("../../README.md");
-    let line = readme
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("ACL SETUSER "))
-        .expect("the README's ACL line");
     let mut cmd = redis::cmd("ACL");
-    cmd.arg("SETUSER");
-    for word in line.split_whitespace() {
-        cmd.arg(word.replace("PASSWORD", "locker-pw"));
+    cmd.arg("SETUSER").arg("locker").arg("on").arg(">locker-pw");
+    for rule in crate::support::readme_acl_rules() {
+        cmd.arg(rule);
     }
     cmd.arg("+scan").arg("+type");
     let reply: String = node.cmd(&cmd);

@@ -294,33 +294,16 @@ fn durable_refuses_a_node_without_appendonly() {
 fn the_readmes_acl_user_lets_a_run_read_the_uptime() {
     let node = RedisNode::start();
     let dir = tempdir();
-    let readme = include_str!("../../README.md");
-    let line = readme
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("ACL SETUSER "))
-        .expect("the README's ACL line");
-    assert!(line.contains("+info"), "{line}");
-    let set = |user: &str, drop: Option<&str>| {
-        let mut cmd = redis::cmd("ACL");
-        cmd.arg("SETUSER").arg(user);
-        for word in line.split_whitespace().skip(1) {
-            if Some(word) != drop {
-                cmd.arg(word.replace("PASSWORD", "pw"));
-            }
-        }
-        let reply: String = node.cmd(&cmd);
-        assert_eq!(reply, "OK");
-    };
-    set("locker", None);
-    set("noinfo", Some("+info"));
+    assert!(readme_acl_rules().iter().any(|r| r == "+info"));
+    let locker = readme_acl_user(&node, "locker", &[]);
+    let noinfo = readme_acl_user(&node, "noinfo", &["+info"]);
     come_of_age(&[&node], Duration::from_secs(2));
-    let url = |user: &str| format!("redis://{user}:pw@127.0.0.1:{}", node.port());
-    let out = base(&url("locker"), "acl", &dir)
+    let out = base(&locker, "acl", &dir)
         .env_remove(GRACE_ENV)
         .args(["-t", "2s", "--", "true"])
         .expect_code(0);
     assert_eq!(out.stderr, "", "{out}");
-    let out = base(&url("noinfo"), "acl", &dir)
+    let out = base(&noinfo, "acl", &dir)
         .env_remove(GRACE_ENV)
         .args(["-t", "2s", "--", "true"])
         .expect_code(75);

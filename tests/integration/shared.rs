@@ -482,19 +482,7 @@ fn readers_and_writers_through_a_sentinel_group() {
 fn the_readmes_acl_user_can_read_and_write() {
     let node = crate::support::RedisNode::start();
     let dir = tempdir();
-    let readme = include_str!("../../README.md");
-    let line = readme
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("ACL SETUSER "))
-        .expect("the README's ACL line");
-    let mut cmd = redis::cmd("ACL");
-    cmd.arg("SETUSER");
-    for word in line.split_whitespace() {
-        cmd.arg(word.replace("PASSWORD", "locker-pw"));
-    }
-    let reply: String = node.cmd(&cmd);
-    assert_eq!(reply, "OK");
-    let url = format!("redis://locker:locker-pw@127.0.0.1:{}", node.port());
+    let url = crate::support::readme_acl_user(&node, "locker", &[]);
     let reader = holding(&url, "acl", &dir, &["--shared", "--wait", "5s"], "reader");
     let out = base(&url, "acl", &dir)
         .args(["-c", "touch writer-ran"])

@@ -68,6 +68,13 @@ pub trait Request: Send + Sync {
         false
     }
 
+    /// Whether it keeps the lock up (an extension, a release, an undo, a
+    /// clean-up): a refusal of it is said as one (see `lock::refused`), not
+    /// among the node's failures as well.
+    fn upkeep(&self) -> bool {
+        false
+    }
+
     /// The write landed but does not count (too few replicas acknowledged
     /// it, or the node may forget it): by default it fails, and the node
     /// does not count.
@@ -314,6 +321,10 @@ pub struct Extend {
 impl Request for Extend {
     type Answer = Extension;
 
+    fn upkeep(&self) -> bool {
+        true
+    }
+
     fn command(&self, _: usize) -> Option<Cmd> {
         let b = &self.key_set;
         let mut cmd;
@@ -436,6 +447,10 @@ pub struct Release {
 impl Request for Release {
     type Answer = Released;
 
+    fn upkeep(&self) -> bool {
+        true
+    }
+
     fn last_word(&self) -> bool {
         true
     }
@@ -543,6 +558,10 @@ pub struct Hold {
 impl Request for Hold {
     type Answer = Answer;
 
+    fn upkeep(&self) -> bool {
+        true
+    }
+
     fn last_word(&self) -> bool {
         true
     }
@@ -647,6 +666,10 @@ impl EndRun {
 
 impl Request for EndRun {
     type Answer = Ended;
+
+    fn upkeep(&self) -> bool {
+        true
+    }
 
     fn last_word(&self) -> bool {
         true
@@ -799,6 +822,10 @@ pub struct Leave {
 impl Request for Leave {
     type Answer = ();
 
+    fn upkeep(&self) -> bool {
+        true
+    }
+
     fn last_word(&self) -> bool {
         self.wake
     }
@@ -858,6 +885,10 @@ pub struct DropOurs {
 
 impl Request for DropOurs {
     type Answer = bool;
+
+    fn upkeep(&self) -> bool {
+        true
+    }
 
     fn last_word(&self) -> bool {
         true

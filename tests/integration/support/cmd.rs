@@ -514,36 +514,6 @@ impl Running {
         }
     }
 
-    /// Waits for exit as `wait` does, and reads the most memory the program
-    /// held (`ru_maxrss`, KiB) as the kernel counted it: getrusage of the
-    /// child, through wait4.
-    pub fn wait_with_peak_rss(mut self) -> (RunOutput, u64) {
-        let limit = self.timeout.saturating_sub(self.started.elapsed());
-        let deadline = Instant::now() + limit;
-        while !self.has_exited() {
-            assert!(
-                Instant::now() < deadline,
-                "{} still running after {:?}",
-                self.description,
-                self.timeout
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        let elapsed = self.started.elapsed();
-        // SAFETY: zeroed rusage is a valid out-parameter; the child has
-        // exited and is reaped here, once (Child is dropped unwaited).
-        let (status, peak) = unsafe {
-            let mut status = 0;
-            let mut usage: libc::rusage = std::mem::zeroed();
-            let rc = libc::wait4(self.pid, &mut status, 0, &mut usage);
-            assert_eq!(rc, self.pid, "wait4: {}", std::io::Error::last_os_error());
-            (status, usage.ru_maxrss as u64)
-        };
-        self.child = None;
-        let out = self.collect(ExitStatus::from_raw(status), elapsed);
-        (out, peak)
-    }
-
     fn collect(&self, status: ExitStatus, elapsed: Duration) -> RunOutput {
         // Give the readers a moment to drain; a leaked grandchild may keep
         // the pipes open, in which case we take what has arrived.

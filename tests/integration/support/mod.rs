@@ -495,3 +495,35 @@ time_t time(time_t *t) {
     );
     object
 }
+
+/// The README's least-privilege ACL line, its rules after the password.
+pub fn readme_acl_rules() -> Vec<String> {
+    let readme = include_str!("../../../README.md");
+    let line = readme
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("ACL SETUSER locker on >PASSWORD ")
+        })
+        .expect("the README's ACL line");
+    line.split_whitespace().skip(5).map(String::from).collect()
+}
+
+/// A user `name` (password `<name>-pw`) made by the README's ACL line but
+/// for the rules in `without`, on `node`; the URL that logs in as it.
+pub fn readme_acl_user(node: &RedisNode, name: &str, without: &[&str]) -> String {
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER")
+        .arg(name)
+        .arg("reset")
+        .arg("on")
+        .arg(format!(">{name}-pw"));
+    for rule in readme_acl_rules() {
+        if !without.contains(&rule.as_str()) {
+            cmd.arg(rule);
+        }
+    }
+    let reply: String = node.cmd(&cmd);
+    assert_eq!(reply, "OK", "ACL SETUSER {name}");
+    format!("redis://{name}:{name}-pw@127.0.0.1:{}", node.port())
+}
