@@ -179,8 +179,17 @@ impl std::fmt::Display for Unusable {
 /// The file `flag` names, read with `cap` (see `option_file`); its errors
 /// worded, naming the file.
 fn read_option_file(flag: &str, path: &std::path::Path, cap: usize) -> Result<Vec<u8>, Unusable> {
+    option_file_error(flag, path, option_file::read(path, cap))
+}
+
+/// `read`'s result worded for `flag`.
+fn option_file_error(
+    flag: &str,
+    path: &std::path::Path,
+    read: Result<Vec<u8>, ReadError>,
+) -> Result<Vec<u8>, Unusable> {
     let shown = path.display();
-    option_file::read(path, cap).map_err(|e| match e {
+    read.map_err(|e| match e {
         ReadError::Io(e) => Unusable::Usage(format!("cannot read {flag} {shown}: {e}")),
         ReadError::TooLong(cap) => Unusable::Usage(format!(
             "{flag} {shown} is longer than {}, more than such a file holds: is it the right \
@@ -193,6 +202,10 @@ fn read_option_file(flag: &str, path: &std::path::Path, cap: usize) -> Result<Ve
         )),
         ReadError::Empty => Unusable::Usage(format!("{flag} {shown} is empty")),
         ReadError::Stopped(sig) => Unusable::Signal(sig),
+        ReadError::Readable(mode) => Unusable::Usage(format!(
+            "{flag} {shown} may be read by others (mode {mode:04o}): chmod o-r {shown} (its \
+             owner and group may read it)"
+        )),
     })
 }
 
@@ -206,7 +219,7 @@ fn secret(
     let Some(path) = path else {
         return Ok(std::env::var(var).ok().filter(|p| !p.is_empty()));
     };
-    let bytes = read_option_file(flag, path, PASSWORD_CAP)?;
+    let bytes = option_file_error(flag, path, option_file::read_secret(path, PASSWORD_CAP))?;
     let text =
         String::from_utf8(bytes).map_err(|_| format!("{flag} {} is not UTF-8", path.display()))?;
     let password = text.trim_end_matches(['\n', '\r']);
@@ -815,10 +828,6 @@ pub fn parser() -> clap::Command {
     Cli::command().after_help(format!("{EXAMPLES}\n\n{}", exit::TABLE))
 }
 
-/// False when the arguments ask for help, the version or a subcommand
-/// (a word that may be the value of an option counts too): redlock-run then
-/// runs nothing, and needs no guard forked at the start. A run taken for one
-/// of these forks its guard later; the reverse costs a fork that exits.
 /// The subcommand `word` was likely meant to be, when it is a near miss of
 /// one ("statsu" for "status"): within two edits, and not a subcommand
 /// itself.
@@ -830,16 +839,31 @@ pub fn near_subcommand(word: &str) -> Option<&'static str> {
         .find(|name| strsim::damerau_levenshtein(name, word) <= 2.min(name.len() / 2))
 }
 
+/// False when the arguments ask for help, the version or a subcommand
+/// (a word that may be the value of an option counts too): redlock-run then
+/// runs nothing, and needs no guard forked at the start. A run taken for one
+/// of these forks its guard later; the reverse costs a fork that exits.
 pub fn may_run_a_command(args: &[OsString]) -> bool {
-    !args
-        .iter()
+    !options_part(args).any(|w| asks_help_or_version(w) || <Admin as Subcommand>::has_subcommand(w))
+}
+
+/// Whether a word before `--` may ask for help or the version (it may also
+/// be an option's value): such a command line is parsed as given first, so
+/// that `--help` and `--version` read no configuration file.
+pub fn may_ask_help_or_version(args: &[OsString]) -> bool {
+    options_part(args).any(asks_help_or_version)
+}
+
+fn asks_help_or_version(word: &str) -> bool {
+    matches!(word, "-h" | "--help" | "-V" | "--version" | "help")
+}
+
+/// The words before `--`, where options and subcommands may be.
+fn options_part(args: &[OsString]) -> impl Iterator<Item = &str> {
+    args.iter()
         .skip(1)
         .take_while(|a| *a != "--")
         .filter_map(|a| a.to_str())
-        .any(|w| {
-            matches!(w, "-h" | "--help" | "-V" | "--version" | "help")
-                || <Admin as Subcommand>::has_subcommand(w)
-        })
 }
 
 /// Options given before a subcommand (`redlock-run -r URL status -k x`):
@@ -1135,6 +1159,46 @@ impl Config {
             (None, true) => Taking::Share,
             (None, false) => Taking::Lock { fence: self.fence },
         }
+    }
+
+    /// The files the run will write (--report, --metrics-file), each with
+    /// why it cannot be written there, if it cannot: the run refuses to
+    /// start over one (64), and `check` and `config` say the same.
+    pub fn outputs(&self) -> Vec<(&'static str, &std::path::Path, Result<(), String>)> {
+        type Check = fn(&std::path::Path) -> std::io::Result<()>;
+        let files: [(&str, Option<&std::path::PathBuf>, Check); 2] = [
+            (
+                "--report",
+                self.report.as_ref(),
+                crate::files::check_writable,
+            ),
+            (
+                "--metrics-file",
+                self.metrics_file.as_ref(),
+                crate::metrics::check,
+            ),
+        ];
+        files
+            .into_iter()
+            .filter_map(|(flag, path, check)| {
+                let path = path?.as_path();
+                let said = check(path).map_err(|e| {
+                    format!(
+                        "cannot write {flag} {}: {}",
+                        path.display(),
+                        crate::text::os_message(&e)
+                    )
+                });
+                Some((flag, path, said))
+            })
+            .collect()
+    }
+
+    /// The first line of `outputs` that refuses the run.
+    pub fn unwritable(&self) -> Option<String> {
+        self.outputs()
+            .into_iter()
+            .find_map(|(_, _, said)| said.err())
     }
 }
 

@@ -12,7 +12,8 @@
 //! and sudo such a sudoers, a file that others than its owner may write,
 //! in a directory that others may write, or owned by neither root nor the
 //! user who runs, is refused; and one that holds a password in a URL must
-//! not be readable by others either.
+//! not be readable by others either (its group may read it), the rule of
+//! `--password-file` too.
 
 use std::fs::Metadata;
 use std::io::Read;
@@ -169,7 +170,9 @@ pub fn check_secrets(path: &Path, loaded: &Loaded) -> Result<(), Error> {
         return Ok(());
     };
     let mode = std::fs::metadata(path).map_or(0, |m| m.mode() & 0o7777);
-    if mode & 0o044 != 0 {
+    // Group read is the operator's choice (root:group 0640, as Debian
+    // keeps such files); others' is not.
+    if mode & 0o004 != 0 {
         return Err(Error::Readable {
             path: path.to_path_buf(),
             mode,
