@@ -350,3 +350,33 @@ fn a_url_password_is_refused_to_others_and_allowed_to_the_group() {
     let out = test.clone().arg("config").expect_code(0);
     assert!(out.stdout.contains("redis://:***@127.0.0.1"), "{out}");
 }
+
+/// `--version` and `--help` read no configuration file: one that every run
+/// refuses (not TOML, and others may write it) does not stop them.
+#[test]
+fn version_and_help_read_no_configuration_file() {
+    let dir = tempdir();
+    let config = write_config(dir.path(), "config.toml", "this is [not toml\n", 0o666);
+    for args in [
+        &["--version"][..],
+        &["-V"],
+        &["--help"],
+        &["status", "--help"],
+        &["help", "check"],
+        &["-k", "x", "--version"],
+    ] {
+        let out = Test::new()
+            .env("REDLOCK_CONFIG", &config)
+            .args(args.iter().copied())
+            .expect_code(0);
+        assert!(
+            out.stderr.is_empty() && !out.stdout.is_empty(),
+            "{args:?}\n{out}"
+        );
+    }
+    // A run still reads it, and refuses it.
+    Test::new()
+        .env("REDLOCK_CONFIG", &config)
+        .args(["-k", "x", "--", "true"])
+        .expect_code(64);
+}
