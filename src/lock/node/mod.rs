@@ -317,8 +317,13 @@ pub enum Fared {
     /// It answered, but a vote of its did not count: it had started less
     /// than the restart grace before (the first such answer).
     SatOut(String),
-    /// Not a single answer yet.
+    /// Not a single answer, and none due any more: its requests failed,
+    /// or have waited longer than the node timeout.
     Silent,
+    /// Not a single answer yet, but its oldest request is still within the
+    /// node timeout: the run was shorter than the node's connect (a TLS
+    /// handshake), which says nothing against the node.
+    Pending,
 }
 
 pub struct Node {
@@ -416,7 +421,10 @@ impl Node {
             (Some(e), _, _) => Fared::Failed(e.clone()),
             (None, Some(e), _) => Fared::SatOut(e.clone()),
             (None, None, true) => Fared::Answered,
-            (None, None, false) => Fared::Silent,
+            (None, None, false) => match state.waiting_since() {
+                Some(since) if since.elapsed() < self.timeout => Fared::Pending,
+                _ => Fared::Silent,
+            },
         }
     }
 
