@@ -326,3 +326,56 @@ fn a_tree_stopped_by_redlock_run_is_not_said_to_keep_the_lock() {
     }
     assert!(!node.exists(crate::support::lock_key("stopped")));
 }
+
+/// The seconds `out`'s "lock lost" line gives after `lead`.
+fn paused_for(out: &crate::support::RunOutput, lead: &str) -> f64 {
+    let line = out
+        .stderr_lines()
+        .into_iter()
+        .find(|l| l.contains("lost"))
+        .unwrap_or_else(|| panic!("no line says the lock was lost\n{out}"))
+        .to_string();
+    let said = line
+        .split(lead)
+        .nth(1)
+        .unwrap_or_else(|| panic!("the line does not say {lead:?}\n{out}"));
+    said.split('s')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no length in seconds\n{out}"))
+}
+
+/// A redlock-run that was itself stopped (SIGSTOP) past the time it had to
+/// extend the lock says that it was stopped, and for how long, not only that
+/// no extension succeeded in time; a suspended host (simulated: the test
+/// build's CLOCK_BOOTTIME jumps, CLOCK_MONOTONIC does not) says that.
+#[test]
+fn a_stopped_redlock_run_says_it_was_stopped_and_for_how_long() {
+    let cluster = Cluster::new(1);
+    let dir = tempdir();
+    let holder = holding(&cluster.urls(), "paused", &dir, &["--ttl", "6s"], "held");
+    holder.signal(libc::SIGSTOP);
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    holder.signal(libc::SIGCONT);
+    let out = holder.wait();
+    out.assert_code(76);
+    let secs = paused_for(
+        &out,
+        "no extension succeeded in time: redlock-run itself was stopped for ",
+    );
+    assert!((3.5..6.0).contains(&secs), "stopped for {secs}s?\n{out}");
+
+    let suspend = dir.join("suspend");
+    std::fs::write(&suspend, "0").expect("suspend file");
+    std::fs::remove_file(dir.join("held")).expect("rm");
+    let running = base(&cluster.urls(), "suspended", &dir)
+        .env("REDLOCK_TEST_SUSPEND_FILE", &suspend)
+        .args(["--ttl", "6s", "-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "held", &running);
+    std::fs::write(&suspend, "4000").expect("suspend");
+    let out = running.wait();
+    out.assert_code(76);
+    let secs = paused_for(&out, "the host was suspended for ");
+    assert!((3.9..5.0).contains(&secs), "suspended for {secs}s?\n{out}");
+}
