@@ -288,7 +288,7 @@ fn odd(n: usize) -> Option<Finding> {
         .advice(format!(
             "use an odd number: {} nodes tolerate {} down, {n} only {}",
             n + 1,
-            (n + 1) / 2,
+            n / 2,
             n - q
         ))
     };
