@@ -839,6 +839,11 @@ pub fn near_subcommand(word: &str) -> Option<&'static str> {
         .find(|name| strsim::damerau_levenshtein(name, word) <= 2.min(name.len() / 2))
 }
 
+/// Whether `word` names a subcommand (`help` too).
+pub fn is_subcommand(word: &str) -> bool {
+    word == "help" || <Admin as Subcommand>::has_subcommand(word)
+}
+
 /// False when the arguments ask for help, the version or a subcommand
 /// (a word that may be the value of an option counts too): redlock-run then
 /// runs nothing, and needs no guard forked at the start. A run taken for one
@@ -959,6 +964,22 @@ pub fn misplaced_subcommand(args: &[OsString]) -> Option<String> {
          named '{name}', put -- before it)",
         line.join(" ")
     ))
+}
+
+/// `redlock-run -k NAME -- COMMAND...`, typed as a shell needs it: what
+/// `redlock-run NAME COMMAND...` (flock's order) means.
+pub fn keyed_form(name: &str, command: &[OsString]) -> String {
+    let mut line = vec![
+        "redlock-run".to_string(),
+        "-k".into(),
+        shell_word(name),
+        "--".into(),
+    ];
+    if command.is_empty() {
+        line.push("COMMAND".into());
+    }
+    line.extend(command.iter().map(|w| shell_word(&w.to_string_lossy())));
+    line.join(" ")
 }
 
 /// `word` as a shell would need it typed, any password in a URL masked.
@@ -1282,10 +1303,15 @@ impl Cli {
             mut options,
         } = resolved;
         if let Some(t) = &self.timeout {
+            // With its unit: a bare number is seconds.
+            let t = parse_long(t).map_or_else(
+                |_| t.clone(),
+                |d| humantime::format_duration(d).to_string().replace(' ', ""),
+            );
             return Err(format!(
-                "--timeout {t} is ambiguous: --wait {t} waits up to {t} for a busy lock (flock -w, \
-                 consul lock -timeout); --max-runtime {t} stops the command after it ran {t} \
-                 (timeout(1))"
+                "--timeout is not an option, since tools mean two things by it: to wait up to \
+                 {t} for a busy lock (flock -w, consul lock -timeout), give --wait {t}; to stop \
+                 the command after it ran {t} (timeout(1)), give --max-runtime {t}"
             )
             .into());
         }

@@ -118,15 +118,32 @@ fn clap_exit(e: clap::Error, near: Option<String>, format: log::Format) -> Exit 
     Exit::Usage
 }
 
-/// "'statsu' is not a subcommand; did you mean 'status'? ...", when the first
-/// word of the command line is a near miss of a subcommand.
+/// What a command line whose first word is neither an option nor a
+/// subcommand meant: flock(1)'s habit, the lock's name and then the command
+/// (`redlock-run nightly ./report.sh`), shown as `-k NAME -- COMMAND`; or
+/// "'statsu' is not a subcommand; did you mean 'status'? ..." for a near
+/// miss followed by options.
 fn near_subcommand(args: &[OsString]) -> Option<String> {
     let word = args.get(1)?.to_str()?;
-    let meant = cli::near_subcommand(word)?;
-    Some(format!(
-        "'{word}' is not a subcommand; did you mean '{meant}'? (to run a program of that name, \
-         put it after --)"
-    ))
+    if word.starts_with('-') || cli::is_subcommand(word) {
+        return None;
+    }
+    let rest = args.get(2..).unwrap_or_default();
+    let options_follow = rest
+        .first()
+        .is_some_and(|w| w.to_string_lossy().starts_with('-'));
+    match cli::near_subcommand(word) {
+        Some(meant) if options_follow || rest.is_empty() => Some(format!(
+            "'{word}' is not a subcommand; did you mean '{meant}'? (to run a program of that \
+             name, put it after --)"
+        )),
+        _ if !options_follow => Some(format!(
+            "'{word}' is not a subcommand or an option; to run a command under the lock \
+             '{word}', name the lock with -k: {}",
+            cli::keyed_form(word, rest)
+        )),
+        _ => None,
+    }
 }
 
 /// `--log-format json` as given on the command line, read before it is

@@ -379,3 +379,55 @@ fn a_stopped_redlock_run_says_it_was_stopped_and_for_how_long() {
     let secs = paused_for(&out, "the host was suspended for ");
     assert!((3.9..5.0).contains(&secs), "suspended for {secs}s?\n{out}");
 }
+
+/// flock(1)'s order, the lock's name and then the command: the answer is
+/// the `-k NAME -- COMMAND` form of that very line, not a subcommand that
+/// happens to be two letters away ("mylock" and "unlock").
+#[test]
+fn a_lock_name_first_as_flock_takes_it_shows_the_k_form() {
+    let out = Test::new()
+        .env_remove("REDLOCK_KEY")
+        .args(["mylock", "echo", "hi there"])
+        .expect_code(64);
+    out.assert_one_error_line();
+    assert!(
+        out.stderr
+            .contains("name the lock with -k: redlock-run -k mylock -- echo 'hi there'"),
+        "{out}"
+    );
+    assert!(!out.stderr.contains("unlock"), "{out}");
+    let out = Test::new()
+        .env_remove("REDLOCK_KEY")
+        .args(["nightly", "./report.sh", "--full"])
+        .expect_code(64);
+    assert!(
+        out.stderr
+            .contains("redlock-run -k nightly -- ./report.sh --full"),
+        "{out}"
+    );
+    // A near miss followed by options is still a typo of a subcommand.
+    let out = Test::new().args(["statsu", "-k", "x"]).expect_code(64);
+    assert!(out.stderr.contains("did you mean 'status'?"), "{out}");
+}
+
+/// `--timeout` names both readings as options to give, with the unit a
+/// bare number has (seconds).
+#[test]
+fn timeout_says_which_option_each_reading_is_with_units() {
+    for (given, shown) in [("10", "10s"), ("1.5", "1s500ms"), ("2m", "2m")] {
+        let out = Test::new()
+            .args(["-k", "x", "--timeout", given, "--", "true"])
+            .expect_code(64);
+        out.assert_one_error_line();
+        assert!(
+            out.stderr.contains(&format!(
+                "to wait up to {shown} for a busy lock (flock -w, consul lock -timeout), give \
+                 --wait {shown}"
+            )) && out.stderr.contains(&format!(
+                "to stop the command after it ran {shown} (timeout(1)), give --max-runtime \
+                 {shown}"
+            )),
+            "{given}\n{out}"
+        );
+    }
+}
