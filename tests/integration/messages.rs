@@ -431,3 +431,52 @@ fn timeout_says_which_option_each_reading_is_with_units() {
         );
     }
 }
+
+/// After `kill -9` of a holder, `status` on its own host says that its pid
+/// is not running there and how to free the lock; a live holder, and one
+/// recorded on another host, are not marked.
+#[test]
+fn status_marks_a_holder_whose_pid_is_gone_from_this_host() {
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let dir = tempdir();
+    let status = |name: &str| {
+        Test::new()
+            .args(["status", "-r", &urls, "-k", name])
+            .expect_code(1)
+    };
+    let live = holding(&urls, "alive", &dir, &[], "alive");
+    let out = status("alive");
+    assert!(!out.stdout.contains("not running on this host"), "{out}");
+    let elsewhere = base(&urls, "elsewhere", &dir)
+        .env("REDLOCK_TEST_HOST", "another-host")
+        .args(["-c", &format!("touch elsewhere; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "elsewhere", &elsewhere);
+    let dead = holding(&urls, "dead", &dir, &[], "dead");
+    let pid = dead.pid();
+    dead.signal(libc::SIGKILL);
+    dead.wait();
+    elsewhere.signal(libc::SIGKILL);
+    elsewhere.wait();
+    let out = status("dead");
+    let held = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("held by"))
+        .unwrap_or_else(|| panic!("no held line\n{out}"));
+    assert!(
+        held.contains(&format!(
+            "pid {pid} is not running on this host: `unlock --token "
+        )),
+        "{out}"
+    );
+    let out = Test::new()
+        .args(["status", "-r", &urls, "-k", "dead", "--json"])
+        .expect_code(1);
+    assert!(out.stdout.contains("\"holder_gone\":true"), "{out}");
+    let out = status("elsewhere");
+    assert!(!out.stdout.contains("not running"), "{out}");
+    touch(&dir, "go");
+    live.wait().assert_code(0);
+}
