@@ -480,3 +480,50 @@ fn status_marks_a_holder_whose_pid_is_gone_from_this_host() {
     touch(&dir, "go");
     live.wait().assert_code(0);
 }
+
+/// One node that does not answer: "the node did not answer", never
+/// "fewer than 1 of 1 nodes answered".
+#[test]
+fn one_node_that_does_not_answer_is_the_node() {
+    let dir = tempdir();
+    let port = crate::support::free_port();
+    let out = base(&format!("redis://127.0.0.1:{port}"), "one", &dir)
+        .args(["--", "true"])
+        .expect_code(69);
+    out.assert_one_error_line();
+    assert!(
+        out.stderr.contains(&format!(
+            "cannot take lock 'one': the node did not answer: redis://127.0.0.1:{port}"
+        )),
+        "{out}"
+    );
+    assert!(!out.stderr.contains("fewer than"), "{out}");
+}
+
+/// A run whose --once-per window was used already ran nothing: its
+/// --report says "acquired": false, with its outcome and status.
+#[test]
+fn an_already_ran_report_says_not_acquired() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let report = dir.join("report.json");
+    let run = |code: i32| {
+        base(&cluster.urls(), "daily", &dir)
+            .args(["--once-per", "1d", "--report"])
+            .arg(&report)
+            .args(["--", "true"])
+            .expect_code(code)
+    };
+    let fields = || {
+        crate::support::python(
+            "import json,sys\nd=json.load(sys.stdin)\nprint(d['acquired'], d['outcome'], \
+             d['exit_code'], d['attempts'])",
+            &std::fs::read_to_string(&report).expect("report"),
+        )
+    };
+    run(0);
+    assert_eq!(fields().trim(), "True ok 0 1");
+    // The busy status, as a used window is by default.
+    run(75);
+    assert_eq!(fields().trim(), "False already-ran 75 0");
+}
