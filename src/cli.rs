@@ -438,13 +438,14 @@ const ADMIN: [(&str, &str); 6] = [
         "check",
         "Judge every node against what the lock rests on (a master, independent, persistent, \
          noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line \
-         per finding with its advice; exit 0 fit, 1 warnings only, 69 a node unfit or no quorum",
+         per finding with its advice, and what a run refuses up front (a file it cannot write); \
+         exit 0 fit, 1 warnings only, 69 a node unfit or no quorum, 64 settings every run refuses",
     ),
     (
         "config",
         "Print every setting a run takes and where it comes from: a flag, a variable, the \
-         configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when the \
-         file or a value is refused",
+         configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when a run \
+         would refuse them (the file, a value, a file it cannot write)",
     ),
 ];
 

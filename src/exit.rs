@@ -121,8 +121,7 @@ Exit status:
 pub const CONFIG_TABLE: &str = "\
 Exit status:
   0      the settings were printed
-  64     usage error: a flag, the configuration file or a value in it is refused, or a file
-         a run writes cannot be written (a run would exit 64 too)
+  64     usage error: a flag, the configuration file, a value in it, or a file a run writes
   74     the answer could not be written to stdout";
 
 /// `status`'s exit statuses.
