@@ -343,7 +343,7 @@ fn check_client_certificate(path: &std::path::Path, pem: &[u8]) -> Result<(), Un
             path.display()
         )
     })?;
-    if x509_version(&der) == Some(1) {
+    if crate::x509::version(&der) == Some(1) {
         return Err(format!(
             "--tls-cert {} is an X.509 v1 certificate, which the TLS library cannot present; \
              issue a v3 one, for example: openssl x509 -req ... -extfile <(printf \
@@ -353,34 +353,6 @@ fn check_client_certificate(path: &std::path::Path, pem: &[u8]) -> Result<(), Un
         .into());
     }
     Ok(())
-}
-
-/// The version of a DER certificate: 1 when TBSCertificate has no explicit
-/// version field, else the field's value + 1. None if it does not parse.
-fn x509_version(der: &[u8]) -> Option<u8> {
-    /// The contents of the DER element at the start of `b` with tag `tag`.
-    fn inside(b: &[u8], tag: u8) -> Option<&[u8]> {
-        if *b.first()? != tag {
-            return None;
-        }
-        let first = usize::from(*b.get(1)?);
-        let (len, start) = if first < 0x80 {
-            (first, 2)
-        } else {
-            let n = first & 0x7f;
-            let len = b
-                .get(2..2 + n)?
-                .iter()
-                .fold(0usize, |acc, x| (acc << 8) | usize::from(*x));
-            (len, 2 + n)
-        };
-        b.get(start..start + len)
-    }
-    let tbs = inside(inside(der, 0x30)?, 0x30)?;
-    match inside(tbs, 0xa0) {
-        None => Some(1),
-        Some(v) => inside(v, 0x02)?.last().map(|x| x + 1),
-    }
 }
 
 /// Looking at and clearing a lock, for when its holder is gone, and what its runs did.
@@ -1693,23 +1665,6 @@ mod tests {
         assert!(duration("24h", MAX_SHORT, false).is_ok());
         let w = |a: &str| parse(&["-k", "j", "-w", a, "true"]).map(|c| c.wait);
         assert_eq!(w("5"), Ok(Wait::For(Duration::from_secs(5))));
-    }
-
-    #[test]
-    fn x509_versions() {
-        // TBSCertificate with and without the explicit [0] version field.
-        let v3 = [
-            0x30, 0x0a, 0x30, 0x08, 0xa0, 0x03, 0x02, 0x01, 0x02, 0x02, 0x01, 0x01,
-        ];
-        let v1 = [0x30, 0x05, 0x30, 0x03, 0x02, 0x01, 0x01];
-        assert_eq!(x509_version(&v3), Some(3));
-        assert_eq!(x509_version(&v1), Some(1));
-        assert_eq!(x509_version(&[0x04, 0x00]), None);
-        assert_eq!(
-            x509_version(&[0x30, 0x82, 0xff]),
-            None,
-            "length past the end"
-        );
     }
 
     #[test]

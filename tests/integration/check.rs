@@ -407,3 +407,41 @@ fn an_even_number_of_nodes_is_a_warning_naming_the_fix() {
     assert!(!out.stdout.contains("nodes: a lock needs"), "{out}");
     nodes.iter().for_each(clean);
 }
+
+/// `check` reads when each TLS server's certificate expires: one that
+/// expires within 14 days is a warning, one valid for decades is fine, in
+/// either of X.509's time forms (UTCTime before 2050, GeneralizedTime after).
+#[test]
+fn check_reads_when_a_tls_certificate_expires() {
+    let certs = Certs::make();
+    let soon = certs.node_tls();
+    let late = certs.node_tls_for(10_000);
+    let nodes: Vec<RedisNode> = [&soon, &late]
+        .into_iter()
+        .map(|tls| RedisNode::start_with_tls(PERSISTENT, None, Some(tls), free_port))
+        .collect();
+    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+    let out = check(&urls.join(","))
+        .args(["--tls-ca", &certs.pem("ca")])
+        .run();
+    let line = |url: &str| {
+        section(&out, url)
+            .into_iter()
+            .find(|l| l.contains("the certificate of"))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("{url}: no certificate line\n{out}"))
+    };
+    let soon_line = line(&urls[0]);
+    assert!(
+        soon_line.starts_with("  warn") && soon_line.contains("expires in 1 days"),
+        "{soon_line}\n{out}"
+    );
+    let late_line = line(&urls[1]);
+    // 10,000 days from when it was made, a moment ago.
+    assert!(
+        late_line.starts_with("  ok")
+            && (late_line.contains("expires in 10000 days")
+                || late_line.contains("expires in 9999 days")),
+        "{late_line}\n{out}"
+    );
+}
