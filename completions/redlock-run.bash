@@ -394,7 +394,13 @@ _redlock_run()
     else
         local sub=$((!dashdash && !npos && !(first && seen)))
         ((npos++))
-        if ((cmdpos && npos >= cmdpos)); then
+        if ((sub && cword == 1)) && [[ -n $subs ]]; then
+            # The first word: a subcommand or an option. A command to run
+            # comes after -- or after the options, never among the subcommands.
+            local val=$cur
+            _redlock_run_words "$subs $opts"
+            return
+        elif ((cmdpos && npos >= cmdpos)); then
             _redlock_run_command_line "${at[cword]}" "$2"
         elif ((npos <= positionals || repeats)); then
             ((npos > positionals)) && npos=$positionals

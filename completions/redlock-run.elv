@@ -41,7 +41,6 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand --retry 'Run the command again, up to N more times, while it exits non-zero, keeping the lock in between; not after a lost lock, --max-runtime or a signal. The exit status is the last attempt''s'
             cand --retry-delay 'Pause before the first retry, doubled for each later one, with jitter (each pause is a random time between half and all of it) [default: 1s]'
             cand --max-runtime 'Stop the command (its whole tree) after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124 (what timeout(1) does; systemd''s RuntimeMaxSec)'
-            cand --timeout 'Not an option: in flock(1) and consul lock a timeout waits for the lock, in timeout(1) it stops the command; say which with --wait or --max-runtime'
             cand --leftovers 'When the command exits but processes it started still run: keep the lock until the last one has exited (wait), or stop them all (kill: SIGTERM, then SIGKILL after --kill-after) and then release'
             cand --jitter 'Sleep a random time in [0, DURATION) before the first attempt'
             cand --replicas 'Count a node''s write (the lock, each extension, the fencing token) only once N of its replicas acknowledged it (WAIT N within --node-timeout), so that a failover to one of them keeps the lock'
@@ -78,8 +77,8 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand unlock 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
             cand history 'Show the lock''s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
             cand forget 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
-            cand check 'Judge every node against what the lock rests on (a master, independent, persistent, noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line per finding with its advice; exit 0 fit, 1 warnings only, 69 a node unfit or no quorum'
-            cand config 'Print every setting a run takes and where it comes from: a flag, a variable, the configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when the file or a value is refused'
+            cand check 'Judge every node against what the lock rests on (a master, independent, persistent, noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line per finding with its advice, and what a run refuses up front (a file it cannot write); exit 0 fit, 1 warnings only, 69 a node unfit or no quorum, 64 settings every run refuses'
+            cand config 'Print every setting a run takes and where it comes from: a flag, a variable, the configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when a run would refuse them (the file, a value, a file it cannot write)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock-run;status'= {
@@ -212,8 +211,8 @@ set edit:completion:arg-completer[redlock-run] = {|@words|
             cand unlock 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
             cand history 'Show the lock''s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
             cand forget 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
-            cand check 'Judge every node against what the lock rests on (a master, independent, persistent, noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line per finding with its advice; exit 0 fit, 1 warnings only, 69 a node unfit or no quorum'
-            cand config 'Print every setting a run takes and where it comes from: a flag, a variable, the configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when the file or a value is refused'
+            cand check 'Judge every node against what the lock rests on (a master, independent, persistent, noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line per finding with its advice, and what a run refuses up front (a file it cannot write); exit 0 fit, 1 warnings only, 69 a node unfit or no quorum, 64 settings every run refuses'
+            cand config 'Print every setting a run takes and where it comes from: a flag, a variable, the configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when a run would refuse them (the file, a value, a file it cannot write)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock-run;help;status'= {

@@ -45,7 +45,6 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once-per-succes
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l retry -d 'Run the command again, up to N more times, while it exits non-zero, keeping the lock in between; not after a lost lock, --max-runtime or a signal. The exit status is the last attempt\'s' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l retry-delay -d 'Pause before the first retry, doubled for each later one, with jitter (each pause is a random time between half and all of it) [default: 1s]' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-runtime -d 'Stop the command (its whole tree) after it ran this long: SIGTERM, then SIGKILL after --kill-after; exit 124 (what timeout(1) does; systemd\'s RuntimeMaxSec)' -r -f
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l timeout -d 'Not an option: in flock(1) and consul lock a timeout waits for the lock, in timeout(1) it stops the command; say which with --wait or --max-runtime' -r -f
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l leftovers -d 'When the command exits but processes it started still run: keep the lock until the last one has exited (wait), or stop them all (kill: SIGTERM, then SIGKILL after --kill-after) and then release' -r -f -a "wait\t'Keep the lock until the last of them has exited'
 kill\t'Stop them (SIGTERM, then SIGKILL after --kill-after), then release'"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l jitter -d 'Sleep a random time in [0, DURATION) before the first attempt' -r -f
@@ -78,8 +77,8 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Sh
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "unlock" -d 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "history" -d 'Show the lock\'s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "forget" -d 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "check" -d 'Judge every node against what the lock rests on (a master, independent, persistent, noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line per finding with its advice; exit 0 fit, 1 warnings only, 69 a node unfit or no quorum'
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "config" -d 'Print every setting a run takes and where it comes from: a flag, a variable, the configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when the file or a value is refused'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "check" -d 'Judge every node against what the lock rests on (a master, independent, persistent, noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line per finding with its advice, and what a run refuses up front (a file it cannot write); exit 0 fit, 1 warnings only, 69 a node unfit or no quorum, 64 settings every run refuses'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "config" -d 'Print every setting a run takes and where it comes from: a flag, a variable, the configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when a run would refuse them (the file, a value, a file it cannot write)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without \'{\' or \'}\' (they name the lock\'s helper keys, {<PREFIX><NAME>}:fence and the like)' -r -f
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Prefix put before the lock name to form the Redis key' -r -f
@@ -177,8 +176,8 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "unlock" -d 'Delete the lock on every node: only where it holds --token, or whatever holds it with --force; exit 0 removed, 1 another token holds it, 3 no such lock, 69 unknown'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "history" -d 'Show the lock\'s last runs, newest first, merged from every node: host, pid, start, duration, outcome, exit status, attempts; exit 0, 69 when fewer than a quorum answered'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "forget" -d 'Remove every key of a lock no longer used, on every node: fence counter, history, once-per markers, queue, slots, holder records (the lock itself only with --force); exit 0 removed, 1 in use, 3 nothing to remove, 69 unknown'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "check" -d 'Judge every node against what the lock rests on (a master, independent, persistent, noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line per finding with its advice; exit 0 fit, 1 warnings only, 69 a node unfit or no quorum'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "config" -d 'Print every setting a run takes and where it comes from: a flag, a variable, the configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when the file or a value is refused'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "check" -d 'Judge every node against what the lock rests on (a master, independent, persistent, noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line per finding with its advice, and what a run refuses up front (a file it cannot write); exit 0 fit, 1 warnings only, 69 a node unfit or no quorum, 64 settings every run refuses'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "config" -d 'Print every setting a run takes and where it comes from: a flag, a variable, the configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when a run would refuse them (the file, a value, a file it cannot write)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status unlock history forget check config help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
@@ -188,9 +187,10 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand forget" -s r -l 
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand config" -s r -l redis -r -f -a 'redis:// rediss:// unix:// redis+sentinel:// redis+cluster:// rediss+sentinel:// rediss+cluster://'
 
-# The command to run: after `--`, or the first word that is neither an option
-# nor (as the first word) a subcommand. Prints the command's words typed so
-# far; fails where no command is being typed.
+# The command to run: after `--`, or the first word after the options that
+# is not one. The first word of all is a subcommand or an option: commands
+# are not offered there. Prints the command's words typed so far; fails
+# where no command is being typed.
 function __fish_redlock_run_command_words
     set -l tokens (commandline -opc)
     set -e tokens[1]
@@ -201,6 +201,8 @@ function __fish_redlock_run_command_words
             return 1
         end
     else if not contains -- -- $tokens
+        set -q tokens[1]
+        or return 1
         string match -q -- '-*' (commandline -ct)
         and return 1
     end

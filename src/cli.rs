@@ -179,8 +179,17 @@ impl std::fmt::Display for Unusable {
 /// The file `flag` names, read with `cap` (see `option_file`); its errors
 /// worded, naming the file.
 fn read_option_file(flag: &str, path: &std::path::Path, cap: usize) -> Result<Vec<u8>, Unusable> {
+    option_file_error(flag, path, option_file::read(path, cap))
+}
+
+/// `read`'s result worded for `flag`.
+fn option_file_error(
+    flag: &str,
+    path: &std::path::Path,
+    read: Result<Vec<u8>, ReadError>,
+) -> Result<Vec<u8>, Unusable> {
     let shown = path.display();
-    option_file::read(path, cap).map_err(|e| match e {
+    read.map_err(|e| match e {
         ReadError::Io(e) => Unusable::Usage(format!("cannot read {flag} {shown}: {e}")),
         ReadError::TooLong(cap) => Unusable::Usage(format!(
             "{flag} {shown} is longer than {}, more than such a file holds: is it the right \
@@ -193,6 +202,10 @@ fn read_option_file(flag: &str, path: &std::path::Path, cap: usize) -> Result<Ve
         )),
         ReadError::Empty => Unusable::Usage(format!("{flag} {shown} is empty")),
         ReadError::Stopped(sig) => Unusable::Signal(sig),
+        ReadError::Readable(mode) => Unusable::Usage(format!(
+            "{flag} {shown} may be read by others (mode {mode:04o}): chmod o-r {shown} (its \
+             owner and group may read it)"
+        )),
     })
 }
 
@@ -206,7 +219,7 @@ fn secret(
     let Some(path) = path else {
         return Ok(std::env::var(var).ok().filter(|p| !p.is_empty()));
     };
-    let bytes = read_option_file(flag, path, PASSWORD_CAP)?;
+    let bytes = option_file_error(flag, path, option_file::read_secret(path, PASSWORD_CAP))?;
     let text =
         String::from_utf8(bytes).map_err(|_| format!("{flag} {} is not UTF-8", path.display()))?;
     let password = text.trim_end_matches(['\n', '\r']);
@@ -330,7 +343,7 @@ fn check_client_certificate(path: &std::path::Path, pem: &[u8]) -> Result<(), Un
             path.display()
         )
     })?;
-    if x509_version(&der) == Some(1) {
+    if crate::x509::version(&der) == Some(1) {
         return Err(format!(
             "--tls-cert {} is an X.509 v1 certificate, which the TLS library cannot present; \
              issue a v3 one, for example: openssl x509 -req ... -extfile <(printf \
@@ -340,34 +353,6 @@ fn check_client_certificate(path: &std::path::Path, pem: &[u8]) -> Result<(), Un
         .into());
     }
     Ok(())
-}
-
-/// The version of a DER certificate: 1 when TBSCertificate has no explicit
-/// version field, else the field's value + 1. None if it does not parse.
-fn x509_version(der: &[u8]) -> Option<u8> {
-    /// The contents of the DER element at the start of `b` with tag `tag`.
-    fn inside(b: &[u8], tag: u8) -> Option<&[u8]> {
-        if *b.first()? != tag {
-            return None;
-        }
-        let first = usize::from(*b.get(1)?);
-        let (len, start) = if first < 0x80 {
-            (first, 2)
-        } else {
-            let n = first & 0x7f;
-            let len = b
-                .get(2..2 + n)?
-                .iter()
-                .fold(0usize, |acc, x| (acc << 8) | usize::from(*x));
-            (len, 2 + n)
-        };
-        b.get(start..start + len)
-    }
-    let tbs = inside(inside(der, 0x30)?, 0x30)?;
-    match inside(tbs, 0xa0) {
-        None => Some(1),
-        Some(v) => inside(v, 0x02)?.last().map(|x| x + 1),
-    }
 }
 
 /// Looking at and clearing a lock, for when its holder is gone, and what its runs did.
@@ -425,13 +410,14 @@ const ADMIN: [(&str, &str); 6] = [
         "check",
         "Judge every node against what the lock rests on (a master, independent, persistent, \
          noeviction, its clock, the ACL by a probe under a reserved name, TLS expiry), one line \
-         per finding with its advice; exit 0 fit, 1 warnings only, 69 a node unfit or no quorum",
+         per finding with its advice, and what a run refuses up front (a file it cannot write); \
+         exit 0 fit, 1 warnings only, 69 a node unfit or no quorum, 64 settings every run refuses",
     ),
     (
         "config",
         "Print every setting a run takes and where it comes from: a flag, a variable, the \
-         configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when the \
-         file or a value is refused",
+         configuration file (FILE:LINE) or the default; passwords hidden; exit 0, 64 when a run \
+         would refuse them (the file, a value, a file it cannot write)",
     ),
 ];
 
@@ -841,10 +827,6 @@ pub fn parser() -> clap::Command {
     Cli::command().after_help(format!("{EXAMPLES}\n\n{}", exit::TABLE))
 }
 
-/// False when the arguments ask for help, the version or a subcommand
-/// (a word that may be the value of an option counts too): redlock-run then
-/// runs nothing, and needs no guard forked at the start. A run taken for one
-/// of these forks its guard later; the reverse costs a fork that exits.
 /// The subcommand `word` was likely meant to be, when it is a near miss of
 /// one ("statsu" for "status"): within two edits, and not a subcommand
 /// itself.
@@ -856,16 +838,36 @@ pub fn near_subcommand(word: &str) -> Option<&'static str> {
         .find(|name| strsim::damerau_levenshtein(name, word) <= 2.min(name.len() / 2))
 }
 
+/// Whether `word` names a subcommand (`help` too).
+pub fn is_subcommand(word: &str) -> bool {
+    word == "help" || <Admin as Subcommand>::has_subcommand(word)
+}
+
+/// False when the arguments ask for help, the version or a subcommand
+/// (a word that may be the value of an option counts too): redlock-run then
+/// runs nothing, and needs no guard forked at the start. A run taken for one
+/// of these forks its guard later; the reverse costs a fork that exits.
 pub fn may_run_a_command(args: &[OsString]) -> bool {
-    !args
-        .iter()
+    !options_part(args).any(|w| asks_help_or_version(w) || <Admin as Subcommand>::has_subcommand(w))
+}
+
+/// Whether a word before `--` may ask for help or the version (it may also
+/// be an option's value): such a command line is parsed as given first, so
+/// that `--help` and `--version` read no configuration file.
+pub fn may_ask_help_or_version(args: &[OsString]) -> bool {
+    options_part(args).any(asks_help_or_version)
+}
+
+fn asks_help_or_version(word: &str) -> bool {
+    matches!(word, "-h" | "--help" | "-V" | "--version" | "help")
+}
+
+/// The words before `--`, where options and subcommands may be.
+fn options_part(args: &[OsString]) -> impl Iterator<Item = &str> {
+    args.iter()
         .skip(1)
         .take_while(|a| *a != "--")
         .filter_map(|a| a.to_str())
-        .any(|w| {
-            matches!(w, "-h" | "--help" | "-V" | "--version" | "help")
-                || <Admin as Subcommand>::has_subcommand(w)
-        })
 }
 
 /// Options given before a subcommand (`redlock-run -r URL status -k x`):
@@ -961,6 +963,22 @@ pub fn misplaced_subcommand(args: &[OsString]) -> Option<String> {
          named '{name}', put -- before it)",
         line.join(" ")
     ))
+}
+
+/// `redlock-run -k NAME -- COMMAND...`, typed as a shell needs it: what
+/// `redlock-run NAME COMMAND...` (flock's order) means.
+pub fn keyed_form(name: &str, command: &[OsString]) -> String {
+    let mut line = vec![
+        "redlock-run".to_string(),
+        "-k".into(),
+        shell_word(name),
+        "--".into(),
+    ];
+    if command.is_empty() {
+        line.push("COMMAND".into());
+    }
+    line.extend(command.iter().map(|w| shell_word(&w.to_string_lossy())));
+    line.join(" ")
 }
 
 /// `word` as a shell would need it typed, any password in a URL masked.
@@ -1162,6 +1180,46 @@ impl Config {
             (None, false) => Taking::Lock { fence: self.fence },
         }
     }
+
+    /// The files the run will write (--report, --metrics-file), each with
+    /// why it cannot be written there, if it cannot: the run refuses to
+    /// start over one (64), and `check` and `config` say the same.
+    pub fn outputs(&self) -> Vec<(&'static str, &std::path::Path, Result<(), String>)> {
+        type Check = fn(&std::path::Path) -> std::io::Result<()>;
+        let files: [(&str, Option<&std::path::PathBuf>, Check); 2] = [
+            (
+                "--report",
+                self.report.as_ref(),
+                crate::files::check_writable,
+            ),
+            (
+                "--metrics-file",
+                self.metrics_file.as_ref(),
+                crate::metrics::check,
+            ),
+        ];
+        files
+            .into_iter()
+            .filter_map(|(flag, path, check)| {
+                let path = path?.as_path();
+                let said = check(path).map_err(|e| {
+                    format!(
+                        "cannot write {flag} {}: {}",
+                        path.display(),
+                        crate::text::os_message(&e)
+                    )
+                });
+                Some((flag, path, said))
+            })
+            .collect()
+    }
+
+    /// The first line of `outputs` that refuses the run.
+    pub fn unwritable(&self) -> Option<String> {
+        self.outputs()
+            .into_iter()
+            .find_map(|(_, _, said)| said.err())
+    }
 }
 
 impl Cli {
@@ -1244,10 +1302,15 @@ impl Cli {
             mut options,
         } = resolved;
         if let Some(t) = &self.timeout {
+            // With its unit: a bare number is seconds.
+            let t = parse_long(t).map_or_else(
+                |_| t.clone(),
+                |d| humantime::format_duration(d).to_string().replace(' ', ""),
+            );
             return Err(format!(
-                "--timeout {t} is ambiguous: --wait {t} waits up to {t} for a busy lock (flock -w, \
-                 consul lock -timeout); --max-runtime {t} stops the command after it ran {t} \
-                 (timeout(1))"
+                "--timeout is not an option, since tools mean two things by it: to wait up to \
+                 {t} for a busy lock (flock -w, consul lock -timeout), give --wait {t}; to stop \
+                 the command after it ran {t} (timeout(1)), give --max-runtime {t}"
             )
             .into());
         }
@@ -1646,23 +1709,6 @@ mod tests {
         assert!(duration("24h", MAX_SHORT, false).is_ok());
         let w = |a: &str| parse(&["-k", "j", "-w", a, "true"]).map(|c| c.wait);
         assert_eq!(w("5"), Ok(Wait::For(Duration::from_secs(5))));
-    }
-
-    #[test]
-    fn x509_versions() {
-        // TBSCertificate with and without the explicit [0] version field.
-        let v3 = [
-            0x30, 0x0a, 0x30, 0x08, 0xa0, 0x03, 0x02, 0x01, 0x02, 0x02, 0x01, 0x01,
-        ];
-        let v1 = [0x30, 0x05, 0x30, 0x03, 0x02, 0x01, 0x01];
-        assert_eq!(x509_version(&v3), Some(3));
-        assert_eq!(x509_version(&v1), Some(1));
-        assert_eq!(x509_version(&[0x04, 0x00]), None);
-        assert_eq!(
-            x509_version(&[0x30, 0x82, 0xff]),
-            None,
-            "length past the end"
-        );
     }
 
     #[test]

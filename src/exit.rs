@@ -113,7 +113,7 @@ pub const CHECK_TABLE: &str = "\
 Exit status:
   0      every node is fit
   1      warnings only: something a node should change, or could not be told
-  64     usage error (a flag, or the configuration file)
+  64     usage error, or settings every run would refuse (a file it cannot write, an option file)
   69     a node is unfit (unreachable, a replica, one server twice, the ACL refuses the probe)
   74     the answer could not be written to stdout";
 
@@ -121,7 +121,7 @@ Exit status:
 pub const CONFIG_TABLE: &str = "\
 Exit status:
   0      the settings were printed
-  64     usage error: a flag, the configuration file or a value in it is refused
+  64     usage error: a flag, the configuration file, a value in it, or a file a run writes
   74     the answer could not be written to stdout";
 
 /// `status`'s exit statuses.

@@ -22,3 +22,4 @@ pub(crate) mod run_record;
 pub mod signals;
 pub(crate) mod text;
 pub(crate) mod wall;
+pub(crate) mod x509;

@@ -54,16 +54,42 @@ pub enum ReadError {
     Empty,
     /// This forwarded signal arrived while the file was waited on.
     Stopped(i32),
+    /// A secret's file that others than its owner and group may read: its
+    /// mode (see `read_secret`).
+    Readable(u32),
 }
 
 /// The contents of `path`, at most `cap` bytes; waits (for a FIFO's writer,
 /// say) only until a signal that this thread blocks arrives.
 pub fn read(path: &Path, cap: usize) -> Result<Vec<u8>, ReadError> {
-    let mut file = std::fs::OpenOptions::new()
+    read_from(open(path)?, cap)
+}
+
+/// `read`, for a file that holds a password: refused unread when others
+/// may read it (the rule of the configuration file too). Group read is the
+/// operator's choice (root:group 0640); a pipe from the shell is its
+/// owner's alone. A device (`/dev/stdin`'s terminal) holds nothing to steal.
+pub fn read_secret(path: &Path, cap: usize) -> Result<Vec<u8>, ReadError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let file = open(path)?;
+    // The file opened (fstat), not a name that may be switched under us.
+    let meta = file.metadata().map_err(ReadError::Io)?;
+    let kind = meta.file_type();
+    if (kind.is_file() || kind.is_fifo()) && meta.mode() & 0o004 != 0 {
+        return Err(ReadError::Readable(meta.mode() & 0o7777));
+    }
+    read_from(file, cap)
+}
+
+fn open(path: &Path) -> Result<File, ReadError> {
+    std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
-        .map_err(ReadError::Io)?;
+        .map_err(ReadError::Io)
+}
+
+fn read_from(mut file: File, cap: usize) -> Result<Vec<u8>, ReadError> {
     let stop = signals::blocked_here().map_err(ReadError::Io)?;
     let until = PATIENCE.get().map(|p| (Instant::now() + *p, *p));
     let mut contents = Vec::new();
@@ -174,6 +200,27 @@ mod tests {
         assert!(matches!(
             read(&dir.path().join("none"), 10),
             Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound
+        ));
+    }
+
+    #[test]
+    fn a_secret_others_may_read_is_refused_and_group_read_is_not() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("pw");
+        std::fs::write(&path, b"pw\n").expect("write");
+        for (mode, fine) in [(0o600, true), (0o640, true), (0o644, false), (0o666, false)] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            match read_secret(&path, 10) {
+                Ok(pw) => assert!(fine && pw == b"pw\n", "{mode:o}"),
+                Err(ReadError::Readable(m)) => assert!(!fine && m == mode, "{mode:o}"),
+                Err(e) => panic!("{mode:o}: {e:?}"),
+            }
+        }
+        // A device is no file a secret is kept in.
+        assert!(matches!(
+            read_secret(Path::new("/dev/zero"), 10),
+            Err(ReadError::TooLong(10))
         ));
     }
 }

@@ -203,6 +203,10 @@ pub fn run(args: &ConfigArgs, given: &[OsString]) -> Exit {
         Ok(r) => r,
         Err(e) => return e.exit(),
     };
+    // What else a run refuses to start over: the files it would write.
+    if let Some(msg) = run.config.unwritable() {
+        return Unfit::Run(cli::Unusable::Usage(msg)).exit();
+    }
     let shown = settings(&run);
     let file = run.applied.file.as_ref();
     if args.json {

@@ -139,11 +139,12 @@ fn describe_reader(r: &Reader) -> String {
         "a reader without a record".to_string()
     } else {
         format!(
-            "{}@{} pid {} ({})",
+            "{}@{} pid {} ({}){}",
             record_field(&r.record, "user"),
             record_field(&r.record, "host"),
             record_field(&r.record, "pid"),
-            record_field(&r.record, "command")
+            record_field(&r.record, "command"),
+            gone_note(&r.record)
         )
     };
     format!(
@@ -547,6 +548,33 @@ fn held_after_exit(record: &[(String, String)]) -> Option<String> {
     ))
 }
 
+/// A holder recorded on this very host whose redlock-run is not running
+/// (killed with -9, a crash): its lock stays until its TTL runs out, or an
+/// `unlock --token` frees it. A zombie counts as gone.
+fn gone_here(record: &[(String, String)]) -> bool {
+    if record.is_empty() || record_field(record, "host") != crate::host::hostname() {
+        return false;
+    }
+    let Ok(pid) = record_field(record, "pid").parse::<u32>() else {
+        return false;
+    };
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// `gone_here`, said after the holder.
+fn gone_note(record: &[(String, String)]) -> &'static str {
+    if gone_here(record) {
+        " (not running on this host)"
+    } else {
+        ""
+    }
+}
+
 /// A holder's (or reader's) record, its fields in the order the node gave
 /// them: numbers where the field is one, text otherwise.
 struct Holder(Vec<(String, String)>);
@@ -623,6 +651,9 @@ struct LockDoc {
     exited_ms_ago: Option<u128>,
     #[serde(skip_serializing_if = "Option::is_none")]
     holder: Option<Holder>,
+    /// The holder was recorded on this host and its pid is not running.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    holder_gone: bool,
     stale: Vec<StaleDoc>,
 }
 
@@ -811,8 +842,18 @@ impl<'a> Status<'a> {
                 };
                 let since = ago(record, "acquired_ms")
                     .map_or(String::new(), |d| format!(" for {:.1}s", d.as_secs_f64()));
+                let gone = if gone_here(record) {
+                    format!(
+                        "; pid {} is not running on this host: `unlock --token {}` frees the \
+                         lock now",
+                        record_field(record, "pid"),
+                        token_prefix(token)
+                    )
+                } else {
+                    String::new()
+                };
                 println!(
-                    "held by {by}{since}, token {}…, on {count}/{} node(s), {} left{}",
+                    "held by {by}{since}, token {}…, on {count}/{} node(s), {} left{}{gone}",
                     token_prefix(token),
                     nodes.len(),
                     ttl_left.map_or("?".into(), ms),
@@ -921,6 +962,7 @@ impl<'a> Status<'a> {
                 doc.held_ms = ago(record, "acquired_ms").map(|d| d.as_millis());
                 doc.exited_ms_ago = ago(record, "exited_ms").map(|d| d.as_millis());
                 doc.holder = holder(record);
+                doc.holder_gone = gone_here(record);
             }
         }
         doc

@@ -17,7 +17,8 @@
 //! place. A sticky directory (`/tmp`, mode 1777) owned by root or the user
 //! passes where ssh's would not: in it only an entry's owner may rename
 //! it, which is what the rule protects. A file that holds a password in a
-//! URL must not be readable by others either.
+//! URL must not be readable by others either (its group may read it), the
+//! rule of `--password-file` too.
 
 use std::fs::Metadata;
 use std::io::Read;
@@ -198,7 +199,9 @@ pub fn check_secrets(path: &Path, loaded: &Loaded) -> Result<(), Error> {
         return Ok(());
     };
     let mode = std::fs::metadata(path).map_or(0, |m| m.mode() & 0o7777);
-    if mode & 0o044 != 0 {
+    // Group read is the operator's choice (root:group 0640, as Debian
+    // keeps such files); others' is not.
+    if mode & 0o004 != 0 {
         return Err(Error::Readable {
             path: path.to_path_buf(),
             mode,

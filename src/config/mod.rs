@@ -137,7 +137,8 @@ impl fmt::Display for Error {
             Error::Readable { path, mode, line } => write!(
                 f,
                 "{}:{line}: a URL with a password, in a file others may read (mode \
-                 {mode:04o}): chmod go-r {}, or move the password to password-file",
+                 {mode:04o}): chmod o-r {} (its owner and group may read it), or move the \
+                 password to password-file",
                 path.display(),
                 path.display()
             ),

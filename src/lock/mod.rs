@@ -1446,8 +1446,11 @@ pub struct NodeOutcome {
 
 impl NodeOutcome {
     /// Why the node counts as failed in this run: it failed a request, or
-    /// never answered the acquire while the run lasted. The closing warning
-    /// names these nodes and `--metrics-file` counts them: one definition.
+    /// never answered the acquire while the run lasted (a run that ended
+    /// while its connection was still being made, within its node timeout,
+    /// is no fault of the node's: `Fared::Pending`).
+    /// The closing warning names these nodes and `--metrics-file` counts
+    /// them: one definition.
     pub fn failure(&self) -> Option<String> {
         match (&self.fared, &self.acquire) {
             (node::Fared::Failed(e) | node::Fared::SatOut(e), _) => Some(e.clone()),

@@ -160,6 +160,7 @@ pub fn supervise(
         signalled: None,
         asked: 0,
         leftover: false,
+        pauses: Pauses::new(),
     };
     let exit = watch.run(rx, heartbeat);
     Supervised {
@@ -370,14 +371,70 @@ struct Watch<'a> {
     asked: u32,
     /// Processes of the tree may still be alive.
     leftover: bool,
+    /// A time this loop did not run, since the last extension.
+    pauses: Pauses,
+}
+
+/// A loop that wakes every `SLICE` and did not run for longer than this was
+/// not running: redlock-run was stopped (SIGSTOP, a debugger), or the host
+/// was suspended.
+const PAUSED: Duration = Duration::from_secs(1);
+
+/// The loop's own gaps, which explain a lock lost for want of an extension.
+struct Pauses {
+    /// The last turn of the loop, on CLOCK_BOOTTIME and CLOCK_MONOTONIC
+    /// (which stands still while the host is suspended).
+    last: (Stamp, std::time::Instant),
+    /// The longest gap since the last extension: its length, and whether
+    /// the host was suspended (rather than redlock-run stopped).
+    seen: Option<(Duration, bool)>,
+}
+
+impl Pauses {
+    fn new() -> Pauses {
+        Pauses {
+            last: (clock::now(), std::time::Instant::now()),
+            seen: None,
+        }
+    }
+
+    /// A turn of the loop.
+    fn turn(&mut self) {
+        let now = (clock::now(), std::time::Instant::now());
+        let boot = now.0.saturating_duration_since(self.last.0);
+        let mono = now.1.saturating_duration_since(self.last.1);
+        if boot > PAUSED && self.seen.is_none_or(|(d, _)| boot > d) {
+            self.seen = Some((boot, mono < boot / 2));
+        }
+        self.last = now;
+    }
+
+    /// What the pause was, worded to follow a loss.
+    fn said(&self) -> Option<String> {
+        let (length, suspended) = self.seen?;
+        let length = format!("{:.1}s", length.as_secs_f64());
+        Some(if suspended {
+            format!("the host was suspended for {length}")
+        } else {
+            format!(
+                "redlock-run itself was stopped for {length} (SIGSTOP, a debugger or a frozen \
+                 VM), so its heartbeat could not run"
+            )
+        })
+    }
 }
 
 impl Watch<'_> {
     fn run(&mut self, rx: &Inbox, heartbeat: &mut Heartbeat) -> Exit {
         loop {
+            self.pauses.turn();
             heartbeat.tick();
             let now = clock::now();
             if let Some((why, kill_by)) = self.course.due(now) {
+                let why = match (why, self.pauses.said()) {
+                    (Stop::Lost(why), Some(pause)) => Stop::Lost(format!("{why}: {pause}")),
+                    (why, _) => why,
+                };
                 self.begin(why, kill_by);
                 log_stop(&self.course.stop, self.config, self.log);
             }
@@ -396,6 +453,7 @@ impl Watch<'_> {
                 Ok(Event::Extended(d)) => {
                     if self.course.extend(d) {
                         self.tree.tell_guard(d);
+                        self.pauses.seen = None;
                     }
                     false
                 }
@@ -414,12 +472,16 @@ impl Watch<'_> {
             }
         }
         if self.course.held_up() {
+            let why = self
+                .pauses
+                .said()
+                .map_or(String::new(), |p| format!(" ({p})"));
             self.log.error(
                 ev(
                     "lost",
                     format!(
-                        "lock '{}' lost: redlock-run was held up past the lock's validity; the \
-                         guard stopped the command",
+                        "lock '{}' lost: redlock-run was held up past the lock's validity{why}; \
+                         the guard stopped the command",
                         self.config.name
                     ),
                 )

@@ -151,8 +151,11 @@ fn take_and_run(
     let window = match check_once_per(lock, config, &log, stats) {
         Ok(w) => w,
         Err(exit) => {
-            // Skipped, not run: nothing for the history.
-            stats.already_ran.store(exit != Exit::Unavailable, Relaxed);
+            // Skipped, not run: nothing for the history, and the report
+            // says the run did not get the lock for its command.
+            let already_ran = exit != Exit::Unavailable;
+            stats.already_ran.store(already_ran, Relaxed);
+            stats.acquired.store(!already_ran, Relaxed);
             lock.release(&log);
             return exit;
         }

@@ -14,7 +14,6 @@ mod wait;
 use locked::run_locked;
 
 use std::ffi::OsString;
-use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::SystemTime;
@@ -48,6 +47,18 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     if let Some(msg) = cli::misplaced_subcommand(&args) {
         Log::new(0, format, "").error(ev("usage", msg).outcome("usage"));
         return Exit::Usage;
+    }
+    // --help and --version read no file: a line that may ask for them is
+    // parsed as given first (a word that was an option's value after all
+    // makes it go on as usual).
+    if cli::may_ask_help_or_version(&args)
+        && let Err(e) = cli::parser().try_get_matches_from(&args)
+        && matches!(
+            e.kind(),
+            clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+        )
+    {
+        return clap_exit(e, None, format);
     }
     // The configuration file's settings, as options, where the arguments
     // give none (see `config`); `args` stay as given, for `check` and
@@ -107,15 +118,32 @@ fn clap_exit(e: clap::Error, near: Option<String>, format: log::Format) -> Exit 
     Exit::Usage
 }
 
-/// "'statsu' is not a subcommand; did you mean 'status'? ...", when the first
-/// word of the command line is a near miss of a subcommand.
+/// What a command line whose first word is neither an option nor a
+/// subcommand meant: flock(1)'s habit, the lock's name and then the command
+/// (`redlock-run nightly ./report.sh`), shown as `-k NAME -- COMMAND`; or
+/// "'statsu' is not a subcommand; did you mean 'status'? ..." for a near
+/// miss followed by options.
 fn near_subcommand(args: &[OsString]) -> Option<String> {
     let word = args.get(1)?.to_str()?;
-    let meant = cli::near_subcommand(word)?;
-    Some(format!(
-        "'{word}' is not a subcommand; did you mean '{meant}'? (to run a program of that name, \
-         put it after --)"
-    ))
+    if word.starts_with('-') || cli::is_subcommand(word) {
+        return None;
+    }
+    let rest = args.get(2..).unwrap_or_default();
+    let options_follow = rest
+        .first()
+        .is_some_and(|w| w.to_string_lossy().starts_with('-'));
+    match cli::near_subcommand(word) {
+        Some(meant) if options_follow || rest.is_empty() => Some(format!(
+            "'{word}' is not a subcommand; did you mean '{meant}'? (to run a program of that \
+             name, put it after --)"
+        )),
+        _ if !options_follow => Some(format!(
+            "'{word}' is not a subcommand or an option; to run a command under the lock \
+             '{word}', name the lock with -k: {}",
+            cli::keyed_form(word, rest)
+        )),
+        _ => None,
+    }
 }
 
 /// `--log-format json` as given on the command line, read before it is
@@ -157,31 +185,9 @@ fn one_line(msg: &str) -> String {
 fn run_job(config: &Config, blocked: signals::Blocked, guard: Option<Guard>) -> Exit {
     // A report or metrics file that cannot be written is a bad argument: say
     // so before the lock is taken and the job runs, not after.
-    type Check = fn(&std::path::Path) -> io::Result<()>;
-    for (flag, path, check) in [
-        (
-            "--report",
-            &config.report,
-            crate::files::check_writable as Check,
-        ),
-        (
-            "--metrics-file",
-            &config.metrics_file,
-            crate::metrics::check,
-        ),
-    ] {
-        if let Some(path) = path
-            && let Err(e) = check(path)
-        {
-            Log::new(0, config.log_format, &config.name).error(
-                ev(
-                    "usage",
-                    format!("cannot write {flag} {}: {}", path.display(), os_message(&e)),
-                )
-                .outcome("usage"),
-            );
-            return Exit::Usage;
-        }
+    if let Some(msg) = config.unwritable() {
+        Log::new(0, config.log_format, &config.name).error(ev("usage", msg).outcome("usage"));
+        return Exit::Usage;
     }
     let started = clock::now();
     let started_at = SystemTime::now();

@@ -376,3 +376,178 @@ fn check_takes_the_probe_options_as_flags() {
         clean(&node);
     }
 }
+
+/// A run refuses a --metrics-file it cannot write (64, the command not
+/// run): `check` and `config` refuse it the same way, `check` as a finding
+/// about the settings, with every node still judged.
+#[test]
+fn a_metrics_file_in_a_missing_directory_fails_check_config_and_the_run() {
+    let nodes: Vec<RedisNode> = (0..3).map(|_| RedisNode::start_with(PERSISTENT)).collect();
+    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+    let dir = tempdir();
+    let metrics = dir.join("node-exporter/redlock-run.prom");
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "redis = [\"{}\"]\nmetrics-file = \"{}\"\n",
+            urls.join("\", \""),
+            metrics.display()
+        ),
+    )
+    .expect("write");
+    let want = format!(
+        "cannot write --metrics-file {}: its directory {} does not exist",
+        metrics.display(),
+        dir.join("node-exporter").display()
+    );
+    let out = Test::new()
+        .env("REDLOCK_CONFIG", &config)
+        .arg("check")
+        .expect_code(64);
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.starts_with("  unfit") && l.contains(&want)),
+        "{out}"
+    );
+    assert!(!out.stdout.contains("\nfit:"), "{out}");
+    for url in &urls {
+        assert!(
+            section(&out, url)
+                .iter()
+                .any(|l| l.contains("appendfsync always")),
+            "{url} not judged\n{out}"
+        );
+    }
+    let out = Test::new()
+        .env("REDLOCK_CONFIG", &config)
+        .args(["check", "--json"])
+        .expect_code(64);
+    let said = python(
+        "import json,sys\nd=json.load(sys.stdin)\nprint(d['verdict'], \
+         [f['level'] for f in d['settings']])",
+        &out.stdout,
+    );
+    assert_eq!(said.trim(), "unfit ['unfit']", "{out}");
+    let out = Test::new()
+        .env("REDLOCK_CONFIG", &config)
+        .arg("config")
+        .expect_code(64);
+    out.assert_one_error_line();
+    assert!(out.stderr.contains(&want), "{out}");
+    let out = Test::new()
+        .current_dir(dir.path())
+        .env("REDLOCK_CONFIG", &config)
+        .args(["-k", "job", "--", "touch", "ran"])
+        .expect_code(64);
+    out.assert_one_error_line();
+    assert!(out.stderr.contains(&want), "{out}");
+    assert!(!dir.has("ran"), "the command ran");
+    // Once the directory is there, all three are content.
+    std::fs::create_dir(dir.join("node-exporter")).expect("mkdir");
+    let out = Test::new()
+        .env("REDLOCK_CONFIG", &config)
+        .arg("check")
+        .expect_code(0);
+    assert!(
+        out.stdout.contains(&format!(
+            "ok          --metrics-file {} can be written",
+            metrics.display()
+        )),
+        "{out}"
+    );
+    nodes.iter().for_each(clean);
+}
+
+/// A setting no run can start with (a TTL its heartbeat cannot keep) is
+/// `check`'s one finding, with the run's words and status.
+#[test]
+fn settings_a_run_refuses_are_a_finding_and_64() {
+    let node = RedisNode::start_with(PERSISTENT);
+    let dir = tempdir();
+    let config = dir.join("config.toml");
+    std::fs::write(&config, "ttl = \"2s\"\n").expect("write");
+    let out = check(&node.url())
+        .env("REDLOCK_CONFIG", &config)
+        .args(["--node-timeout", "1s"])
+        .expect_code(64);
+    assert!(out.stdout.starts_with("settings\n  unfit"), "{out}");
+    assert!(
+        out.stdout
+            .contains("--node-timeout 1s must be at most 1/10 of --ttl 2s"),
+        "{out}"
+    );
+    assert!(
+        out.stdout
+            .trim_end()
+            .ends_with("unfit: 1 unfit, 0 warnings, 0 cannot tell"),
+        "{out}"
+    );
+}
+
+/// Two nodes: one down means no lock, so `check` warns and names the fix;
+/// four: the same tolerance as three. Three are fine.
+#[test]
+fn an_even_number_of_nodes_is_a_warning_naming_the_fix() {
+    let nodes: Vec<RedisNode> = (0..4).map(|_| RedisNode::start_with(PERSISTENT)).collect();
+    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+    let out = check(&urls[..2].join(",")).expect_code(1);
+    assert!(
+        out.stdout.lines().any(|l| l.starts_with("  warn")
+            && l.contains("2 nodes: a lock needs both, so one node down means no lock")
+            && l.contains("use 3 nodes")),
+        "{out}"
+    );
+    let out = check(&urls.join(",")).expect_code(1);
+    assert!(
+        out.stdout.lines().any(|l| l.starts_with("  warn")
+            && l.contains("4 nodes: a lock needs 3, so 2 down means no lock, as with 3")
+            && l.contains("5 nodes tolerate 2 down, 4 only 1")),
+        "{out}"
+    );
+    let out = check(&urls[..3].join(",")).expect_code(0);
+    assert!(!out.stdout.contains("node count"), "{out}");
+    assert!(!out.stdout.contains("nodes: a lock needs"), "{out}");
+    nodes.iter().for_each(clean);
+}
+
+/// `check` reads when each TLS server's certificate expires: one that
+/// expires within 14 days is a warning, one valid for decades is fine, in
+/// either of X.509's time forms (UTCTime before 2050, GeneralizedTime after).
+#[test]
+fn check_reads_when_a_tls_certificate_expires() {
+    let certs = Certs::make();
+    let soon = certs.node_tls();
+    let late = certs.node_tls_for(10_000);
+    let nodes: Vec<RedisNode> = [&soon, &late]
+        .into_iter()
+        .map(|tls| RedisNode::start_with_tls(PERSISTENT, None, Some(tls), free_port))
+        .collect();
+    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+    let out = check(&urls.join(","))
+        .args(["--tls-ca", &certs.pem("ca")])
+        .run();
+    let line = |url: &str| {
+        section(&out, url)
+            .into_iter()
+            .find(|l| l.contains("the certificate of"))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("{url}: no certificate line\n{out}"))
+    };
+    let soon_line = line(&urls[0]);
+    // Made for 2 days a moment ago: 2 days, or 1 and some hours.
+    assert!(
+        soon_line.starts_with("  warn")
+            && (soon_line.contains("expires in 1 days") || soon_line.contains("expires in 2 days")),
+        "{soon_line}\n{out}"
+    );
+    let late_line = line(&urls[1]);
+    // 10,000 days from when it was made, a moment ago.
+    assert!(
+        late_line.starts_with("  ok")
+            && (late_line.contains("expires in 10000 days")
+                || late_line.contains("expires in 9999 days")),
+        "{late_line}\n{out}"
+    );
+}

@@ -163,12 +163,51 @@ pub fn scripts(bin: &str) -> Vec<(String, Vec<u8>)> {
     for shell in [Shell::Fish, Shell::Elvish, Shell::PowerShell] {
         let mut buf = Vec::new();
         clap_complete::generate(shell, &mut with_hints(cli::command()), bin, &mut buf);
+        buf = without_hidden(shell, bin, buf);
         if shell == Shell::Fish {
             buf = fish_fixes(bin, buf);
         }
         out.push((shell.file_name(bin), buf));
     }
     out
+}
+
+/// clap_complete's script without the options the definition hides
+/// (`--timeout`, which is there only to be refused with a better message):
+/// a completion must not offer what the program refuses. Each removal is
+/// checked to have applied.
+fn without_hidden(shell: Shell, bin: &str, script: Vec<u8>) -> Vec<u8> {
+    let text = String::from_utf8(script).expect("the script is UTF-8");
+    let mut cmd = cli::command().bin_name(bin);
+    cmd.build();
+    let mut all = Vec::new();
+    contexts(&cmd, bin, &mut all);
+    let hidden: BTreeSet<String> = all
+        .iter()
+        .flat_map(|c| c.cmd.get_arguments().filter(|a| a.is_hide_set()))
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect();
+    let mut lines: Vec<&str> = text.lines().collect();
+    for long in &hidden {
+        let offers = |l: &str| match shell {
+            Shell::Fish => {
+                l.starts_with("complete -c ")
+                    && (l.contains(&format!(" -l {long} ")) || l.ends_with(&format!(" -l {long}")))
+            }
+            Shell::Elvish => l.trim_start().starts_with(&format!("cand --{long} ")),
+            Shell::PowerShell => l.contains(&format!("[CompletionResult]::new('--{long}',")),
+            _ => false,
+        };
+        let before = lines.len();
+        lines.retain(|l| !offers(l));
+        assert!(
+            lines.len() < before,
+            "{shell}: no line offered the hidden --{long}; clap_complete changed"
+        );
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    out.into_bytes()
 }
 
 // ---------------------------------------------------------------- bash
@@ -614,7 +653,13 @@ _redlock_run()
     else
         local sub=$((!dashdash && !npos && !(first && seen)))
         ((npos++))
-        if ((cmdpos && npos >= cmdpos)); then
+        if ((sub && cword == 1)) && [[ -n $subs ]]; then
+            # The first word: a subcommand or an option. A command to run
+            # comes after -- or after the options, never among the subcommands.
+            local val=$cur
+            _redlock_run_words "$subs $opts"
+            return
+        elif ((cmdpos && npos >= cmdpos)); then
             _redlock_run_command_line "${at[cword]}" "$2"
         elif ((npos <= positionals || repeats)); then
             ((npos > positionals)) && npos=$positionals
@@ -860,12 +905,18 @@ const ZSH: &str = r#"#compdef @BIN@
 # after the program's name, a subcommand too).
 (( $+functions[_@BIN@__command] )) ||
 _@BIN@__command() {
-    local ret=1
+    # The first word: a subcommand (or an option, through _arguments); a
+    # command to run comes after -- or after the options.
     if (( CURRENT == 1 && first )); then
-        _describe -t subcommands subcommand subcommands && ret=0
+        _describe -t subcommands subcommand subcommands
+        return
     fi
-    _normal && ret=0
-    return ret
+    # Right after the program's name, _arguments leaves the -- in.
+    if [[ $words[1] == -- ]]; then
+        shift words
+        (( CURRENT-- ))
+    fi
+    _normal
 }
 
 # The scheme; the rest is the user's, so no space after it.
@@ -934,9 +985,10 @@ fn fish_fixes(bin: &str, script: Vec<u8>) -> Vec<u8> {
     let _ = write!(
         extra,
         r#"
-# The command to run: after `--`, or the first word that is neither an option
-# nor (as the first word) a subcommand. Prints the command's words typed so
-# far; fails where no command is being typed.
+# The command to run: after `--`, or the first word after the options that
+# is not one. The first word of all is a subcommand or an option: commands
+# are not offered there. Prints the command's words typed so far; fails
+# where no command is being typed.
 function __fish_{name}_command_words
     set -l tokens (commandline -opc)
     set -e tokens[1]
@@ -947,6 +999,8 @@ function __fish_{name}_command_words
             return 1
         end
     else if not contains -- -- $tokens
+        set -q tokens[1]
+        or return 1
         string match -q -- '-*' (commandline -ct)
         and return 1
     end
@@ -1231,6 +1285,10 @@ fn bash_cases(with_bc: bool) {
         "redlock-run --metrics-file ",
         "redlock-run --retry ",
         "redlock-run hi",
+        "redlock-run ",
+        "redlock-run -- ",
+        "redlock-run -k x ",
+        "redlock-run --ti",
     ];
     let (spec, r) = complete_bash(dir.path(), with_bc, FAKETOOL, &lines);
     let mut c = Checks::default();
@@ -1399,6 +1457,30 @@ fn bash_cases(with_bc: bool) {
         &r[25],
         r[25].has("history"),
         "the subcommand history",
+    );
+    c.check(
+        lines[26],
+        &r[26],
+        r[26].has("status") && r[26].has("check") && r[26].has("--key") && !r[26].has("echo"),
+        "the subcommands and options, no command names",
+    );
+    c.check(
+        lines[27],
+        &r[27],
+        r[27].has("echo") && !r[27].has("status"),
+        "commands after --",
+    );
+    c.check(
+        lines[28],
+        &r[28],
+        r[28].has("echo"),
+        "commands after the options",
+    );
+    c.check(
+        lines[29],
+        &r[29],
+        !r[29].has("--timeout"),
+        "not --timeout, which the program refuses",
     );
     c.assert_none(if with_bc {
         "bash (with bash-completion)"
@@ -1646,6 +1728,10 @@ fn other_shell_cases(shell: &str, run: impl Fn(&Path, &[&str]) -> Vec<Reply>) {
         "redlock-run status -r ",
         "redlock-run history --",
         "redlock-run --metrics-file ",
+        "redlock-run ",
+        "redlock-run -- ec",
+        "redlock-run -k x ec",
+        "redlock-run --ti",
     ];
     let r = run(dir.path(), &lines);
     let mut c = Checks::default();
@@ -1712,7 +1798,59 @@ fn other_shell_cases(shell: &str, run: impl Fn(&Path, &[&str]) -> Vec<Reply>) {
         "history's options (--json --count ...), not --ttl",
     );
     c.check(lines[12], &r[12], offers_files(&r[12]), "file names");
+    c.check(
+        lines[13],
+        &r[13],
+        r[13].has("status") && r[13].has("check") && !r[13].has("echo"),
+        "the subcommands, no command names",
+    );
+    c.check(
+        lines[14],
+        &r[14],
+        r[14].has("echo") && !r[14].has("check"),
+        "commands after --",
+    );
+    c.check(
+        lines[15],
+        &r[15],
+        r[15].has("echo"),
+        "commands after the options",
+    );
+    c.check(
+        lines[16],
+        &r[16],
+        !r[16].has("--timeout") && r[16].words.iter().all(|w| w.starts_with("--ti")),
+        "not --timeout, which the program refuses",
+    );
     c.assert_none(shell);
+}
+
+/// fish describes `status` as redlock-run's subcommand, not as fish's own
+/// builtin of that name.
+#[test]
+fn fish_describes_status_as_the_subcommand() {
+    require("fish", "fish");
+    let script = format!(
+        "source {}\ncomplete -C 'redlock-run '\n",
+        sq(&checked_in("redlock-run.fish").display().to_string())
+    );
+    let out = Process::new("fish")
+        .args(["--no-config", "-c", &script])
+        .output()
+        .expect("run fish");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let status: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.split('\t').next() == Some("status"))
+        .collect();
+    let about = cli::command()
+        .find_subcommand("status")
+        .and_then(|s| s.get_about().map(|a| a.to_string()))
+        .expect("status's about");
+    assert!(
+        status.len() == 1 && about.starts_with(status[0].split('\t').nth(1).unwrap_or("-")),
+        "{status:?}\n{stdout}"
+    );
 }
 
 #[test]

@@ -269,6 +269,11 @@ fn the_shipped_example_is_valid_commented_and_not() {
         })
         .map(|l| format!("{l}\n"))
         .collect();
+    // A file a run writes must have its directory: here, this test's.
+    let uncommented = uncommented.replace(
+        "/var/lib/prometheus/node-exporter/",
+        &format!("{}/", dir.path().display()),
+    );
     let all = write_config(dir.path(), "all.toml", &uncommented, 0o600);
     let out = Test::new()
         .args(["config", "--config", &all.display().to_string()])
@@ -380,4 +385,85 @@ fn a_bad_node_url_in_the_file_is_named_with_its_line() {
         }
     }
     assert!(!dir.has("ran"), "the command ran");
+}
+
+/// A password in a URL: a file others may read is refused with the chmod
+/// that fixes it (a run, `config` and `check` alike), and the Debian
+/// pattern, root:group 0640, read by a member of the group, works.
+#[test]
+fn a_url_password_is_refused_to_others_and_allowed_to_the_group() {
+    let node = RedisNode::start_with_password(&[], "grp-PW-4411");
+    let dir = tempdir();
+    let url = format!("redis://:grp-PW-4411@127.0.0.1:{}", node.port());
+    let config = write_config(
+        dir.path(),
+        "config.toml",
+        &format!("redis = [\"{url}\"]\n"),
+        0o644,
+    );
+    let shown = config.display().to_string();
+    for args in [&["-k", "job", "--", "true"][..], &["config"], &["check"]] {
+        let out = Test::new()
+            .env("REDLOCK_CONFIG", &config)
+            .args(args.iter().copied())
+            .expect_code(64);
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            said.contains(&format!("{shown}:1: a URL with a password"))
+                && said.contains(&format!("chmod o-r {shown}")),
+            "{args:?}\n{out}"
+        );
+        assert!(!said.contains("grp-PW-4411"), "{out}");
+    }
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut test = Test::new().env("REDLOCK_CONFIG", &config);
+    if root {
+        // Read as nobody, through the file's group.
+        std::os::unix::fs::chown(&config, Some(0), Some(65534)).expect("chown");
+        test = test.wrapped_in([
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ]);
+    }
+    fs::set_permissions(&config, fs::Permissions::from_mode(0o640)).expect("chmod");
+    let out = test
+        .clone()
+        .args(["-k", "job", "--", "true"])
+        .expect_code(0);
+    assert!(out.stderr.is_empty(), "{out}");
+    let out = test.clone().arg("config").expect_code(0);
+    assert!(out.stdout.contains("redis://:***@127.0.0.1"), "{out}");
+}
+
+/// `--version` and `--help` read no configuration file: one that every run
+/// refuses (not TOML, and others may write it) does not stop them.
+#[test]
+fn version_and_help_read_no_configuration_file() {
+    let dir = tempdir();
+    let config = write_config(dir.path(), "config.toml", "this is [not toml\n", 0o666);
+    for args in [
+        &["--version"][..],
+        &["-V"],
+        &["--help"],
+        &["status", "--help"],
+        &["help", "check"],
+        &["-k", "x", "--version"],
+    ] {
+        let out = Test::new()
+            .env("REDLOCK_CONFIG", &config)
+            .args(args.iter().copied())
+            .expect_code(0);
+        assert!(
+            out.stderr.is_empty() && !out.stdout.is_empty(),
+            "{args:?}\n{out}"
+        );
+    }
+    // A run still reads it, and refuses it.
+    Test::new()
+        .env("REDLOCK_CONFIG", &config)
+        .args(["-k", "x", "--", "true"])
+        .expect_code(64);
 }

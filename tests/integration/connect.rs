@@ -991,6 +991,8 @@ fn password_from_env_or_file_reaches_no_output_argv_or_command() {
     let file = dir.join("password");
     // With a trailing newline, as `echo` or an editor writes it.
     fs::write(&file, format!("{SECRET}\n")).expect("write password file");
+    fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod password file");
 
     let verbose = || base(&url, "secret", &dir).arg("-vvv");
     run_and_check_secrecy(
@@ -1027,6 +1029,8 @@ fn wrong_password_fails_closed_without_echoing_any_password() {
     let url = format!("redis://127.0.0.1:{}", node.port());
     let file = dir.join("password");
     fs::write(&file, format!("{wrong}\n")).expect("write password file");
+    fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod password file");
     let in_url = format!("redis://:{wrong}@127.0.0.1:{}", node.port());
     let user_in_url = format!("redis://locker:{wrong}@127.0.0.1:{}", node.port());
 
@@ -1271,6 +1275,8 @@ fn a_server_that_repeats_our_password_does_not_get_it_printed() {
     let dir = tempdir();
     let file = dir.join("password");
     fs::write(&file, format!("{SECRET}\n")).expect("write password file");
+    fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod password file");
     let port = node.port();
     let in_url = format!("redis://:{SECRET}@127.0.0.1:{port}");
     let bare = format!("redis://127.0.0.1:{port}");

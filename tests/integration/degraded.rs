@@ -286,3 +286,55 @@ fn a_slow_live_node_beside_refused_ones_is_waited_for_and_undone() {
 }
 
 use crate::support::free_port;
+
+/// A node that refuses the lock's writes (a replica's READONLY, an ACL that
+/// denies the script, a key of another type's WRONGTYPE) costs the fleet its
+/// fault tolerance as surely as a stopped node: every run says so in one
+/// line naming the node and its error, without -v, and still runs on the
+/// quorum of the others (exit 0).
+#[test]
+fn a_node_that_refuses_the_writes_is_warned_on_every_run() {
+    let a = RedisNode::start();
+    let b = RedisNode::start();
+    let port = a.port().to_string();
+    let replica = RedisNode::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let acl = RedisNode::start();
+    let reply: String = acl.cmd(
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("default")
+            .arg("-eval")
+            .arg("-evalsha"),
+    );
+    assert_eq!(reply, "OK");
+    let typed = RedisNode::start();
+    let dir = tempdir();
+    for (bad, what) in [
+        (&replica, "READONLY"),
+        (&acl, "eval"),
+        (&typed, "WRONGTYPE"),
+    ] {
+        if what == "WRONGTYPE" {
+            typed.cmd::<i64>(redis::cmd("LPUSH").arg(lock_key("refused")).arg("x"));
+        }
+        let urls = format!("{},{},{}", a.url(), b.url(), bad.url());
+        for run in 0..2 {
+            let out = base(&urls, "refused", &dir)
+                .args(["--", "true"])
+                .expect_code(0);
+            let named: Vec<&str> = out
+                .stderr_lines()
+                .into_iter()
+                .filter(|l| l.contains(&bad.url()))
+                .collect();
+            assert!(
+                named.len() == 1
+                    && named[0].contains("warning")
+                    && named[0].to_lowercase().contains(&what.to_lowercase()),
+                "{what}, run {run}: one warning naming {} and {what}\n{out}",
+                bad.url()
+            );
+            assert_eq!(out.stderr_lines().len(), 1, "{what}, run {run}\n{out}");
+        }
+    }
+}

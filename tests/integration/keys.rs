@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use crate::support::{
     Cluster, RedisCluster, RedisNode, START, SentinelGroup, TempDir, Test, WAIT_FOR_GO,
-    await_marker, base, free_port, keys, lock_key, python, tempdir, touch, wait_until,
+    await_marker, base, free_port, keys, lock_key, python, redis_cli_binary, tempdir, touch,
+    wait_until,
 };
 
 const IN_USE: i32 = 1;
@@ -41,30 +42,17 @@ fn belongs(key: &[u8], name: &str) -> bool {
 }
 
 /// The keys on `node` as `redis-cli --scan` prints them into a pipe, one a
-/// line (through the fixture's SCAN where redis-cli is not installed).
+/// line.
 fn scan_lines(node: &RedisNode) -> Vec<String> {
-    if let Ok(out) = Command::new("redis-cli")
+    let out = Command::new(redis_cli_binary())
         .args(["-h", "127.0.0.1", "-p", &node.port().to_string(), "--scan"])
         .output()
-    {
-        assert!(out.status.success(), "redis-cli --scan: {out:?}");
-        return String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect();
-    }
-    eprintln!("redis-cli is not installed: listing the keys through SCAN instead");
-    let mut lines = Vec::new();
-    let mut cursor = "0".to_string();
-    loop {
-        let (next, keys): (String, Vec<Vec<u8>>) =
-            node.cmd(redis::cmd("SCAN").arg(&cursor).arg("COUNT").arg(100));
-        lines.extend(keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()));
-        if next == "0" {
-            return lines;
-        }
-        cursor = next;
-    }
+        .expect("redis-cli");
+    assert!(out.status.success(), "redis-cli --scan: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 /// `status --keys --json`: the keys listed for each node, in node order.
@@ -276,29 +264,26 @@ fn keys_are_printable_listed_once_and_shown_by_status() {
         .filter(|key| !belongs(key, name))
         .collect();
     assert_eq!(others.len(), 5);
-    if Command::new("redis-cli").arg("--version").output().is_ok() {
-        let readme = include_str!("../../README.md");
-        let line = readme
-            .lines()
-            .find(|l| l.contains("redis-cli del"))
-            .expect("the README's delete pipeline");
-        let pipeline = line
-            .split(" # ")
-            .next()
-            .unwrap_or_default()
-            .replace("redis-cli", &format!("redis-cli -p {}", node.port()))
-            .replace("lock:report", &format!("lock:{name}"));
-        let out = Command::new("sh")
-            .args(["-c", &pipeline])
-            .output()
-            .expect("sh");
-        assert!(out.status.success(), "{pipeline}: {out:?}");
-        let mut want = [others, vec![k.lock().to_vec()]].concat();
-        want.sort();
-        assert_eq!(node.all_keys(), want, "{pipeline}: {out:?}");
-    } else {
-        eprintln!("redis-cli is not installed: the README's pipeline is not tried");
-    }
+    let readme = include_str!("../../README.md");
+    let line = readme
+        .lines()
+        .find(|l| l.contains("redis-cli del"))
+        .expect("the README's delete pipeline");
+    let cli = format!("'{}' -p {}", redis_cli_binary().display(), node.port());
+    let pipeline = line
+        .split(" # ")
+        .next()
+        .unwrap_or_default()
+        .replace("redis-cli", &cli)
+        .replace("lock:report", &format!("lock:{name}"));
+    let out = Command::new("sh")
+        .args(["-c", &pipeline])
+        .output()
+        .expect("sh");
+    assert!(out.status.success(), "{pipeline}: {out:?}");
+    let mut want = [others, vec![k.lock().to_vec()]].concat();
+    want.sort();
+    assert_eq!(node.all_keys(), want, "{pipeline}: {out:?}");
 }
 
 fn now_window(window: u64) -> u64 {

@@ -21,6 +21,7 @@ mod degraded;
 mod fairness;
 mod fence;
 mod foundation;
+mod fresh_machine;
 mod generated;
 mod keys;
 mod messages;

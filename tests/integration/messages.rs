@@ -512,3 +512,204 @@ fn nodes_that_answered_again_after_a_reset_are_not_said_to_be_done_without() {
         "one line per node that failed and came back\n{out}"
     );
 }
+
+/// The seconds `out`'s "lock lost" line gives after `lead`.
+fn paused_for(out: &crate::support::RunOutput, lead: &str) -> f64 {
+    let line = out
+        .stderr_lines()
+        .into_iter()
+        .find(|l| l.contains("lost"))
+        .unwrap_or_else(|| panic!("no line says the lock was lost\n{out}"))
+        .to_string();
+    let said = line
+        .split(lead)
+        .nth(1)
+        .unwrap_or_else(|| panic!("the line does not say {lead:?}\n{out}"));
+    said.split('s')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no length in seconds\n{out}"))
+}
+
+/// A redlock-run that was itself stopped (SIGSTOP) past the time it had to
+/// extend the lock says that it was stopped, and for how long, not only that
+/// no extension succeeded in time; a suspended host (simulated: the test
+/// build's CLOCK_BOOTTIME jumps, CLOCK_MONOTONIC does not) says that.
+#[test]
+fn a_stopped_redlock_run_says_it_was_stopped_and_for_how_long() {
+    let cluster = Cluster::new(1);
+    let dir = tempdir();
+    let holder = holding(&cluster.urls(), "paused", &dir, &["--ttl", "6s"], "held");
+    holder.signal(libc::SIGSTOP);
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    holder.signal(libc::SIGCONT);
+    let out = holder.wait();
+    out.assert_code(76);
+    let secs = paused_for(
+        &out,
+        "no extension succeeded in time: redlock-run itself was stopped for ",
+    );
+    assert!((3.5..6.0).contains(&secs), "stopped for {secs}s?\n{out}");
+
+    let suspend = dir.join("suspend");
+    std::fs::write(&suspend, "0").expect("suspend file");
+    std::fs::remove_file(dir.join("held")).expect("rm");
+    let running = base(&cluster.urls(), "suspended", &dir)
+        .env("REDLOCK_TEST_SUSPEND_FILE", &suspend)
+        .args(["--ttl", "6s", "-c", &format!("touch held; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "held", &running);
+    std::fs::write(&suspend, "4000").expect("suspend");
+    let out = running.wait();
+    out.assert_code(76);
+    let secs = paused_for(&out, "the host was suspended for ");
+    assert!((3.9..5.0).contains(&secs), "suspended for {secs}s?\n{out}");
+}
+
+/// flock(1)'s order, the lock's name and then the command: the answer is
+/// the `-k NAME -- COMMAND` form of that very line, not a subcommand that
+/// happens to be two letters away ("mylock" and "unlock").
+#[test]
+fn a_lock_name_first_as_flock_takes_it_shows_the_k_form() {
+    let out = Test::new()
+        .env_remove("REDLOCK_KEY")
+        .args(["mylock", "echo", "hi there"])
+        .expect_code(64);
+    out.assert_one_error_line();
+    assert!(
+        out.stderr
+            .contains("name the lock with -k: redlock-run -k mylock -- echo 'hi there'"),
+        "{out}"
+    );
+    assert!(!out.stderr.contains("unlock"), "{out}");
+    let out = Test::new()
+        .env_remove("REDLOCK_KEY")
+        .args(["nightly", "./report.sh", "--full"])
+        .expect_code(64);
+    assert!(
+        out.stderr
+            .contains("redlock-run -k nightly -- ./report.sh --full"),
+        "{out}"
+    );
+    // A near miss followed by options is still a typo of a subcommand.
+    let out = Test::new().args(["statsu", "-k", "x"]).expect_code(64);
+    assert!(out.stderr.contains("did you mean 'status'?"), "{out}");
+}
+
+/// `--timeout` names both readings as options to give, with the unit a
+/// bare number has (seconds).
+#[test]
+fn timeout_says_which_option_each_reading_is_with_units() {
+    for (given, shown) in [("10", "10s"), ("1.5", "1s500ms"), ("2m", "2m")] {
+        let out = Test::new()
+            .args(["-k", "x", "--timeout", given, "--", "true"])
+            .expect_code(64);
+        out.assert_one_error_line();
+        assert!(
+            out.stderr.contains(&format!(
+                "to wait up to {shown} for a busy lock (flock -w, consul lock -timeout), give \
+                 --wait {shown}"
+            )) && out.stderr.contains(&format!(
+                "to stop the command after it ran {shown} (timeout(1)), give --max-runtime \
+                 {shown}"
+            )),
+            "{given}\n{out}"
+        );
+    }
+}
+
+/// After `kill -9` of a holder, `status` on its own host says that its pid
+/// is not running there and how to free the lock; a live holder, and one
+/// recorded on another host, are not marked.
+#[test]
+fn status_marks_a_holder_whose_pid_is_gone_from_this_host() {
+    let cluster = Cluster::new(3);
+    let urls = cluster.urls();
+    let dir = tempdir();
+    let status = |name: &str| {
+        Test::new()
+            .args(["status", "-r", &urls, "-k", name])
+            .expect_code(1)
+    };
+    let live = holding(&urls, "alive", &dir, &[], "alive");
+    let out = status("alive");
+    assert!(!out.stdout.contains("not running on this host"), "{out}");
+    let elsewhere = base(&urls, "elsewhere", &dir)
+        .env("REDLOCK_TEST_HOST", "another-host")
+        .args(["-c", &format!("touch elsewhere; {WAIT_FOR_GO}")])
+        .spawn();
+    await_marker(&dir, "elsewhere", &elsewhere);
+    let dead = holding(&urls, "dead", &dir, &[], "dead");
+    let pid = dead.pid();
+    dead.signal(libc::SIGKILL);
+    dead.wait();
+    elsewhere.signal(libc::SIGKILL);
+    elsewhere.wait();
+    let out = status("dead");
+    let held = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("held by"))
+        .unwrap_or_else(|| panic!("no held line\n{out}"));
+    assert!(
+        held.contains(&format!(
+            "pid {pid} is not running on this host: `unlock --token "
+        )),
+        "{out}"
+    );
+    let out = Test::new()
+        .args(["status", "-r", &urls, "-k", "dead", "--json"])
+        .expect_code(1);
+    assert!(out.stdout.contains("\"holder_gone\":true"), "{out}");
+    let out = status("elsewhere");
+    assert!(!out.stdout.contains("not running"), "{out}");
+    touch(&dir, "go");
+    live.wait().assert_code(0);
+}
+
+/// One node that does not answer: "the node did not answer", never
+/// "fewer than 1 of 1 nodes answered".
+#[test]
+fn one_node_that_does_not_answer_is_the_node() {
+    let dir = tempdir();
+    let port = crate::support::free_port();
+    let out = base(&format!("redis://127.0.0.1:{port}"), "one", &dir)
+        .args(["--", "true"])
+        .expect_code(69);
+    out.assert_one_error_line();
+    assert!(
+        out.stderr.contains(&format!(
+            "cannot take lock 'one': the node did not answer: redis://127.0.0.1:{port}"
+        )),
+        "{out}"
+    );
+    assert!(!out.stderr.contains("fewer than"), "{out}");
+}
+
+/// A run whose --once-per window was used already ran nothing: its
+/// --report says "acquired": false, with its outcome and status.
+#[test]
+fn an_already_ran_report_says_not_acquired() {
+    let cluster = Cluster::new(3);
+    let dir = tempdir();
+    let report = dir.join("report.json");
+    let run = |code: i32| {
+        base(&cluster.urls(), "daily", &dir)
+            .args(["--once-per", "1d", "--report"])
+            .arg(&report)
+            .args(["--", "true"])
+            .expect_code(code)
+    };
+    let fields = || {
+        crate::support::python(
+            "import json,sys\nd=json.load(sys.stdin)\nprint(d['acquired'], d['outcome'], \
+             d['exit_code'], d['attempts'])",
+            &std::fs::read_to_string(&report).expect("report"),
+        )
+    };
+    run(0);
+    assert_eq!(fields().trim(), "True ok 0 1");
+    // The busy status, as a used window is by default.
+    run(75);
+    assert_eq!(fields().trim(), "False already-ran 75 0");
+}

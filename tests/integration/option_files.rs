@@ -7,6 +7,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use crate::support::{Certs, RedisNode, RunOutput, Test, base, tempdir, wait_until};
@@ -109,6 +110,10 @@ fn an_empty_option_file_says_it_is_empty() {
     fs::write(&empty, b"").expect("write");
     let newline = dir.join("newline");
     fs::write(&newline, b"\n").expect("write");
+    // A password's file: its owner's (see the next test for others').
+    for file in [&empty, &newline] {
+        fs::set_permissions(file, fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
     for (flag, file) in [
         ("--password-file", &empty),
         ("--password-file", &newline),
@@ -252,4 +257,58 @@ fn a_fifo_without_a_writer_ends_a_subcommand_within_its_node_timeout() {
         }
     }
     assert!(node.keys().is_empty(), "keys left: {:?}", node.keys());
+}
+
+/// One rule for a password on disk: a password file that others may read
+/// is refused (64, nothing run, no key) with the chmod that fixes it, by a
+/// run, `config` and `check` alike; its group may read it.
+#[test]
+fn a_password_file_others_may_read_is_refused_and_group_read_is_fine() {
+    let (node, url) = password_node();
+    let dir = tempdir();
+    let file = dir.join("password");
+    fs::write(&file, format!("{PASSWORD}\n")).expect("write");
+    for flag in ["--password-file", "--sentinel-password-file"] {
+        for mode in [0o666, 0o644, 0o604] {
+            fs::set_permissions(&file, fs::Permissions::from_mode(mode)).expect("chmod");
+            let out = base(&url, "opt-mode", &dir)
+                .arg(flag)
+                .arg(&file)
+                .args(["-c", "touch ran"])
+                .expect_code(USAGE);
+            out.assert_one_error_line();
+            let want = format!(
+                "redlock-run: {flag} {} may be read by others (mode {mode:04o}): chmod o-r {}",
+                file.display(),
+                file.display()
+            );
+            assert!(out.stderr.starts_with(&want), "[{flag} {mode:o}]\n{out}");
+            assert!(!out.stderr.contains(PASSWORD), "{out}");
+            assert!(!dir.has("ran"), "[{flag} {mode:o}] the command ran\n{out}");
+            let out = Test::new()
+                .args(["config", "-r", &url, flag])
+                .arg(&file)
+                .expect_code(USAGE);
+            assert!(out.stderr.contains("chmod o-r"), "[{flag} {mode:o}]\n{out}");
+            let out = Test::new()
+                .args(["check", "-r", &url, flag])
+                .arg(&file)
+                .expect_code(USAGE);
+            assert!(
+                out.stdout.starts_with("settings\n  unfit") && out.stdout.contains("chmod o-r"),
+                "[{flag} {mode:o}]\n{out}"
+            );
+        }
+    }
+    assert!(node.keys().is_empty(), "keys left: {:?}", node.keys());
+    for mode in [0o600, 0o640, 0o660] {
+        fs::set_permissions(&file, fs::Permissions::from_mode(mode)).expect("chmod");
+        let out = base(&url, "opt-mode", &dir)
+            .arg("--password-file")
+            .arg(&file)
+            .args(["-c", "touch ran"])
+            .expect_code(0);
+        assert!(dir.has("ran"), "[{mode:o}] {out}");
+        fs::remove_file(dir.join("ran")).expect("rm");
+    }
 }

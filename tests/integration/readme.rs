@@ -43,6 +43,7 @@ fn examples() -> Vec<String> {
         }
         let cmd = cmd
             .replace("/usr/local/bin/redlock-run", "redlock-run")
+            .replace("/usr/bin/redlock-run", "redlock-run")
             .replace("/opt/app/", "./opt/app/")
             .replace("/var/lib/prometheus/node-exporter/", "./");
         out.push(cmd);

@@ -453,3 +453,78 @@ fn tls_sentinel_failover_is_followed_by_the_heartbeat() {
     );
     assert_eq!(group.get(keys("failover").lock()), None, "not released");
 }
+
+/// A node still connecting when a short run ends (here a TLS node behind a
+/// proxy that holds each chunk 150 ms, well within its 1 s node timeout)
+/// is not a failed node: no warning, and not degraded in the metrics. The
+/// same node slower than its timeout is warned and counted. And many short
+/// runs over healthy TLS nodes warn of none.
+#[test]
+fn a_tls_node_still_connecting_when_a_short_run_ends_is_not_warned() {
+    let certs = Certs::make();
+    let tls = certs.node_tls();
+    let nodes: Vec<crate::support::RedisNode> = (0..3)
+        .map(|_| {
+            crate::support::RedisNode::start_with_tls(
+                &[],
+                None,
+                Some(&tls),
+                crate::support::free_port,
+            )
+        })
+        .collect();
+    let proxy = crate::support::FaultProxy::new(nodes[2].port());
+    proxy.set_mode(crate::support::Mode::Delay(Duration::from_millis(150)));
+    let slow = format!("rediss://127.0.0.1:{}", proxy.port());
+    let urls = format!("{},{},{slow}", nodes[0].url(), nodes[1].url());
+    let dir = tempdir();
+    let metrics = dir.join("m.prom");
+    let run = |timeout: &str, command: &str| {
+        base(&urls, "short", &dir)
+            .args(["--tls-ca", &certs.pem("ca"), "--node-timeout", timeout])
+            .arg("--metrics-file")
+            .arg(&metrics)
+            .args(["-c", command])
+            .expect_code(0)
+    };
+    let degraded = || {
+        std::fs::read_to_string(&metrics)
+            .expect("metrics")
+            .lines()
+            .find(|l| l.starts_with("redlock_run_degraded_runs_total"))
+            .map(|l| l.rsplit(' ').next().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    for _ in 0..3 {
+        let out = run("1s", "true");
+        assert!(out.elapsed < Duration::from_millis(900), "{out}");
+        assert!(
+            out.stderr.is_empty(),
+            "a false warning
+{out}"
+        );
+    }
+    assert_eq!(degraded(), "0");
+    // Silent past its node timeout in a longer run: a fault, said and
+    // counted.
+    proxy.set_mode(crate::support::Mode::Delay(Duration::from_secs(2)));
+    let out = run("100ms", "sleep 0.5");
+    assert!(
+        out.stderr.contains(&slow) && out.stderr.contains("warning"),
+        "{out}"
+    );
+    assert_eq!(degraded(), "1");
+    // Many short commands on healthy TLS nodes: never a warning.
+    let healthy: Vec<String> = nodes.iter().map(crate::support::RedisNode::url).collect();
+    let healthy = healthy.join(",");
+    let warned: Vec<String> = (0..60)
+        .map(|_| {
+            base(&healthy, "many", &dir)
+                .args(["--tls-ca", &certs.pem("ca"), "--", "true"])
+                .expect_code(0)
+        })
+        .filter(|out| !out.stderr.is_empty())
+        .map(|out| out.to_string())
+        .collect();
+    assert!(warned.is_empty(), "{}", warned.join("\n"));
+}

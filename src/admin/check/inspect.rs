@@ -462,7 +462,7 @@ fn certificates(nodes: &Nodes, up: &[usize], report: &mut Report) {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
     for &i in up {
         for (server, der) in nodes[i].certificates() {
-            let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) else {
+            let Some(until) = crate::x509::not_after(&der) else {
                 report.on(
                     i,
                     Finding::new(
@@ -473,7 +473,6 @@ fn certificates(nodes: &Nodes, up: &[usize], report: &mut Report) {
                 );
                 continue;
             };
-            let until = cert.validity().not_after.timestamp();
             let days = (until - now).div_euclid(86_400);
             let says = format!("the certificate of {server} expires in {days} days");
             report.on(

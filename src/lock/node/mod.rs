@@ -317,8 +317,15 @@ pub enum Fared {
     /// It answered, but a vote of its did not count: it had started less
     /// than the restart grace before (the first such answer).
     SatOut(String),
-    /// Not a single answer yet.
+    /// Not a single answer, and none due any more: its requests failed,
+    /// or have waited longer than the node timeout.
     Silent,
+    /// Not a single answer yet, its connection still being made (a TLS
+    /// handshake) and its oldest request within the node timeout: the run
+    /// was shorter than the node's connect, which says nothing against the
+    /// node. A node that took the request and said nothing (stopped, a
+    /// black hole) is `Silent`.
+    Pending,
 }
 
 pub struct Node {
@@ -416,7 +423,12 @@ impl Node {
             (Some(e), _, _) => Fared::Failed(e.clone()),
             (None, Some(e), _) => Fared::SatOut(e.clone()),
             (None, None, true) => Fared::Answered,
-            (None, None, false) => Fared::Silent,
+            (None, None, false) => match state.waiting_since() {
+                Some(since) if state.connecting() && since.elapsed() < self.timeout => {
+                    Fared::Pending
+                }
+                _ => Fared::Silent,
+            },
         }
     }
 

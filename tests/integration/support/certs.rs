@@ -119,6 +119,11 @@ impl Certs {
     /// `ca`. Without a usage it has no extensions at all, which makes it an
     /// X.509 v1 certificate, as `openssl x509 -req` makes by default.
     fn leaf(&self, name: &str, ca: &str, usage: Option<&str>, san: Option<&str>) {
+        self.leaf_for(name, ca, usage, san, 2);
+    }
+
+    /// [`Certs::leaf`], valid for `days` from now.
+    fn leaf_for(&self, name: &str, ca: &str, usage: Option<&str>, san: Option<&str>, days: u32) {
         let mut ext = match usage {
             Some(usage) => format!(
                 "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
@@ -166,7 +171,7 @@ impl Certs {
                 &format!("{ca}.key"),
                 "-CAcreateserial",
                 "-days",
-                "2",
+                &days.to_string(),
                 "-out",
                 &format!("{name}.pem"),
             ]
@@ -196,6 +201,24 @@ impl Certs {
     /// (`tls-auth-clients yes`): mutual TLS.
     pub fn mutual_node_tls(&self) -> NodeTls {
         self.tls_for_nodes(true)
+    }
+
+    /// [`Certs::node_tls`], serving a certificate valid for `days` from
+    /// now (from 2050 on, X.509 dates are GeneralizedTime, not UTCTime).
+    pub fn node_tls_for(&self, days: u32) -> NodeTls {
+        let name = format!("server-{days}d");
+        self.leaf_for(
+            &name,
+            "ca",
+            Some("serverAuth"),
+            Some("DNS:localhost,IP:127.0.0.1"),
+            days,
+        );
+        NodeTls {
+            cert: self.pem(&name),
+            key: self.key(&name),
+            ..self.tls_for_nodes(false)
+        }
     }
 
     fn tls_for_nodes(&self, auth_clients: bool) -> NodeTls {

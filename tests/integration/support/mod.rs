@@ -46,8 +46,8 @@ pub use http::{Answer, PingServer};
 pub use proxy::{FaultProxy, Mode};
 pub use redis_node::{
     Cluster, RedisNode, SERVER_ENV, ServerCaps, ServerVersion, free_port, free_port_on,
-    is_history_key, node_url, redis_server_binary, require, sentinel_command, server_caps,
-    server_command, server_version, server_was_chosen,
+    is_history_key, node_url, redis_cli_binary, redis_server_binary, require, sentinel_command,
+    server_caps, server_command, server_version, server_was_chosen,
 };
 pub use sentinel::{SentinelBuilder, SentinelGroup};
 pub use timed::{margin_ms, realtime_ns};

