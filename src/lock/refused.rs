@@ -67,6 +67,15 @@ impl Lock {
         if e.kind() != Kind::Server {
             return false;
         }
+        // A node that refused the acquire with the same error (WRONGTYPE:
+        // the key is not a lock) holds nothing of ours: its acquire error
+        // names it already.
+        if step == Step::Release
+            && e.code().is_some()
+            && self.acquire_code(i).as_deref() == e.code()
+        {
+            return true;
+        }
         let said = answered(e, self.nodes[i].name());
         {
             let mut kept = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
@@ -109,6 +118,14 @@ impl Lock {
                 .field("step", step.word()),
         );
         true
+    }
+
+    /// The code of the error reply node `i` gave the last acquire, if it
+    /// gave one.
+    fn acquire_code(&self, i: usize) -> Option<String> {
+        let last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
+        let e = last.as_ref()?.reply_of(i)?.result.as_ref().err()?;
+        e.code().map(str::to_string)
     }
 
     /// What node `i` refused in this run, each as `release: the ACL

@@ -48,6 +48,8 @@ pub struct NodeError {
     /// `Restarted`: when its vote counts again (None: not while it cannot
     /// tell when it started).
     back_at: Option<Instant>,
+    /// `Server`: the error reply's code (`WRONGTYPE`, `NOPERM`).
+    code: Option<Box<str>>,
 }
 
 impl std::error::Error for NodeError {}
@@ -65,7 +67,13 @@ impl NodeError {
             kind,
             sent,
             back_at: None,
+            code: None,
         }
+    }
+
+    /// The code of the error reply it was (`WRONGTYPE`), where it was one.
+    pub fn code(&self) -> Option<&str> {
+        self.code.as_deref()
     }
 
     pub fn kind(&self) -> Kind {
@@ -343,11 +351,14 @@ pub(super) fn server_error(name: &str, e: &redis::ServerError) -> NodeError {
                 | "WRONGPASS"
         ),
     };
-    NodeError::new(
-        Kind::Server,
-        format!("{name}: {}", server_text(e)),
-        !not_run,
-    )
+    NodeError {
+        code: Some(e.code().into()),
+        ..NodeError::new(
+            Kind::Server,
+            format!("{name}: {}", server_text(e)),
+            !not_run,
+        )
+    }
 }
 
 /// An error reply from a node given as a Cluster (`redis+cluster://`): a
