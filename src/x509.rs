@@ -6,12 +6,14 @@
 //! when it is used. A full X.509 parser would bring two dozen crates for
 //! these two fields.
 //!
-//!     Certificate ::= SEQUENCE { tbsCertificate TBSCertificate, ... }
-//!     TBSCertificate ::= SEQUENCE {
-//!         version [0] EXPLICIT INTEGER DEFAULT v1, serialNumber INTEGER,
-//!         signature AlgorithmIdentifier, issuer Name,
-//!         validity SEQUENCE { notBefore Time, notAfter Time }, ... }
-//!     Time ::= CHOICE { UTCTime, GeneralizedTime }
+//! ```text
+//! Certificate ::= SEQUENCE { tbsCertificate TBSCertificate, ... }
+//! TBSCertificate ::= SEQUENCE {
+//!     version [0] EXPLICIT INTEGER DEFAULT v1, serialNumber INTEGER,
+//!     signature AlgorithmIdentifier, issuer Name,
+//!     validity SEQUENCE { notBefore Time, notAfter Time }, ... }
+//! Time ::= CHOICE { UTCTime, GeneralizedTime }
+//! ```
 
 const SEQUENCE: u8 = 0x30;
 const INTEGER: u8 = 0x02;
