@@ -149,6 +149,18 @@ pub enum Unusable {
     Signal(i32),
 }
 
+/// Said and ended on as the crate's errors are.
+impl From<Unusable> for crate::error::Error {
+    fn from(e: Unusable) -> crate::error::Error {
+        match e {
+            Unusable::Usage(msg) => crate::error::Error::usage(msg),
+            // Told to stop while an option's file was waited on: nothing is
+            // held, so it stops at once, as a signal ends a wait for the lock.
+            Unusable::Signal(sig) => crate::error::Error::signal(sig),
+        }
+    }
+}
+
 impl From<String> for Unusable {
     fn from(msg: String) -> Unusable {
         Unusable::Usage(msg)

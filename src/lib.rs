@@ -5,6 +5,7 @@ pub(crate) mod admin;
 pub mod cli;
 pub(crate) mod clock;
 pub(crate) mod config;
+pub(crate) mod error;
 pub mod exit;
 pub(crate) mod files;
 pub(crate) mod host;

@@ -180,7 +180,7 @@ impl Log {
         match self.format {
             // Messages carry what nodes said (holder records, server
             // errors): never raw to a terminal.
-            Format::Text => format!("redlock-run: {}\n", printable(&e.msg)),
+            Format::Text => text(&e.msg),
             Format::Json => {
                 let line = Line {
                     time,
@@ -197,7 +197,7 @@ impl Log {
                     Ok(json) => json + "\n",
                     // Not for any entry there is: serde_json fails only on
                     // maps with non-string keys and on failing Serialize impls.
-                    Err(_) => format!("redlock-run: {}\n", e.msg),
+                    Err(_) => format!("{PREFIX}{}\n", e.msg),
                 }
             }
         }
@@ -284,7 +284,7 @@ fn writer() -> Option<&'static SyncSender<Msg>> {
                                     // shares this stderr, and a line written
                                     // in pieces can be split by its output.
                                     let notice = format!(
-                                        "redlock-run: {} log line(s) dropped: stderr was not being read\n",
+                                        "{PREFIX}{} log line(s) dropped: stderr was not being read\n",
                                         lost - reported
                                     );
                                     let _ = err.write_all(notice.as_bytes());
@@ -303,6 +303,29 @@ fn writer() -> Option<&'static SyncSender<Msg>> {
                 .map(|_| tx)
         })
         .as_ref()
+}
+
+/// What every line redlock-run writes on stderr starts with: written here
+/// and nowhere else.
+pub const PREFIX: &str = "redlock-run: ";
+
+/// A message as a line of text: escaped (what nodes say may hold anything),
+/// after the prefix.
+fn text(msg: &str) -> String {
+    format!("{PREFIX}{}\n", printable(msg))
+}
+
+/// One line on stderr for a subcommand, written at once (a subcommand
+/// starts no writer thread: it holds no lock that waits on it).
+pub fn say(msg: impl std::fmt::Display) {
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(text(&msg.to_string()).as_bytes());
+}
+
+/// `say`, as a warning.
+pub fn warn(msg: impl std::fmt::Display) {
+    say(format_args!("warning: {msg}"));
 }
 
 fn emit(line: String) {

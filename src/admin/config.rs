@@ -45,11 +45,11 @@ impl fmt::Display for Unfit {
 impl Unfit {
     /// How the subcommand ends over it, its line said.
     pub fn exit(&self) -> Exit {
-        eprintln!("redlock-run: {self}");
         match self {
-            Unfit::Run(cli::Unusable::Signal(sig)) => Exit::Signal(*sig),
-            _ => Exit::Usage,
+            Unfit::Run(cli::Unusable::Signal(sig)) => crate::error::Error::signal(*sig),
+            other => crate::error::Error::usage(other),
         }
+        .said()
     }
 }
 

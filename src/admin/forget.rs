@@ -44,7 +44,9 @@ pub fn remove(lock: &Subject, nodes: &Nodes, force: bool) -> Exit {
                 Some(Ok(_)) => Some(Ok("left alone: in use on another node".to_string())),
             });
             report(nodes, lines);
-            eprintln!("redlock-run: {line}: left alone (--force removes it anyway)");
+            crate::log::say(format_args!(
+                "{line}: left alone (--force removes it anyway)"
+            ));
             return unless_unavailable(nodes, &looked, Exit::Command(exit::FORGET_IN_USE));
         }
         // A node that failed the look is searched again.
@@ -87,7 +89,9 @@ pub fn remove(lock: &Subject, nodes: &Nodes, force: bool) -> Exit {
     );
     // Taken in use between the look and the delete.
     if refused && let Some(line) = &was {
-        eprintln!("redlock-run: {line}: left alone there (--force removes it anyway)");
+        crate::log::say(format_args!(
+            "{line}: left alone there (--force removes it anyway)"
+        ));
     }
     let verdict = if refused {
         Exit::Command(exit::FORGET_IN_USE)
@@ -98,10 +102,10 @@ pub fn remove(lock: &Subject, nodes: &Nodes, force: bool) -> Exit {
     };
     let code = unless_unavailable(nodes, &results, verdict);
     if code == Exit::Command(exit::FORGET_NOTHING) {
-        eprintln!(
-            "redlock-run: nothing to remove: no key of lock '{}' on any node",
+        crate::log::say(format_args!(
+            "nothing to remove: no key of lock '{}' on any node",
             lock.name
-        );
+        ));
     }
     code
 }
@@ -135,10 +139,10 @@ fn unless_unavailable<T>(
 ) -> Exit {
     let answered = answers.iter().flatten().flatten().count();
     if answered < redlock::quorum(nodes.len()) {
-        eprintln!(
-            "redlock-run: fewer than a quorum of nodes answered; keys of the lock may remain"
-        );
-        return Exit::Unavailable;
+        return crate::error::Error::unavailable(
+            "fewer than a quorum of nodes answered; keys of the lock may remain",
+        )
+        .said();
     }
     verdict
 }

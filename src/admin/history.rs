@@ -88,11 +88,11 @@ pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, count: u32) -> Exit {
     let found = read(lock, nodes, count as usize);
     if found.answered == 0 {
         // Nothing on stdout: "no runs recorded" would read as an answer.
-        eprintln!(
-            "redlock-run: no node answered, so the history of lock '{}' is unknown: {}",
+        crate::log::say(format_args!(
+            "no node answered, so the history of lock '{}' is unknown: {}",
             lock.name,
             printable(&found.errors.join("; "))
-        );
+        ));
         return Exit::Unavailable;
     }
     if json {
@@ -103,16 +103,16 @@ pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, count: u32) -> Exit {
         print!("{}", table(&found.runs));
     }
     for e in &found.errors {
-        eprintln!("redlock-run: warning: {}", printable(e));
+        crate::log::warn(format_args!("{}", printable(e)));
     }
     let quorum = redlock::quorum(nodes.len());
     if found.answered < quorum {
-        eprintln!(
-            "redlock-run: only {} of {} nodes answered (quorum {quorum}): runs recorded only on \
+        crate::log::say(format_args!(
+            "only {} of {} nodes answered (quorum {quorum}): runs recorded only on \
              the others are missing",
             found.answered,
             nodes.len()
-        );
+        ));
         return Exit::Unavailable;
     }
     Exit::Command(0)

@@ -59,10 +59,7 @@ pub(crate) fn answer(args: std::fmt::Arguments, newline: bool) {
         })
         .and_then(|()| out.flush());
     if let Err(e) = written {
-        let _ = writeln!(
-            std::io::stderr(),
-            "redlock-run: cannot write the answer to stdout: {e}"
-        );
+        crate::log::say(format_args!("cannot write the answer to stdout: {e}"));
         std::process::exit(i32::from(crate::exit::ANSWER_UNWRITTEN));
     }
 }
@@ -322,6 +319,6 @@ fn print_json(doc: &impl serde::Serialize) {
         Ok(json) => println!("{json}"),
         // Not for any document here: serde_json fails only on maps with
         // non-string keys and on failing Serialize impls.
-        Err(e) => eprintln!("redlock-run: {e}"),
+        Err(e) => crate::log::say(format_args!("{e}")),
     }
 }

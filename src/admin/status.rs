@@ -180,8 +180,7 @@ pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, limit: Option<u32>, keys:
             .collect();
         let names: Vec<&str> = nodes.iter().map(|n| n.name()).collect();
         if let Some(msg) = crate::lock::node::same_run_id(&names, &ids) {
-            eprintln!("redlock-run: {msg}");
-            return Exit::Usage;
+            return crate::error::Error::usage(msg).said();
         }
     }
     let asked_limit = limit;

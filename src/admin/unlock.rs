@@ -27,10 +27,10 @@ pub fn delete(lock: &Subject, nodes: &Nodes, token: Option<&str>) -> Exit {
     let results: Vec<Option<Result<Done, NodeError>>> = match token {
         Some(token) => {
             if token.chars().count() < MIN_PREFIX {
-                eprintln!(
-                    "redlock-run: --token needs at least {MIN_PREFIX} characters of the token \
+                crate::log::say(format_args!(
+                    "--token needs at least {MIN_PREFIX} characters of the token \
                      (status shows the first {MIN_PREFIX})"
-                );
+                ));
                 return Exit::Usage;
             }
             let (token, b): (Arc<str>, _) = (token.into(), Arc::clone(&key_set));
@@ -108,16 +108,18 @@ pub fn delete(lock: &Subject, nodes: &Nodes, token: Option<&str>) -> Exit {
         println!("  {}: {text}", node.name());
     }
     if answered < redlock::quorum(nodes.len()) {
-        eprintln!("redlock-run: fewer than a quorum of nodes answered; the lock may still be held");
-        return Exit::Unavailable;
+        return crate::error::Error::unavailable(
+            "fewer than a quorum of nodes answered; the lock may still be held",
+        )
+        .said();
     }
     if deleted > 0 {
         Exit::Command(0)
     } else if other > 0 {
-        eprintln!("redlock-run: nothing removed: the lock holds another token");
+        crate::log::say("nothing removed: the lock holds another token");
         Exit::Command(exit::UNLOCK_OTHER_TOKEN)
     } else {
-        eprintln!("redlock-run: nothing removed: there is no such lock");
+        crate::log::say("nothing removed: there is no such lock");
         Exit::Command(exit::UNLOCK_NO_LOCK)
     }
 }
@@ -135,8 +137,8 @@ fn warn_live_holder(record: &[(String, String)]) {
         .parse::<u64>()
         .ok()
         .map(|ms| humantime::format_duration(std::time::Duration::from_millis(ms / 3)).to_string());
-    eprintln!(
-        "redlock-run: warning: {}@{} pid {} may still be running: it keeps running {}, then stops \
+    crate::log::warn(format_args!(
+        "{}@{} pid {} may still be running: it keeps running {}, then stops \
          its command and exits 76; another run can take the lock meanwhile",
         printable(&field("user")),
         printable(&field("host")),
@@ -145,5 +147,5 @@ fn warn_live_holder(record: &[(String, String)]) {
             Some(p) => format!("until its next heartbeat finds the lock gone (every {p})"),
             None => "until its next heartbeat finds the lock gone (every TTL/3)".to_string(),
         }
-    );
+    ));
 }

@@ -23,6 +23,7 @@ use clap::FromArgMatches;
 use crate::admin::Ask;
 use crate::cli::{self, Cli, Config};
 use crate::clock;
+use crate::error::Error;
 use crate::exit::Exit;
 use crate::log::{self, Log, ev};
 use crate::outcome::Outcome;
@@ -45,8 +46,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
         .flatten();
     let format = log_format_in(&args);
     if let Some(msg) = cli::misplaced_subcommand(&args) {
-        Log::new(0, format, "").error(ev("usage", msg).outcome("usage"));
-        return Exit::Usage;
+        return Error::usage(msg).end(format);
     }
     // --help and --version read no file: a line that may ask for them is
     // parsed as given first (a word that was an option's value after all
@@ -65,10 +65,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     // `config`, which show where each setting came from.
     let applied = match crate::config::apply(args.clone()) {
         Ok(a) => a,
-        Err(e) => {
-            Log::new(0, format, "").error(ev("usage", e.to_string()).outcome("usage"));
-            return Exit::Usage;
-        }
+        Err(e) => return Error::usage(e).end(format),
     };
     let format = log_format_in(&applied.args);
     // The parser and its matches are freed at once: freeing them costs
@@ -92,13 +89,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
     }
     let config = match cli.into_config() {
         Ok(c) => c,
-        Err(cli::Unusable::Usage(msg)) => {
-            Log::new(0, format, "").error(ev("usage", msg).outcome("usage"));
-            return Exit::Usage;
-        }
-        // Told to stop while an option's file was waited on: nothing is
-        // held, so it stops at once, as a signal ends a wait for the lock.
-        Err(cli::Unusable::Signal(sig)) => return Exit::Signal(sig),
+        Err(e) => return Error::from(e).end(format),
     };
     run_job(&config, blocked, guard)
 }
@@ -114,8 +105,7 @@ fn clap_exit(e: clap::Error, near: Option<String>, format: log::Format) -> Exit 
     // A mistyped subcommand reads as a command to run, and the error would
     // be about something else (--key missing): say what was meant instead.
     let text = near.unwrap_or_else(|| format!("{} (try --help)", one_line(&e.to_string())));
-    Log::new(0, format, "").error(ev("usage", text).outcome("usage"));
-    Exit::Usage
+    Error::usage(text).end(format)
 }
 
 /// What a command line whose first word is neither an option nor a
@@ -330,10 +320,10 @@ fn run_admin(admin: &cli::Admin, given: &[OsString]) -> Exit {
             .unwrap_or(crate::admin::DEFAULT_NODE_TIMEOUT),
     );
     if target.tls_insecure {
-        eprintln!(
-            "redlock-run: --tls-insecure: certificates and host names of rediss:// nodes are not \
+        crate::log::say(format_args!(
+            "--tls-insecure: certificates and host names of rediss:// nodes are not \
              checked"
-        );
+        ));
     }
     let (subject, nodes) = match target.resolve() {
         Ok(r) => {
@@ -345,20 +335,14 @@ fn run_admin(admin: &cli::Admin, given: &[OsString]) -> Exit {
             };
             (subject, crate::admin::nodes(&r.urls, options))
         }
-        Err(e) => {
-            eprintln!("redlock-run: {e}");
-            return Exit::Usage;
-        }
+        Err(e) => return Error::from(e).said(),
     };
     let Some(ask) = ask(admin) else {
         return Exit::Usage;
     };
     match nodes {
         Ok(nodes) => crate::admin::dispatch(&ask, &subject, &nodes),
-        Err(msg) => {
-            eprintln!("redlock-run: {msg}");
-            Exit::Usage
-        }
+        Err(msg) => Error::usage(msg).said(),
     }
 }
 

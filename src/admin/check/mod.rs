@@ -154,15 +154,14 @@ pub fn run(args: &CheckArgs, given: &[OsString]) -> Exit {
     };
     let c = &run.config;
     if c.options.tls_insecure {
-        eprintln!(
-            "redlock-run: --tls-insecure: certificates and host names of rediss:// nodes are not checked"
-        );
+        crate::log::say(format_args!(
+            "--tls-insecure: certificates and host names of rediss:// nodes are not checked"
+        ));
     }
     let nodes = match Nodes::new(&c.urls, &c.options) {
         Ok(n) => n,
         Err(msg) => {
-            eprintln!("redlock-run: {msg}");
-            return Exit::Usage;
+            return crate::error::Error::usage(msg).said();
         }
     };
     let mut report = Report::new(&nodes);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::link::Broken;
+use super::broken::Broken;
 
 /// What went wrong, for callers that branch on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +68,15 @@ impl NodeError {
             sent,
             back_at: None,
             code: None,
+        }
+    }
+
+    /// The same failure said of node `name` (the error told what failed,
+    /// a name's lookup shared by the nodes, without naming one).
+    pub(super) fn named(&self, name: &str) -> NodeError {
+        NodeError {
+            msg: format!("{name}: {}", self.msg),
+            ..self.clone()
         }
     }
 
@@ -146,6 +155,15 @@ pub(super) enum Step {
     Select(i64),
     /// A Sentinel group's primary asked whether it is one.
     Role,
+}
+
+/// Whether a server's own words (a script's step, as `scripts` answers it)
+/// say its ACL refused the step: `NOPERM ...` (Redis 7.2 on), `... can't run
+/// this command ...` (before), `ACL failure in script` (Valkey).
+pub fn refused_by_acl(text: &str) -> bool {
+    text.contains("NOPERM")
+        || text.contains("can't run this command")
+        || text.contains("ACL failure")
 }
 
 /// A request that was never written: a release made after it went out
@@ -278,7 +296,12 @@ pub(super) fn broken(
             (Kind::Unreachable, "the connection was closed".to_string())
         }
         Broken::Io(e) => (Kind::Unreachable, one_line(e)),
-        Broken::Protocol(v) => (Kind::Protocol, v.to_string()),
+        Broken::Bulk { .. }
+        | Broken::Values { .. }
+        | Broken::Reply { .. }
+        | Broken::Line { .. }
+        | Broken::NotResp(_)
+        | Broken::Malformed => (Kind::Protocol, b.to_string()),
         Broken::Unasked => (
             Kind::Protocol,
             "sent a reply to nothing asked (does it speak the Redis protocol?)".to_string(),
@@ -405,7 +428,7 @@ fn server_text(e: &redis::ServerError) -> String {
 pub(super) fn script_error(name: &str, text: &str) -> NodeError {
     let what = if text.contains("NOAUTH") || unauthenticated(text) {
         needs_password()
-    } else if super::inquiry::refused_by_acl(text) {
+    } else if refused_by_acl(text) {
         permission_denied(text)
     } else {
         one_line(text)
@@ -466,28 +489,6 @@ pub(super) const TLS_HINT: &str = "(check --tls-ca, that the URL's host name is 
 /// What a server that ends a fresh connection without a word may be.
 const SILENT: &str = "it does not seem to speak the Redis protocol (another service on that \
                       port, or a TLS port that wants rediss://?)";
-
-/// What is wrong when a server's first bytes are no Redis reply (a web
-/// server's `HTTP/1.1 400 Bad Request`, an SSH banner, a TLS alert): one
-/// clause, showing the start of the answer.
-pub(super) fn not_resp(buf: &[u8]) -> String {
-    if matches!(buf.first(), Some(0x15 | 0x16)) && buf.get(1) == Some(&0x03) {
-        return "answered in TLS: it wants rediss://".into();
-    }
-    let line = buf
-        .split(|b| *b == b'\r' || *b == b'\n')
-        .next()
-        .unwrap_or(buf);
-    let text: String = String::from_utf8_lossy(line)
-        .chars()
-        .take(60)
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    format!(
-        "does not speak the Redis protocol: it answered \"{text}\" (another service on that \
-         port?)"
-    )
-}
 
 /// An error's text folded into one line.
 pub(super) fn one_line(text: &str) -> String {
@@ -611,19 +612,5 @@ mod tests {
         let e = refused_setup("n", &steps, &[Value::Okay, no_db], "refused");
         assert!(e.to_string().contains("has no database 99"), "{e}");
         assert_eq!(e.kind(), Kind::Refused);
-    }
-
-    #[test]
-    fn what_no_redis_reply_starts_with_is_named() {
-        assert_eq!(
-            not_resp(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"),
-            "does not speak the Redis protocol: it answered \"HTTP/1.1 400 Bad Request\" \
-             (another service on that port?)"
-        );
-        assert!(not_resp(b"SSH-2.0-OpenSSH_9.2p1\x07\r\n").contains("\"SSH-2.0-OpenSSH_9.2p1?\""));
-        assert_eq!(
-            not_resp(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32]),
-            "answered in TLS: it wants rediss://"
-        );
     }
 }

@@ -111,15 +111,6 @@ pub fn denied(text: &str) -> bool {
     text.contains("ACL denies")
 }
 
-/// Whether a server's own words (a script's step, as `scripts` answers it)
-/// say its ACL refused the step: `NOPERM ...` (Redis 7.2 on), `... can't run
-/// this command ...` (before), `ACL failure in script` (Valkey).
-pub fn refused_by_acl(text: &str) -> bool {
-    text.contains("NOPERM")
-        || text.contains("can't run this command")
-        || text.contains("ACL failure")
-}
-
 /// The command an ACL refusal names: `'eval' command`, or a script's
 /// `DEL: ...` (Redis before 7.2 words a refusal inside a script without the
 /// command's name, so the scripts name it).

@@ -35,7 +35,8 @@ use std::time::{Duration, Instant};
 use redis::Value;
 use rustix::event::PollFlags;
 
-use super::resp::{self, Framer, Violation};
+use super::broken::Broken;
+use super::resp::{self, Framer};
 
 /// What a reply answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,33 +45,6 @@ pub(super) enum Tag {
     Setup,
     /// A request of the node's, by its ticket.
     Ticket(u64),
-}
-
-/// How a connection went wrong.
-#[derive(Clone, Debug)]
-pub(super) enum Broken {
-    /// Connecting (TLS handshake included) took longer than the timeout.
-    ConnectTimeout,
-    /// The connect failed (refused, unreachable).
-    Connect(io::ErrorKind, String),
-    /// The TLS handshake failed.
-    Tls(String),
-    /// The server refused the set-up, or its answer failed the check: the
-    /// set-up's replies.
-    Setup(Vec<Value>, &'static str),
-    /// The server ended the connection: `first`, before any reply on it;
-    /// `reset`, with a reset; `partial`, in the middle of a reply.
-    Closed {
-        first: bool,
-        reset: bool,
-        partial: bool,
-    },
-    /// Reading or writing failed.
-    Io(String),
-    /// The server sent what no Redis server would.
-    Protocol(Violation),
-    /// A reply that answers nothing redlock-run asked.
-    Unasked,
 }
 
 /// What `Link::progress` found.
@@ -618,8 +592,8 @@ impl Link {
                 Err(e) => return Err(Broken::Io(e.to_string())),
             };
             self.inbuf.extend_from_slice(&chunk[..n]);
-            while let Some(len) = self.framer.scan(&self.inbuf).map_err(Broken::Protocol)? {
-                let value = resp::decode(&self.inbuf[..len]).map_err(Broken::Protocol)?;
+            while let Some(len) = self.framer.scan(&self.inbuf)? {
+                let value = resp::decode(&self.inbuf[..len])?;
                 self.inbuf.drain(..len);
                 self.answered = true;
                 self.deliver(value, events)?;

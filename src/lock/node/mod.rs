@@ -16,7 +16,8 @@
 //! - `url`: the URL forms, and the redaction of their passwords;
 //! - `topology`: what a URL names, its addresses and set-ups;
 //! - `tls`: the rustls configuration;
-//! - `link`: one connection; `resp`: where a reply ends;
+//! - `link`: one connection; `resp`: where a reply ends; `broken`: how a
+//!   connection went wrong;
 //! - `server`: what a server says of itself on each connection;
 //! - `state`: a node's connections and requests, discovery and redirects;
 //! - `requests`: the lock's requests and their typed answers;
@@ -26,6 +27,7 @@
 //! - `place`: two names of one server;
 //! - `error`: what a failure says.
 
+mod broken;
 mod error;
 mod inquiry;
 mod link;
@@ -47,7 +49,7 @@ use std::time::{Duration, Instant};
 
 use crate::lock::redlock::{self, Answer};
 
-pub use error::{Kind, NodeError};
+pub use error::{Kind, NodeError, refused_by_acl};
 pub use inquiry::*;
 pub use place::same_run_id;
 use place::same_server;

@@ -9,9 +9,9 @@
 //! that node. The scan resumes where the last one
 //! stopped, so a reply that trickles in costs time linear in its bytes.
 
-use std::fmt;
-
 use redis::Value;
+
+use super::broken::Broken;
 
 /// The longest bulk string a node may send: far above any reply of
 /// redlock-run's (a holder record, a history entry, an INFO section).
@@ -28,50 +28,6 @@ pub(super) const MAX_REPLY: usize = 1 << 20;
 
 /// The longest line (a status, an error, a length) a node may send.
 pub(super) const MAX_LINE: usize = 64 * 1024;
-
-/// What is wrong with what a node sent.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Violation {
-    /// A bulk string of this many bytes.
-    Bulk(u64),
-    /// A reply of at least this many values.
-    Values(u64),
-    /// A reply of at least this many bytes in all.
-    Reply(usize),
-    /// A line longer than `MAX_LINE`.
-    Line,
-    /// A byte that starts no RESP2 value: the start of what came, for the
-    /// wording (see `error::not_resp`).
-    NotResp(Vec<u8>),
-    /// A length that is no number, or a value not ended by CRLF.
-    Malformed,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Violation::Bulk(n) => write!(
-                f,
-                "the server sent a reply of {n} bytes; redlock-run expects at most {MAX_BULK}"
-            ),
-            Violation::Values(n) => write!(
-                f,
-                "the server sent a reply of {n} values; redlock-run expects at most {MAX_VALUES}"
-            ),
-            Violation::Reply(n) => write!(
-                f,
-                "the server sent a reply of more than {n} bytes in all; redlock-run expects at \
-                 most {MAX_REPLY}"
-            ),
-            Violation::Line => write!(
-                f,
-                "the server sent a line of more than {MAX_LINE} bytes; redlock-run expects less"
-            ),
-            Violation::NotResp(start) => f.write_str(&super::error::not_resp(start)),
-            Violation::Malformed => f.write_str("the server sent a malformed reply"),
-        }
-    }
-}
 
 /// Where the scan of the reply at the front of a buffer stands.
 #[derive(Debug)]
@@ -104,14 +60,14 @@ impl Framer {
     /// The length of the whole reply at the front of `buf`, once all of it
     /// is there. `buf` must only have grown since the last call; after a
     /// reply is taken off its front, the framer starts afresh.
-    pub(super) fn scan(&mut self, buf: &[u8]) -> Result<Option<usize>, Violation> {
+    pub(super) fn scan(&mut self, buf: &[u8]) -> Result<Option<usize>, Broken> {
         loop {
             if let Some(end) = self.bulk_end {
                 if buf.len() < end {
                     return Ok(None);
                 }
                 if &buf[end - 2..end] != b"\r\n" {
-                    return Err(Violation::Malformed);
+                    return Err(Broken::Malformed);
                 }
                 self.bulk_end = None;
                 self.pos = end;
@@ -125,12 +81,12 @@ impl Framer {
             let from = self.searched.max(self.pos);
             let Some(nl) = buf[from..].iter().position(|b| *b == b'\n') else {
                 if buf.len() - self.pos > MAX_LINE {
-                    return Err(Violation::Line);
+                    return Err(Broken::Line { max: MAX_LINE });
                 }
                 if let Some(&first) = buf.get(self.pos)
                     && !b"+-:$*".contains(&first)
                 {
-                    return Err(Violation::NotResp(buf[self.pos..].to_vec()));
+                    return Err(Broken::NotResp(buf[self.pos..].to_vec()));
                 }
                 self.searched = buf.len();
                 return Ok(None);
@@ -143,31 +99,40 @@ impl Framer {
     }
 
     /// Takes in one header line (CRLF included).
-    fn header(&mut self, line: &[u8]) -> Result<(), Violation> {
+    fn header(&mut self, line: &[u8]) -> Result<(), Broken> {
         if line.len() > MAX_LINE {
-            return Err(Violation::Line);
+            return Err(Broken::Line { max: MAX_LINE });
         }
         if self.pos + line.len() > MAX_REPLY {
-            return Err(Violation::Reply(self.pos + line.len()));
+            return Err(Broken::Reply {
+                got: self.pos + line.len(),
+                max: MAX_REPLY,
+            });
         }
         let Some(text) = line.strip_suffix(b"\r\n") else {
-            return Err(Violation::NotResp(line.to_vec()));
+            return Err(Broken::NotResp(line.to_vec()));
         };
         let (kind, rest) = match text.split_first() {
             Some((k, rest)) => (*k, rest),
-            None => return Err(Violation::Malformed),
+            None => return Err(Broken::Malformed),
         };
         self.todo -= 1;
         match kind {
             b'+' | b'-' | b':' => Ok(()),
             b'$' => match length(rest)? {
                 None => Ok(()),
-                Some(n) if n > MAX_BULK as u64 => Err(Violation::Bulk(n)),
+                Some(n) if n > MAX_BULK as u64 => Err(Broken::Bulk {
+                    got: n,
+                    max: MAX_BULK,
+                }),
                 Some(n) => {
                     // n is at most MAX_BULK: it fits.
                     let end = self.pos + line.len() + n as usize + 2;
                     if end > MAX_REPLY {
-                        return Err(Violation::Reply(end));
+                        return Err(Broken::Reply {
+                            got: end,
+                            max: MAX_REPLY,
+                        });
                     }
                     self.bulk_end = Some(end);
                     Ok(())
@@ -178,37 +143,40 @@ impl Framer {
                 Some(n) => {
                     self.values = self.values.saturating_add(n);
                     if self.values > MAX_VALUES {
-                        return Err(Violation::Values(self.values));
+                        return Err(Broken::Values {
+                            got: self.values,
+                            max: MAX_VALUES,
+                        });
                     }
                     self.todo += n;
                     Ok(())
                 }
             },
-            _ => Err(Violation::NotResp(line.to_vec())),
+            _ => Err(Broken::NotResp(line.to_vec())),
         }
     }
 }
 
 /// A length from a header: None for -1 (a nil bulk or array).
-fn length(digits: &[u8]) -> Result<Option<u64>, Violation> {
-    let text = std::str::from_utf8(digits).map_err(|_| Violation::Malformed)?;
+fn length(digits: &[u8]) -> Result<Option<u64>, Broken> {
+    let text = std::str::from_utf8(digits).map_err(|_| Broken::Malformed)?;
     match text.parse::<i64>() {
         Ok(-1) => Ok(None),
-        Ok(n) => u64::try_from(n).map(Some).map_err(|_| Violation::Malformed),
-        Err(_) => Err(Violation::Malformed),
+        Ok(n) => u64::try_from(n).map(Some).map_err(|_| Broken::Malformed),
+        Err(_) => Err(Broken::Malformed),
     }
 }
 
 /// Decodes one whole reply (as `Framer::scan` measured it).
-pub(super) fn decode(frame: &[u8]) -> Result<Value, Violation> {
-    redis::parse_redis_value(frame).map_err(|_| Violation::Malformed)
+pub(super) fn decode(frame: &[u8]) -> Result<Value, Broken> {
+    redis::parse_redis_value(frame).map_err(|_| Broken::Malformed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn whole(bytes: &[u8]) -> Result<Option<usize>, Violation> {
+    fn whole(bytes: &[u8]) -> Result<Option<usize>, Broken> {
         Framer::default().scan(bytes)
     }
 
@@ -241,33 +209,45 @@ mod tests {
     fn lengths_past_the_caps_are_refused_before_anything_is_kept() {
         assert_eq!(
             whole(b"$99999999999\r\n"),
-            Err(Violation::Bulk(99999999999))
+            Err(Broken::Bulk {
+                got: 99999999999,
+                max: MAX_BULK
+            })
         );
         assert_eq!(
             whole(b"*100000000\r\n"),
-            Err(Violation::Values(100_000_001))
+            Err(Broken::Values {
+                got: 100_000_001,
+                max: MAX_VALUES
+            })
         );
         // Nested arrays count together.
         let mut nested = b"*2\r\n*40000\r\n".to_vec();
         nested.extend(std::iter::repeat_n(&b":1\r\n"[..], 40000).flatten());
         nested.extend_from_slice(b"*40000\r\n");
-        assert!(matches!(whole(&nested), Err(Violation::Values(_))));
+        assert!(matches!(whole(&nested), Err(Broken::Values { .. })));
         let long = vec![b'+'; MAX_LINE + 2];
-        assert_eq!(whole(&long), Err(Violation::Line));
-        assert_eq!(whole(b"$-5\r\n"), Err(Violation::Malformed));
+        assert_eq!(whole(&long), Err(Broken::Line { max: MAX_LINE }));
+        assert_eq!(whole(b"$-5\r\n"), Err(Broken::Malformed));
         // Bulks each within their cap, too many bytes together: refused at
         // the header that would pass the total, before its bytes are kept.
         let mut many = b"*300\r\n".to_vec();
         many.extend_from_slice(format!("${}\r\n", 600_000).as_bytes());
         many.resize(many.len() + 600_000, b'x');
         many.extend_from_slice(b"\r\n$600000\r\n");
-        assert_eq!(whole(&many), Err(Violation::Reply(1_200_028)));
-        assert_eq!(whole(b"$3\r\nabcXY"), Err(Violation::Malformed));
+        assert_eq!(
+            whole(&many),
+            Err(Broken::Reply {
+                got: 1_200_028,
+                max: MAX_REPLY
+            })
+        );
+        assert_eq!(whole(b"$3\r\nabcXY"), Err(Broken::Malformed));
     }
 
     #[test]
     fn what_no_reply_starts_with_is_named_at_once() {
-        let Err(Violation::NotResp(start)) = whole(b"HTTP/1.1 400 Bad") else {
+        let Err(Broken::NotResp(start)) = whole(b"HTTP/1.1 400 Bad") else {
             panic!("not named");
         };
         assert_eq!(start, b"HTTP/1.1 400 Bad");
@@ -301,7 +281,7 @@ mod tests {
             line.extend_from_slice(&[b'a'; 1000]);
             result = f.scan(&line);
         }
-        assert_eq!(result, Err(Violation::Line));
+        assert_eq!(result, Err(Broken::Line { max: MAX_LINE }));
         assert!(line.len() < MAX_LINE + 2000);
     }
 

@@ -14,8 +14,9 @@ use redis::Value;
 use rustix::event::PollFlags;
 
 use super::Node;
+use super::broken::Broken;
 use super::error::{self, Kind, NodeError, Step};
-use super::link::{Broken, Event, Link, Tag};
+use super::link::{Event, Link, Tag};
 use super::server::{self, Server};
 use super::topology::{Place, Topology, tls_to};
 
@@ -905,7 +906,7 @@ impl State {
     }
 
     /// A probe's answer: the primary, or the slot map.
-    fn adopt(&mut self, node: &Node, via: &Place, values: Vec<Value>) -> Result<(), Unfound> {
+    fn adopt(&mut self, node: &Node, via: &Place, values: Vec<Value>) -> Result<(), NodeError> {
         let reply = values.into_iter().next().unwrap_or(Value::Nil);
         match &node.topology {
             Topology::Sentinel { master, .. } => {
@@ -1036,41 +1037,18 @@ fn broken_role(b: &Broken) -> bool {
     matches!(b, Broken::Setup(_, why) if why.contains("not one"))
 }
 
-/// Why a sentinel or a seed did not say where the data is.
-#[derive(Debug, PartialEq)]
-enum Unfound {
-    /// The sentinel knows no healthy primary of that name.
-    NoPrimary(String),
-    /// The sentinel refused our credentials.
-    SentinelAuth,
-    /// An error reply.
-    Refused(String),
-    /// An answer of another shape.
-    Unexpected(String),
-    /// The cluster serves no slot.
-    NoSlots,
+/// Why a sentinel or a seed did not say where the data is, in words of
+/// the answer (the search names the place asked).
+fn unfound(why: impl Into<String>) -> NodeError {
+    NodeError::new(Kind::Topology, why.into(), false)
 }
 
-impl std::fmt::Display for Unfound {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unfound::NoPrimary(master) => write!(
-                f,
-                "knows no healthy primary named '{master}' (is the name right? during a \
-                 failover, none is named until a replica is promoted)"
-            ),
-            Unfound::SentinelAuth => f.write_str(error::SENTINEL_AUTH),
-            Unfound::Refused(text) => f.write_str(text),
-            Unfound::Unexpected(what) => write!(f, "unexpected answer: {what}"),
-            Unfound::NoSlots => {
-                f.write_str("the cluster serves no slot yet (cluster_state not ok?)")
-            }
-        }
-    }
+fn unexpected_answer(what: impl std::fmt::Debug) -> NodeError {
+    unfound(format!("unexpected answer: {what:?}"))
 }
 
 /// `SENTINEL get-master-addr-by-name`'s answer.
-fn primary_of(reply: &Value, master: &str) -> Result<Place, Unfound> {
+fn primary_of(reply: &Value, master: &str) -> Result<Place, NodeError> {
     match reply {
         Value::Array(parts) => match parts.as_slice() {
             [Value::BulkString(host), Value::BulkString(port)] => {
@@ -1078,27 +1056,30 @@ fn primary_of(reply: &Value, master: &str) -> Result<Place, Unfound> {
                 let port = std::str::from_utf8(port)
                     .ok()
                     .and_then(|p| p.parse().ok())
-                    .ok_or_else(|| Unfound::Unexpected("a primary with no port".into()))?;
+                    .ok_or_else(|| unfound("unexpected answer: a primary with no port"))?;
                 Ok(Place::tcp(&host, port))
             }
-            _ => Err(Unfound::Unexpected(format!("{reply:?}"))),
+            _ => Err(unexpected_answer(reply)),
         },
-        Value::Nil => Err(Unfound::NoPrimary(master.to_string())),
+        Value::Nil => Err(unfound(format!(
+            "knows no healthy primary named '{master}' (is the name right? during a failover, \
+             none is named until a replica is promoted)"
+        ))),
         Value::ServerError(e) if matches!(e.code(), "NOAUTH" | "WRONGPASS") => {
-            Err(Unfound::SentinelAuth)
+            Err(unfound(error::SENTINEL_AUTH))
         }
-        Value::ServerError(e) => Err(Unfound::Refused(error::one_line(&e.to_string()))),
-        other => Err(Unfound::Unexpected(format!("{other:?}"))),
+        Value::ServerError(e) => Err(unfound(error::one_line(&e.to_string()))),
+        other => Err(unexpected_answer(other)),
     }
 }
 
 /// `CLUSTER SLOTS`' answer: each range with its master. A master named
 /// with an empty host is at the address of the node asked.
-fn slots_of(reply: &Value, asked: &Place) -> Result<Vec<(u16, u16, Place)>, Unfound> {
+fn slots_of(reply: &Value, asked: &Place) -> Result<Vec<(u16, u16, Place)>, NodeError> {
     let Value::Array(ranges) = reply else {
         return match reply {
-            Value::ServerError(e) => Err(Unfound::Refused(error::one_line(&e.to_string()))),
-            other => Err(Unfound::Unexpected(format!("{other:?}"))),
+            Value::ServerError(e) => Err(unfound(error::one_line(&e.to_string()))),
+            other => Err(unexpected_answer(other)),
         };
     };
     let int = |v: &Value| match v {
@@ -1128,7 +1109,9 @@ fn slots_of(reply: &Value, asked: &Place) -> Result<Vec<(u16, u16, Place)>, Unfo
         slots.push((first, last, place));
     }
     if slots.is_empty() {
-        return Err(Unfound::NoSlots);
+        return Err(unfound(
+            "the cluster serves no slot yet (cluster_state not ok?)",
+        ));
     }
     Ok(slots)
 }
@@ -1162,12 +1145,14 @@ mod tests {
     fn a_sentinels_answer_names_the_primary_or_why_not() {
         let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
         assert_eq!(
-            primary_of(&Value::Array(vec![bulk("127.0.0.1"), bulk("6380")]), "m"),
-            Ok(Place::tcp("127.0.0.1", 6380))
+            primary_of(&Value::Array(vec![bulk("127.0.0.1"), bulk("6380")]), "m").ok(),
+            Some(Place::tcp("127.0.0.1", 6380))
         );
-        assert_eq!(
-            primary_of(&Value::Nil, "m"),
-            Err(Unfound::NoPrimary("m".into()))
+        let none = primary_of(&Value::Nil, "m").err().map(|e| e.to_string());
+        assert!(
+            none.as_deref()
+                .is_some_and(|e| e.starts_with("knows no healthy primary named 'm'")),
+            "{none:?}"
         );
     }
 }

@@ -271,32 +271,7 @@ fn is_primary(replies: &[Value]) -> Result<(), &'static str> {
 /// (see `Nodes::prepare`), a name met later (a primary a sentinel names by
 /// host name) when it is met. Bounded by the node timeout either way.
 #[derive(Default)]
-pub(super) struct Names(Mutex<HashMap<String, Result<Vec<IpAddr>, Unresolved>>>);
-
-/// Why a name has no address to connect to.
-#[derive(Clone, Debug)]
-pub(super) enum Unresolved {
-    /// The lookup took longer than the node timeout.
-    Slow { host: String, timeout: Duration },
-    /// It resolved to nothing.
-    NoAddress { host: String },
-    /// The resolver failed (or no thread could be started for it).
-    Failed { host: String, why: String },
-}
-
-impl std::fmt::Display for Unresolved {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unresolved::Slow { host, timeout } => write!(
-                f,
-                "{host} did not resolve within {} (--node-timeout)",
-                humantime::format_duration(*timeout)
-            ),
-            Unresolved::NoAddress { host } => write!(f, "{host} has no address"),
-            Unresolved::Failed { host, why } => write!(f, "cannot resolve {host}: {why}"),
-        }
-    }
-}
+pub(super) struct Names(Mutex<HashMap<String, Result<Vec<IpAddr>, NodeError>>>);
 
 impl Names {
     /// Looks up every name of `places` at once, within `timeout`.
@@ -340,14 +315,8 @@ impl Names {
             Some(Ok(ips)) => Ok(Dest::Tcp(
                 ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect(),
             )),
-            Some(Err(why)) => Err(NodeError::new(
-                match why {
-                    Unresolved::Slow { .. } => Kind::Timeout,
-                    _ => Kind::Unreachable,
-                },
-                format!("{name}: {why}"),
-                false,
-            )),
+            // Why, in words of the name alone: said of the node here.
+            Some(Err(why)) => Err(why.named(name)),
             None => Err(NodeError::new(
                 Kind::Unreachable,
                 format!("{name}: cannot resolve {host}"),
@@ -382,23 +351,22 @@ impl Lookup {
         Lookup(spawned.map(|_| rx))
     }
 
-    fn wait(
-        self,
-        until: Instant,
-        timeout: Duration,
-        host: &str,
-    ) -> Result<Vec<IpAddr>, Unresolved> {
-        let host = host.to_string();
-        let failed = |e: std::io::Error| Unresolved::Failed {
-            host: host.clone(),
-            why: e.to_string(),
-        };
+    fn wait(self, until: Instant, timeout: Duration, host: &str) -> Result<Vec<IpAddr>, NodeError> {
+        let unreachable = |why: String| NodeError::new(Kind::Unreachable, why, false);
+        let failed = |e: std::io::Error| unreachable(format!("cannot resolve {host}: {e}"));
         let rx = self.0.map_err(failed)?;
         match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
-            Ok(Ok(_)) => Err(Unresolved::NoAddress { host }),
+            Ok(Ok(_)) => Err(unreachable(format!("{host} has no address"))),
             Ok(Err(e)) => Err(failed(e)),
-            Err(_) => Err(Unresolved::Slow { host, timeout }),
+            Err(_) => Err(NodeError::new(
+                Kind::Timeout,
+                format!(
+                    "{host} did not resolve within {} (--node-timeout)",
+                    humantime::format_duration(timeout)
+                ),
+                false,
+            )),
         }
     }
 }
