@@ -9,7 +9,7 @@ use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand, ValueHint};
 use crate::exit;
 use crate::lock::keys::Keys;
 use crate::lock::node;
-pub use crate::lock::record::RecordCommand;
+pub(crate) use crate::lock::record::RecordCommand;
 use crate::lock::redlock;
 use crate::log::Format;
 use crate::option_file::{self, PASSWORD_CAP, PEM_CAP, ReadError};
@@ -53,14 +53,14 @@ Examples:
   redlock-run history -k backup -n 5";
 
 /// The pause before the first --retry when --retry-delay does not say.
-pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(1);
 
 /// The node used when neither --redis nor REDLOCK_REDIS names one.
-pub const DEFAULT_NODE: &str = "redis://127.0.0.1:6379";
+pub(crate) const DEFAULT_NODE: &str = "redis://127.0.0.1:6379";
 
 /// Which lock, on which nodes: shared by running a command and every subcommand.
 #[derive(Debug, Args)]
-pub struct Target {
+pub(crate) struct Target {
     /// Name of the lock; the Redis key is <PREFIX><NAME>, printable ASCII without '{' or '}'
     /// (they name the lock's helper keys, {<PREFIX><NAME>}:fence and the like)
     #[arg(
@@ -71,7 +71,7 @@ pub struct Target {
         env = "REDLOCK_KEY",
         hide_env_values = true
     )]
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
 
     /// Prefix put before the lock name to form the Redis key
     #[arg(
@@ -81,7 +81,7 @@ pub struct Target {
         hide_env_values = true,
         default_value = "lock:"
     )]
-    pub prefix: String,
+    pub(crate) prefix: String,
 
     /// Redis node URL: redis://, rediss://, unix://, redis+cluster://HOST:PORT,HOST:PORT...
     /// (a whole Cluster) or redis+sentinel://HOST:PORT,.../MASTER (a Sentinel group's
@@ -95,48 +95,48 @@ pub struct Target {
         hide_env_values = true,
         value_hint = ValueHint::Url
     )]
-    pub redis: Vec<String>,
+    pub(crate) redis: Vec<String>,
 
     /// Bound on connecting, reading and writing to one node [default: TTL/20 within 50ms..1s; 1s for status, unlock, history and forget]
     #[arg(long, value_name = "DURATION", value_parser = parse_short)]
-    pub node_timeout: Option<Duration>,
+    pub(crate) node_timeout: Option<Duration>,
 
     /// Read the password for nodes whose URL has none from FILE (or set REDLOCK_PASSWORD;
     /// REDLOCK_USERNAME names an ACL user)
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
-    pub password_file: Option<std::path::PathBuf>,
+    pub(crate) password_file: Option<std::path::PathBuf>,
 
     /// Read the password of the sentinels of redis+sentinel:// nodes from FILE (or set
     /// REDLOCK_SENTINEL_PASSWORD; REDLOCK_SENTINEL_USERNAME names an ACL user); without it
     /// sentinels are sent no password
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
-    pub sentinel_password_file: Option<std::path::PathBuf>,
+    pub(crate) sentinel_password_file: Option<std::path::PathBuf>,
 
     /// Trust this CA (PEM) for rediss:// nodes instead of the system roots
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
-    pub tls_ca: Option<std::path::PathBuf>,
+    pub(crate) tls_ca: Option<std::path::PathBuf>,
 
     /// Client certificate (PEM) for rediss:// nodes that require one; needs --tls-key
     #[arg(long, value_name = "FILE", requires = "tls_key", value_hint = ValueHint::FilePath)]
-    pub tls_cert: Option<std::path::PathBuf>,
+    pub(crate) tls_cert: Option<std::path::PathBuf>,
 
     /// Private key (PEM) of --tls-cert
     #[arg(long, value_name = "FILE", requires = "tls_cert", value_hint = ValueHint::FilePath)]
-    pub tls_key: Option<std::path::PathBuf>,
+    pub(crate) tls_key: Option<std::path::PathBuf>,
 
     /// Do not check rediss:// certificates or host names (warns on every run)
     #[arg(long)]
-    pub tls_insecure: bool,
+    pub(crate) tls_insecure: bool,
 
     /// Read settings from FILE (TOML, keys named as these options) instead of the first found
     /// of $REDLOCK_CONFIG, ~/.config/redlock-run/config.toml, /etc/redlock-run/config.toml;
     /// flags and their variables win over it
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
-    pub config: Option<std::path::PathBuf>,
+    pub(crate) config: Option<std::path::PathBuf>,
 
     /// Read no configuration file
     #[arg(long, conflicts_with = "config")]
-    pub no_config: bool,
+    pub(crate) no_config: bool,
 }
 
 /// Why a command line makes no run.
@@ -243,7 +243,7 @@ fn secret(
 
 /// A `Target` checked: the lock's name, its Redis keys, the node URLs.
 #[derive(Clone, Debug)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     pub name: String,
     pub keys: Keys,
     pub urls: Vec<String>,
@@ -254,7 +254,7 @@ pub struct Resolved {
 }
 
 impl Target {
-    pub fn resolve(&self) -> Result<Resolved, Unusable> {
+    pub(crate) fn resolve(&self) -> Result<Resolved, Unusable> {
         let name = self.key.clone().unwrap_or_default();
         let keys = Keys::new(self.prefix.as_bytes(), name.as_bytes())?;
         // Not a clap default: an error about this node must be able to say
@@ -369,7 +369,7 @@ fn check_client_certificate(path: &std::path::Path, pem: &[u8]) -> Result<(), Un
 
 /// Looking at and clearing a lock, for when its holder is gone, and what its runs did.
 #[derive(Debug)]
-pub enum Admin {
+pub(crate) enum Admin {
     Status(StatusArgs),
     Unlock(UnlockArgs),
     History(HistoryArgs),
@@ -380,7 +380,7 @@ pub enum Admin {
 
 impl Admin {
     /// The lock and nodes the subcommand is about, as given.
-    pub fn target(&self) -> &Target {
+    pub(crate) fn target(&self) -> &Target {
         match self {
             Admin::Status(a) => &a.target,
             Admin::Unlock(a) => &a.target,
@@ -501,7 +501,7 @@ impl clap::FromArgMatches for Admin {
 
 #[derive(Debug, Args)]
 #[command(after_help = exit::FORGET_TABLE)]
-pub struct ForgetArgs {
+pub(crate) struct ForgetArgs {
     #[command(flatten)]
     pub target: Target,
 
@@ -514,7 +514,7 @@ pub struct ForgetArgs {
 
 #[derive(Debug, Args)]
 #[command(after_help = exit::HISTORY_TABLE)]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     #[command(flatten)]
     pub target: Target,
 
@@ -530,7 +530,7 @@ pub struct HistoryArgs {
 
 #[derive(Debug, Args)]
 #[command(after_help = exit::STATUS_TABLE)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     #[command(flatten)]
     pub target: Target,
 
@@ -551,7 +551,7 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("which").required(true).args(["token", "force"])), after_help = exit::UNLOCK_TABLE)]
-pub struct UnlockArgs {
+pub(crate) struct UnlockArgs {
     #[command(flatten)]
     pub target: Target,
 
@@ -567,7 +567,7 @@ pub struct UnlockArgs {
 
 #[derive(Debug, Args)]
 #[command(after_help = exit::CHECK_TABLE)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     #[command(flatten)]
     pub target: Target,
 
@@ -583,7 +583,7 @@ pub struct CheckArgs {
 /// host would, the configuration file's too), so that it meets what the
 /// ACL refuses of each: named as the run's, and passed on to it.
 #[derive(Debug, Args)]
-pub struct ProbeArgs {
+pub(crate) struct ProbeArgs {
     /// Probe as a run with --fence: the fence counter's commands too
     #[arg(long, conflicts_with = "limit")]
     pub fence: bool,
@@ -604,7 +604,7 @@ pub struct ProbeArgs {
 
 #[derive(Debug, Args)]
 #[command(after_help = exit::CONFIG_TABLE)]
-pub struct ConfigArgs {
+pub(crate) struct ConfigArgs {
     #[command(flatten)]
     pub target: Target,
 
@@ -641,143 +641,143 @@ pub struct ConfigArgs {
 )]
 pub struct Cli {
     #[command(flatten)]
-    pub target: Target,
+    pub(crate) target: Target,
 
     /// Lock time-to-live, renewed every TTL/3 while the command runs (500ms, 30s, 2m)
     #[arg(short, long, value_name = "DURATION", default_value = "30s", value_parser = parse_short)]
-    pub ttl: Duration,
+    pub(crate) ttl: Duration,
 
     /// Grace between SIGTERM and SIGKILL when the command must stop [default: TTL/3, at most 10s]
     #[arg(long, value_name = "DURATION", value_parser = parse_short)]
-    pub kill_after: Option<Duration>,
+    pub(crate) kill_after: Option<Duration>,
 
     /// Keep trying this long (or `forever`) while the lock is held elsewhere; waiters queue and
     /// are served in arrival order (as the Redis nodes' clocks see it), each woken by the
     /// release before its turn
     #[arg(short, long, value_name = "DURATION|forever", default_value = "0", value_parser = parse_wait)]
-    pub wait: Wait,
+    pub(crate) wait: Wait,
 
     /// Do not queue: race every other contender for the lock whenever it is released (woken
     /// together), and take it even when waiters are queued
     #[arg(long)]
-    pub wait_unfair: bool,
+    pub(crate) wait_unfair: bool,
 
     /// Take the lock as a reader: readers run together; a run without --shared (a writer)
     /// runs alone, with no reader and no other writer (flock -s, across hosts). A waiting
     /// writer is not overtaken by readers that come after it. Not with --limit or --fence
     #[arg(short, long, conflicts_with_all = ["limit", "fence"])]
-    pub shared: bool,
+    pub(crate) shared: bool,
 
     /// Keep the lock at least this long after taking it, even if the command ends sooner
     #[arg(long, value_name = "DURATION", value_parser = parse_long)]
-    pub hold: Option<Duration>,
+    pub(crate) hold: Option<Duration>,
 
     /// Start at most once per aligned window of whole seconds (e.g. 1h), across all hosts
     #[arg(long, value_name = "DURATION", value_parser = parse_long)]
-    pub once_per: Option<Duration>,
+    pub(crate) once_per: Option<Duration>,
 
     /// Like --once-per, but only a run whose command exits 0 uses up the window: a failed,
     /// lost, timed-out or killed run frees it for the next firing on any host
     #[arg(long, value_name = "DURATION", value_parser = parse_long, conflicts_with = "once_per")]
-    pub once_per_success: Option<Duration>,
+    pub(crate) once_per_success: Option<Duration>,
 
     /// Run the command again, up to N more times, while it exits non-zero, keeping the lock in
     /// between; not after a lost lock, --max-runtime or a signal. The exit status is the last
     /// attempt's
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
-    pub retry: Option<u32>,
+    pub(crate) retry: Option<u32>,
 
     /// Pause before the first retry, doubled for each later one, with jitter (each pause is
     /// a random time between half and all of it) [default: 1s]
     #[arg(long, value_name = "DURATION", value_parser = parse_short, requires = "retry")]
-    pub retry_delay: Option<Duration>,
+    pub(crate) retry_delay: Option<Duration>,
 
     /// Stop the command (its whole tree) after it ran this long: SIGTERM, then SIGKILL after
     /// --kill-after; exit 124 (what timeout(1) does; systemd's RuntimeMaxSec)
     #[arg(long, value_name = "DURATION", value_parser = parse_long)]
-    pub max_runtime: Option<Duration>,
+    pub(crate) max_runtime: Option<Duration>,
 
     /// Not an option: in flock(1) and consul lock a timeout waits for the lock, in timeout(1)
     /// it stops the command; say which with --wait or --max-runtime
     #[arg(long, value_name = "DURATION", hide = true)]
-    pub timeout: Option<String>,
+    pub(crate) timeout: Option<String>,
 
     /// When the command exits but processes it started still run: keep the lock until the
     /// last one has exited (wait), or stop them all (kill: SIGTERM, then SIGKILL after
     /// --kill-after) and then release
     #[arg(long, value_name = "WHAT", value_enum, default_value_t = Leftovers::Wait)]
-    pub leftovers: Leftovers,
+    pub(crate) leftovers: Leftovers,
 
     /// Sleep a random time in [0, DURATION) before the first attempt
     #[arg(long, value_name = "DURATION", value_parser = parse_short)]
-    pub jitter: Option<Duration>,
+    pub(crate) jitter: Option<Duration>,
 
     /// Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder's
     #[arg(long, conflicts_with = "limit")]
-    pub fence: bool,
+    pub(crate) fence: bool,
 
     /// Count a node's write (the lock, each extension, the fencing token) only once N of its
     /// replicas acknowledged it (WAIT N within --node-timeout), so that a failover to one of
     /// them keeps the lock
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100), default_value_t = 0, hide_default_value = true)]
-    pub replicas: u32,
+    pub(crate) replicas: u32,
 
     /// A node up for less than this gives no vote: restarted, it may have forgotten a lock that
     /// is still held (Redlock's delayed restart). Not for a node that writes every change to
     /// disk first (appendonly yes, appendfsync always); 0 trusts every node. Keep it at least
     /// the longest --ttl any run of the lock uses [default: the TTL]
     #[arg(long, value_name = "DURATION", env = "REDLOCK_RESTART_GRACE", hide_env_values = true, value_parser = parse_grace)]
-    pub restart_grace: Option<Duration>,
+    pub(crate) restart_grace: Option<Duration>,
 
     /// Count a node's vote (the lock, each extension) only once the node has it on disk:
     /// WAITAOF where the server has it (Redis 7.2, Valkey), else appendfsync always; a node
     /// that can prove neither gives no vote
     #[arg(long, env = "REDLOCK_DURABLE", value_parser = clap::builder::BoolishValueParser::new(), hide_env_values = true)]
-    pub durable: bool,
+    pub(crate) durable: bool,
 
     /// Let up to N holders run at once (a semaphore of N slots); the command gets REDLOCK_SLOT.
     /// Plain runs of the name are kept out while a slot is held, and a run that asks for
     /// another N than the holders is refused (64)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
 
     /// Exit status when the lock is held elsewhere
     #[arg(short = 'E', long, value_name = "N", default_value_t = exit::BUSY_DEFAULT)]
-    pub busy_exit_code: u8,
+    pub(crate) busy_exit_code: u8,
 
     /// Run STRING with /bin/sh -c instead of a command given after --
     #[arg(short, long = "command", value_name = "STRING", conflicts_with = "args", value_hint = ValueHint::CommandString)]
-    pub command: Option<String>,
+    pub(crate) command: Option<String>,
 
     /// Print nothing when the lock is busy (cron mails any output)
     #[arg(short, long, conflicts_with = "verbose")]
-    pub quiet: bool,
+    pub(crate) quiet: bool,
 
     /// Say more on stderr: -v each attempt node by node, heartbeats, decisions and waits; -vv
     /// releases and backoff too
     #[arg(short, long, action = ArgAction::Count)]
-    pub verbose: u8,
+    pub(crate) verbose: u8,
 
     /// Log lines on stderr as text, or as one JSON object per line
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
-    pub log_format: Format,
+    pub(crate) log_format: Format,
 
     /// What the holder record (shown by status on every host, readable by anyone who can read
     /// the nodes) keeps of the command: name (the program's name only: `report.sh`, or
     /// `/bin/sh -c pg_dump …` for -c) or masked (the command line with what looks like a
     /// credential masked, cut to 200 characters)
     #[arg(long, value_name = "WHAT", value_enum, default_value_t = RecordCommand::Name)]
-    pub record_command: RecordCommand,
+    pub(crate) record_command: RecordCommand,
 
     /// Write a JSON summary of the run to FILE when it ends (busy, lost and timed-out runs too)
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
-    pub report: Option<std::path::PathBuf>,
+    pub(crate) report: Option<std::path::PathBuf>,
 
     /// Record the run in FILE, a node_exporter textfile-collector file shared by every run and
     /// key on the host: runs by outcome, how many nodes answered and failed, and the last run's
     /// start, duration, exit status and success time
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
-    pub metrics_file: Option<std::path::PathBuf>,
+    pub(crate) metrics_file: Option<std::path::PathBuf>,
 
     /// Ping URL (the healthchecks.io protocol) for the run that takes the lock: URL/start when
     /// the command starts, URL/0 or URL/<status> when the run ends (a POST with a summary),
@@ -791,26 +791,26 @@ pub struct Cli {
         // Not `Url`: that completes the node URLs' schemes.
         value_hint = ValueHint::Other
     )]
-    pub ping: Option<String>,
+    pub(crate) ping: Option<String>,
 
     /// With --ping: a run that finds the lock busy (or its --once-per window used) sends URL/log
     /// saying who holds it
     #[arg(long)]
-    pub ping_busy: bool,
+    pub(crate) ping_busy: bool,
 
     /// The time each ping may take, its tries included, and --on-failure too; never spent while
     /// the lock is held
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_short)]
-    pub ping_timeout: Duration,
+    pub(crate) ping_timeout: Duration,
 
     /// Run CMD with /bin/sh -c after a run that took the lock and failed, or that could not
     /// take it (69), once the lock is released; it gets REDLOCK_KEY, REDLOCK_OUTCOME,
     /// REDLOCK_EXIT_STATUS and REDLOCK_RUN_ID, and is killed after --ping-timeout
     #[arg(long, value_name = "CMD", value_hint = ValueHint::CommandString)]
-    pub on_failure: Option<String>,
+    pub(crate) on_failure: Option<String>,
 
     #[command(subcommand)]
-    pub admin: Option<Admin>,
+    pub(crate) admin: Option<Admin>,
 
     /// The command to run and its arguments
     #[arg(
@@ -818,7 +818,7 @@ pub struct Cli {
         trailing_var_arg = true,
         value_hint = ValueHint::CommandWithArguments
     )]
-    pub args: Vec<OsString>,
+    pub(crate) args: Vec<OsString>,
 }
 
 /// The full clap command, with the examples and exit-status table attached,
@@ -835,14 +835,14 @@ pub fn command() -> clap::Command {
 
 /// `command` as a run parses with: a subcommand's options are built only
 /// when it is the one given (see `ADMIN`).
-pub fn parser() -> clap::Command {
+pub(crate) fn parser() -> clap::Command {
     Cli::command().after_help(format!("{EXAMPLES}\n\n{}", exit::TABLE))
 }
 
 /// The subcommand `word` was likely meant to be, when it is a near miss of
 /// one ("statsu" for "status"): within two edits, and not a subcommand
 /// itself.
-pub fn near_subcommand(word: &str) -> Option<&'static str> {
+pub(crate) fn near_subcommand(word: &str) -> Option<&'static str> {
     ADMIN
         .iter()
         .map(|(name, _)| *name)
@@ -851,7 +851,7 @@ pub fn near_subcommand(word: &str) -> Option<&'static str> {
 }
 
 /// Whether `word` names a subcommand (`help` too).
-pub fn is_subcommand(word: &str) -> bool {
+pub(crate) fn is_subcommand(word: &str) -> bool {
     word == "help" || <Admin as Subcommand>::has_subcommand(word)
 }
 
@@ -859,14 +859,14 @@ pub fn is_subcommand(word: &str) -> bool {
 /// (a word that may be the value of an option counts too): redlock-run then
 /// runs nothing, and needs no guard forked at the start. A run taken for one
 /// of these forks its guard later; the reverse costs a fork that exits.
-pub fn may_run_a_command(args: &[OsString]) -> bool {
+pub(crate) fn may_run_a_command(args: &[OsString]) -> bool {
     !options_part(args).any(|w| asks_help_or_version(w) || <Admin as Subcommand>::has_subcommand(w))
 }
 
 /// Whether a word before `--` may ask for help or the version (it may also
 /// be an option's value): such a command line is parsed as given first, so
 /// that `--help` and `--version` read no configuration file.
-pub fn may_ask_help_or_version(args: &[OsString]) -> bool {
+pub(crate) fn may_ask_help_or_version(args: &[OsString]) -> bool {
     options_part(args).any(asks_help_or_version)
 }
 
@@ -888,7 +888,7 @@ fn options_part(args: &[OsString]) -> impl Iterator<Item = &str> {
 /// where they belong; None when the arguments do not look like that.
 /// Words after `--` are never looked at: `redlock-run -k x -- status` runs
 /// a program named `status`, as `--` ends options for flock(1) and env(1).
-pub fn misplaced_subcommand(args: &[OsString]) -> Option<String> {
+pub(crate) fn misplaced_subcommand(args: &[OsString]) -> Option<String> {
     let words: Vec<String> = args
         .iter()
         .skip(1)
@@ -979,7 +979,7 @@ pub fn misplaced_subcommand(args: &[OsString]) -> Option<String> {
 
 /// `redlock-run -k NAME -- COMMAND...`, typed as a shell needs it: what
 /// `redlock-run NAME COMMAND...` (flock's order) means.
-pub fn keyed_form(name: &str, command: &[OsString]) -> String {
+pub(crate) fn keyed_form(name: &str, command: &[OsString]) -> String {
     let mut line = vec![
         "redlock-run".to_string(),
         "-k".into(),
@@ -1028,9 +1028,9 @@ pub enum Wait {
 
 /// The longest TTL, kill-after, node timeout or jitter: longer makes no sense
 /// for a lock whose heartbeat renews it every TTL/3.
-pub const MAX_SHORT: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_SHORT: Duration = Duration::from_secs(24 * 3600);
 /// The longest wait, hold, window or run time.
-pub const MAX_LONG: Duration = Duration::from_secs(366 * 24 * 3600);
+pub(crate) const MAX_LONG: Duration = Duration::from_secs(366 * 24 * 3600);
 
 fn parse_wait(s: &str) -> Result<Wait, BadDuration> {
     match s.trim() {
@@ -1060,7 +1060,7 @@ fn parse_grace(s: &str) -> Result<Duration, BadDuration> {
 
 /// What is wrong with a duration given on the command line.
 #[derive(Debug, PartialEq, Eq)]
-pub enum BadDuration {
+pub(crate) enum BadDuration {
     /// Neither a duration with units nor a number of seconds.
     Unreadable { given: String, max: Duration },
     /// Zero where a time is needed.
@@ -1143,43 +1143,43 @@ pub struct Config {
     pub keys: Keys,
     pub urls: Vec<String>,
     /// The node is the default one: nobody configured any.
-    pub defaulted: bool,
+    pub(crate) defaulted: bool,
     pub ttl: Duration,
     pub node_timeout: Duration,
-    pub kill_after: Duration,
-    pub busy_exit_code: u8,
-    pub fence: bool,
-    pub limit: Option<u32>,
+    pub(crate) kill_after: Duration,
+    pub(crate) busy_exit_code: u8,
+    pub(crate) fence: bool,
+    pub(crate) limit: Option<u32>,
     /// --shared: a reader.
-    pub shared: bool,
+    pub(crate) shared: bool,
     pub wait: Wait,
     /// --wait-unfair: ignore the queue.
     pub wait_unfair: bool,
-    pub hold: Option<Duration>,
+    pub(crate) hold: Option<Duration>,
     /// Window length in whole seconds (--once-per or --once-per-success).
-    pub once_per: Option<u64>,
+    pub(crate) once_per: Option<u64>,
     /// --once-per-success: only a run that exits 0 keeps its window.
-    pub once_per_success: bool,
+    pub(crate) once_per_success: bool,
     /// --retry: attempts after the first.
-    pub retry: u32,
+    pub(crate) retry: u32,
     /// --retry-delay: the pause before the first retry.
-    pub retry_delay: Duration,
-    pub max_runtime: Option<Duration>,
-    pub leftovers: Leftovers,
-    pub jitter: Option<Duration>,
+    pub(crate) retry_delay: Duration,
+    pub(crate) max_runtime: Option<Duration>,
+    pub(crate) leftovers: Leftovers,
+    pub(crate) jitter: Option<Duration>,
     pub program: Program,
     /// -1 quiet, 0 default, 1.. verbose
     pub verbosity: i8,
     pub log_format: Format,
-    pub report: Option<std::path::PathBuf>,
-    pub metrics_file: Option<std::path::PathBuf>,
+    pub(crate) report: Option<std::path::PathBuf>,
+    pub(crate) metrics_file: Option<std::path::PathBuf>,
     pub record_command: RecordCommand,
     /// --ping, checked.
-    pub ping: Option<crate::notify::PingUrl>,
+    pub(crate) ping: Option<crate::notify::PingUrl>,
     /// --ping-busy, with a --ping to send it to.
-    pub ping_busy: bool,
-    pub ping_timeout: Duration,
-    pub on_failure: Option<String>,
+    pub(crate) ping_busy: bool,
+    pub(crate) ping_timeout: Duration,
+    pub(crate) on_failure: Option<String>,
 }
 
 impl Config {
@@ -1196,7 +1196,7 @@ impl Config {
     /// The files the run will write (--report, --metrics-file), each with
     /// why it cannot be written there, if it cannot: the run refuses to
     /// start over one (64), and `check` and `config` say the same.
-    pub fn outputs(&self) -> Vec<(&'static str, &std::path::Path, Result<(), String>)> {
+    pub(crate) fn outputs(&self) -> Vec<(&'static str, &std::path::Path, Result<(), String>)> {
         type Check = fn(&std::path::Path) -> std::io::Result<()>;
         let files: [(&str, Option<&std::path::PathBuf>, Check); 2] = [
             (
@@ -1227,7 +1227,7 @@ impl Config {
     }
 
     /// The first line of `outputs` that refuses the run.
-    pub fn unwritable(&self) -> Option<String> {
+    pub(crate) fn unwritable(&self) -> Option<String> {
         self.outputs()
             .into_iter()
             .find_map(|(_, _, said)| said.err())

@@ -12,13 +12,13 @@ use crate::log::{self, Format, Log, ev};
 /// The status to exit with, and the line that says why (none where the
 /// status says it all: a signal that stopped a wait).
 #[derive(Debug)]
-pub struct Error {
+pub(crate) struct Error {
     exit: Exit,
     msg: Option<String>,
 }
 
 impl Error {
-    pub fn new(exit: Exit, msg: impl fmt::Display) -> Error {
+    pub(crate) fn new(exit: Exit, msg: impl fmt::Display) -> Error {
         Error {
             exit,
             msg: Some(msg.to_string()),
@@ -26,17 +26,17 @@ impl Error {
     }
 
     /// A usage error (64): a bad flag, value, file or URL.
-    pub fn usage(msg: impl fmt::Display) -> Error {
+    pub(crate) fn usage(msg: impl fmt::Display) -> Error {
         Error::new(Exit::Usage, msg)
     }
 
     /// Fewer than a quorum answered (69).
-    pub fn unavailable(msg: impl fmt::Display) -> Error {
+    pub(crate) fn unavailable(msg: impl fmt::Display) -> Error {
         Error::new(Exit::Unavailable, msg)
     }
 
     /// Told to stop by signal `sig` while nothing was held.
-    pub fn signal(sig: i32) -> Error {
+    pub(crate) fn signal(sig: i32) -> Error {
         Error {
             exit: Exit::Signal(sig),
             msg: None,
@@ -45,7 +45,7 @@ impl Error {
 
     /// Says it on stderr, in `format` (a run's --log-format: as JSON, with
     /// the event and outcome the status names), and gives the status.
-    pub fn end(self, format: Format) -> Exit {
+    pub(crate) fn end(self, format: Format) -> Exit {
         if let Some(msg) = self.msg {
             let word = match self.exit {
                 Exit::Usage => "usage",
@@ -58,7 +58,7 @@ impl Error {
     }
 
     /// `end`, for a subcommand (always text).
-    pub fn said(self) -> Exit {
+    pub(crate) fn said(self) -> Exit {
         if let Some(msg) = &self.msg {
             log::say(msg);
         }

@@ -26,26 +26,26 @@ pub enum Exit {
 }
 
 /// `unlock`: nothing removed, another token holds the lock.
-pub const UNLOCK_OTHER_TOKEN: u8 = 1;
+pub(crate) const UNLOCK_OTHER_TOKEN: u8 = 1;
 /// `unlock`: nothing removed, there is no such lock.
-pub const UNLOCK_NO_LOCK: u8 = 3;
+pub(crate) const UNLOCK_NO_LOCK: u8 = 3;
 
 /// `forget`: nothing removed where the lock is in use (held, or waiters queued).
-pub const FORGET_IN_USE: u8 = 1;
+pub(crate) const FORGET_IN_USE: u8 = 1;
 /// `forget`: no key of the lock on any node.
-pub const FORGET_NOTHING: u8 = 3;
+pub(crate) const FORGET_NOTHING: u8 = 3;
 
 /// `status`, `unlock`, `history`, `forget`: the answer could not be written
 /// to stdout (a full disk), as sysexits' EX_IOERR.
-pub const ANSWER_UNWRITTEN: u8 = 74;
+pub(crate) const ANSWER_UNWRITTEN: u8 = 74;
 
-pub const USAGE: u8 = 64;
-pub const UNAVAILABLE: u8 = 69;
-pub const BUSY_DEFAULT: u8 = 75;
-pub const LOST: u8 = 76;
-pub const TIMEOUT: u8 = 124;
-pub const CANNOT_EXECUTE: u8 = 126;
-pub const NOT_FOUND: u8 = 127;
+pub(crate) const USAGE: u8 = 64;
+pub(crate) const UNAVAILABLE: u8 = 69;
+pub(crate) const BUSY_DEFAULT: u8 = 75;
+pub(crate) const LOST: u8 = 76;
+pub(crate) const TIMEOUT: u8 = 124;
+pub(crate) const CANNOT_EXECUTE: u8 = 126;
+pub(crate) const NOT_FOUND: u8 = 127;
 
 impl Exit {
     pub fn code(self) -> u8 {
@@ -106,7 +106,7 @@ Exit status:
   74     the answer could not be written to stdout";
 
 /// `check`: every node answered, and some finding is a warning.
-pub const CHECK_WARNINGS: u8 = 1;
+pub(crate) const CHECK_WARNINGS: u8 = 1;
 
 /// `check`'s exit statuses.
 pub const CHECK_TABLE: &str = "\

@@ -21,7 +21,7 @@ use rustix::fs::{Access, AtFlags};
 /// Replaces `path` with `contents`, atomically, and on disk before the
 /// rename. A new file gets mode 0644 (less the umask), as a plain create
 /// would; a file replaced keeps its mode, owner and group.
-pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = parent(path);
     let name = path
         .file_name()
@@ -66,7 +66,7 @@ fn keep_owner(file: &File, uid: u32, gid: u32) {
 /// asked of the kernel (faccessat with the effective IDs), so root's bypass,
 /// ACLs and read-only mounts count as they will for the write itself. The
 /// error says what is wrong, without the path.
-pub fn check_writable(path: &Path) -> io::Result<()> {
+pub(crate) fn check_writable(path: &Path) -> io::Result<()> {
     // A lookup that fails for want of a directory (or of search permission
     // on it) is worded by the directory's checks below.
     let (existing, lookup) = match std::fs::symlink_metadata(path) {
@@ -141,7 +141,7 @@ fn parent(path: &Path) -> &Path {
 }
 
 /// faccessat(2) with the effective IDs: what open(2) and rename(2) will use.
-pub fn access(path: &Path, mode: Access) -> io::Result<()> {
+pub(crate) fn access(path: &Path, mode: Access) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| refused("it contains a NUL byte"))?;

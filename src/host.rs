@@ -3,7 +3,7 @@
 
 /// This host's name; in test builds, `REDLOCK_TEST_HOST` when set, so that
 /// one machine can play several hosts.
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     #[cfg(feature = "test-hooks")]
     if let Some(host) = std::env::var_os("REDLOCK_TEST_HOST") {
         return host.to_string_lossy().into_owned();
@@ -17,7 +17,7 @@ pub fn hostname() -> String {
 
 /// `$USER`, `$LOGNAME`, else the password database's name for our uid (CI
 /// containers and cron on some systems set neither), else `uid N`.
-pub fn user_name() -> String {
+pub(crate) fn user_name() -> String {
     // Looked up once: the holder record and the history record both name
     // the user, and the password database may be a network service.
     static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();

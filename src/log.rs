@@ -26,7 +26,7 @@ pub struct Log {
 
 /// One thing worth saying, with the fields a log shipper can index.
 #[derive(Debug, Default)]
-pub struct Entry {
+pub(crate) struct Entry {
     event: &'static str,
     msg: String,
     node: Option<String>,
@@ -70,7 +70,7 @@ struct Line<'a> {
 }
 
 /// An entry for `event`, saying `msg` in text form.
-pub fn ev(event: &'static str, msg: impl Into<String>) -> Entry {
+pub(crate) fn ev(event: &'static str, msg: impl Into<String>) -> Entry {
     Entry {
         event,
         msg: msg.into(),
@@ -80,25 +80,25 @@ pub fn ev(event: &'static str, msg: impl Into<String>) -> Entry {
 
 impl Entry {
     /// The node concerned, already redacted.
-    pub fn node(mut self, name: &str) -> Self {
+    pub(crate) fn node(mut self, name: &str) -> Self {
         self.node = Some(name.to_string());
         self
     }
 
     /// A duration, in milliseconds to the microsecond.
-    pub fn ms(mut self, d: Duration) -> Self {
+    pub(crate) fn ms(mut self, d: Duration) -> Self {
         self.ms = Some((d.as_secs_f64() * 1e6).round() / 1000.0);
         self
     }
 
-    pub fn outcome(mut self, o: &'static str) -> Self {
+    pub(crate) fn outcome(mut self, o: &'static str) -> Self {
         self.outcome = Some(o);
         self
     }
 
     /// One more field for the JSON form: a number, text, a list, or
     /// `None` for null (a number's text would be a JSON string).
-    pub fn field(mut self, name: &'static str, value: impl Into<serde_json::Value>) -> Self {
+    pub(crate) fn field(mut self, name: &'static str, value: impl Into<serde_json::Value>) -> Self {
         self.extra.0.push((name, value.into()));
         self
     }
@@ -127,24 +127,24 @@ impl Log {
     }
 
     /// Failures: always shown.
-    pub fn error(&self, e: impl Into<Entry>) {
+    pub(crate) fn error(&self, e: impl Into<Entry>) {
         self.write("error", e.into());
     }
 
     /// Whether -q hides notices: work done only to word one can be skipped.
-    pub fn is_quiet(&self) -> bool {
+    pub(crate) fn is_quiet(&self) -> bool {
         self.verbosity < 0
     }
 
     /// Outcomes a cron job may want silenced (busy, timed out): hidden by -q.
-    pub fn notice(&self, e: impl Into<Entry>) {
+    pub(crate) fn notice(&self, e: impl Into<Entry>) {
         if self.verbosity >= 0 {
             self.write("notice", e.into());
         }
     }
 
     /// -v: each attempt, node by node, and each decision.
-    pub fn info<E: Into<Entry>>(&self, e: impl FnOnce() -> E) {
+    pub(crate) fn info<E: Into<Entry>>(&self, e: impl FnOnce() -> E) {
         if self.verbosity >= 1 {
             self.write("info", e().into());
         }
@@ -152,7 +152,7 @@ impl Log {
 
     /// How the run ended: for log shippers (JSON) a line they can always
     /// count on, unless -q; in text, only with -v (cron mails any output).
-    pub fn end<E: Into<Entry>>(&self, e: impl FnOnce() -> E) {
+    pub(crate) fn end<E: Into<Entry>>(&self, e: impl FnOnce() -> E) {
         match self.format {
             Format::Json => {
                 if self.verbosity >= 0 {
@@ -164,7 +164,7 @@ impl Log {
     }
 
     /// -vv: everything else (releases node by node, backoff).
-    pub fn debug<E: Into<Entry>>(&self, e: impl FnOnce() -> E) {
+    pub(crate) fn debug<E: Into<Entry>>(&self, e: impl FnOnce() -> E) {
         if self.verbosity >= 2 {
             self.write("debug", e().into());
         }
@@ -212,7 +212,7 @@ impl Log {
 /// retitle or clear an operator's terminal, and a line break would forge a
 /// line. JSON needs none of this: it escapes control characters itself and
 /// keeps the value as stored.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     fn unsafe_to_show(c: char) -> bool {
         c.is_control()
             || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
@@ -237,7 +237,7 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// A duration for a message, as precise as a reader wants it: `350ms`,
 /// `3.2s`, `2m 5s` (whole seconds from a minute on).
-pub fn span(d: Duration) -> String {
+pub(crate) fn span(d: Duration) -> String {
     if d < Duration::from_secs(1) {
         format!("{}ms", d.as_millis())
     } else if d < Duration::from_secs(60) {
@@ -261,7 +261,7 @@ static WRITER: OnceLock<Option<SyncSender<Msg>>> = OnceLock::new();
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Lines dropped so far because stderr was not being read.
-pub fn dropped() -> u64 {
+pub(crate) fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
 
@@ -307,7 +307,7 @@ fn writer() -> Option<&'static SyncSender<Msg>> {
 
 /// What every line redlock-run writes on stderr starts with: written here
 /// and nowhere else.
-pub const PREFIX: &str = "redlock-run: ";
+pub(crate) const PREFIX: &str = "redlock-run: ";
 
 /// A message as a line of text: escaped (what nodes say may hold anything),
 /// after the prefix.
@@ -317,14 +317,14 @@ fn text(msg: &str) -> String {
 
 /// One line on stderr for a subcommand, written at once (a subcommand
 /// starts no writer thread: it holds no lock that waits on it).
-pub fn say(msg: impl std::fmt::Display) {
+pub(crate) fn say(msg: impl std::fmt::Display) {
     let _ = std::io::stderr()
         .lock()
         .write_all(text(&msg.to_string()).as_bytes());
 }
 
 /// `say`, as a warning.
-pub fn warn(msg: impl std::fmt::Display) {
+pub(crate) fn warn(msg: impl std::fmt::Display) {
     say(format_args!("warning: {msg}"));
 }
 

@@ -116,7 +116,7 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl Nodes {
-    pub fn of(outcomes: &[NodeOutcome]) -> Nodes {
+    pub(crate) fn of(outcomes: &[NodeOutcome]) -> Nodes {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let failed = outcomes.iter().filter(|o| o.failure().is_some()).count();
         Nodes {
@@ -162,7 +162,7 @@ pub struct Pings {
 impl<'a> Run<'a> {
     /// The run that ended with `exit`, or `None` for a usage error: nothing
     /// was attempted, so there is nothing to count.
-    pub fn from_exit(
+    pub(crate) fn from_exit(
         key: &'a str,
         exit: Exit,
         already_ran: bool,
@@ -270,7 +270,7 @@ pub fn record(path: &Path, run: &Run<'_>) -> io::Result<Recorded> {
 /// the file is read (never through a symlink), and its lock file beside it
 /// is a regular file or nothing yet. The error says what is wrong, without
 /// the path.
-pub fn check(path: &Path) -> io::Result<()> {
+pub(crate) fn check(path: &Path) -> io::Result<()> {
     let refused = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
     crate::files::check_writable(path)?;
     if let Ok(meta) = std::fs::symlink_metadata(path) {

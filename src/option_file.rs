@@ -27,11 +27,11 @@ use rustix::event::{PollFd, PollFlags};
 use crate::signals;
 
 /// The most a password file may hold: a password, or a token of a few lines.
-pub const PASSWORD_CAP: usize = 4 * 1024;
+pub(crate) const PASSWORD_CAP: usize = 4 * 1024;
 
 /// The most a PEM file may hold: a CA bundle (the system's is a few hundred
 /// KB), a certificate chain or a key.
-pub const PEM_CAP: usize = 4 * 1024 * 1024;
+pub(crate) const PEM_CAP: usize = 4 * 1024 * 1024;
 
 /// How long a read may wait for its file: unset in a run, which waits
 /// until told to stop.
@@ -39,13 +39,13 @@ static PATIENCE: OnceLock<Duration> = OnceLock::new();
 
 /// Every later read gives up once it has waited `limit` for its file (the
 /// first call wins: one process, one subcommand).
-pub fn wait_at_most(limit: Duration) {
+pub(crate) fn wait_at_most(limit: Duration) {
     let _ = PATIENCE.set(limit);
 }
 
 /// Why a file gave no contents.
 #[derive(Debug)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// It could not be opened or read.
     Io(io::Error),
     /// It holds more than the cap (bytes).
@@ -61,7 +61,7 @@ pub enum ReadError {
 
 /// The contents of `path`, at most `cap` bytes; waits (for a FIFO's writer,
 /// say) only until a signal that this thread blocks arrives.
-pub fn read(path: &Path, cap: usize) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read(path: &Path, cap: usize) -> Result<Vec<u8>, ReadError> {
     read_from(open(path)?, cap)
 }
 
@@ -69,7 +69,7 @@ pub fn read(path: &Path, cap: usize) -> Result<Vec<u8>, ReadError> {
 /// may read it (the rule of the configuration file too). Group read is the
 /// operator's choice (root:group 0640); a pipe from the shell is its
 /// owner's alone. A device (`/dev/stdin`'s terminal) holds nothing to steal.
-pub fn read_secret(path: &Path, cap: usize) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read_secret(path: &Path, cap: usize) -> Result<Vec<u8>, ReadError> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let file = open(path)?;
     // The file opened (fstat), not a name that may be switched under us.

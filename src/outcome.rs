@@ -33,7 +33,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 10] = [
+    pub(crate) const ALL: [Outcome; 10] = [
         Outcome::Ok,
         Outcome::Failed,
         Outcome::Signal,
@@ -48,7 +48,7 @@ impl Outcome {
 
     /// The outcome of a run that exited with `exit`; `already_ran` tells a
     /// `--once-per` skip from a busy lock, which share an exit status.
-    pub fn of(exit: Exit, already_ran: bool) -> Outcome {
+    pub(crate) fn of(exit: Exit, already_ran: bool) -> Outcome {
         match exit {
             Exit::Command(0) => Outcome::Ok,
             Exit::Command(_) => Outcome::Failed,
@@ -64,7 +64,7 @@ impl Outcome {
     }
 
     /// The word, as every output writes it.
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
             Outcome::Failed => "failed",
@@ -83,7 +83,7 @@ impl Outcome {
     /// run's (the command started, or was tried: 126 and 127 are its status
     /// too). A run killed by a signal counts, as it did when all of these
     /// were one outcome.
-    pub fn started_command(self) -> bool {
+    pub(crate) fn started_command(self) -> bool {
         matches!(
             self,
             Outcome::Ok

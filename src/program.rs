@@ -12,7 +12,7 @@ pub enum Program {
 
 impl Program {
     /// How to name the command in messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Program::Shell(_) => "/bin/sh -c".into(),
             Program::Argv(argv) => format!("'{}'", argv[0].to_string_lossy()),

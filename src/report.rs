@@ -18,7 +18,7 @@ use crate::outcome::Outcome;
 
 /// What --report tells a monitor about the run.
 #[derive(Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     pub acquired: AtomicBool,
     /// Time spent waiting for a busy lock (--wait): from the first attempt
     /// to the last one's start.
@@ -40,14 +40,14 @@ pub struct Stats {
 
 impl Stats {
     /// Keeps `line` as the reason the command did not run.
-    pub fn not_run_because(&self, line: &str) {
+    pub(crate) fn not_run_because(&self, line: &str) {
         *self.why_not.lock().unwrap_or_else(|p| p.into_inner()) = Some(line.to_string());
     }
 }
 
 /// The most a summary (a ping's body) holds: services keep more, and a
 /// person reads less.
-pub const SUMMARY_CAP: usize = 10 * 1024;
+pub(crate) const SUMMARY_CAP: usize = 10 * 1024;
 
 /// The --report document; the field order is the file's.
 #[derive(Serialize)]
@@ -95,7 +95,7 @@ struct NodeAcquire<'a> {
 }
 
 /// The lock a run took, as the report names it.
-pub struct Lock<'a> {
+pub(crate) struct Lock<'a> {
     pub name: &'a str,
     pub keys: &'a Keys,
     /// --shared: a reader.
@@ -103,7 +103,7 @@ pub struct Lock<'a> {
 }
 
 /// How a run ended, as the report and the summary tell it.
-pub struct Ended<'a> {
+pub(crate) struct Ended<'a> {
     pub lock: &'a Lock<'a>,
     pub stats: &'a Stats,
     pub exit: Exit,
@@ -112,7 +112,7 @@ pub struct Ended<'a> {
 }
 
 /// Writes the report of the run to `path`.
-pub fn write(path: &Path, ended: &Ended) -> io::Result<()> {
+pub(crate) fn write(path: &Path, ended: &Ended) -> io::Result<()> {
     let body = with_report(ended, |r| serde_json::to_vec(r)).map_err(io::Error::other);
     let mut body = body?;
     body.push(b'\n');
@@ -122,7 +122,7 @@ pub fn write(path: &Path, ended: &Ended) -> io::Result<()> {
 /// The report as a few lines of text for a person (the body of an end
 /// ping): the same fields and words, the nodes that failed, and why the
 /// command did not run; at most `SUMMARY_CAP` bytes.
-pub fn summary(ended: &Ended) -> String {
+pub(crate) fn summary(ended: &Ended) -> String {
     let why = ended
         .stats
         .why_not

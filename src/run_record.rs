@@ -19,7 +19,7 @@ use crate::outcome::Outcome;
 
 /// One run that took the lock; the field order is the stored one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// The run's token: a record without one is not read.
     #[serde(deserialize_with = "non_empty")]
     pub id: String,
@@ -86,11 +86,11 @@ fn non_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 mod lock_word {
     use super::*;
 
-    pub fn serialize<S: Serializer>(shared: &bool, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(shared: &bool, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(if *shared { "shared" } else { "exclusive" })
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
         Ok(String::deserialize(d)? == "shared")
     }
 }
@@ -98,7 +98,7 @@ mod lock_word {
 impl Record {
     /// The record of this process's run: `token` is its lock token, the
     /// rest as the fields say.
-    pub fn of_this_run(
+    pub(crate) fn of_this_run(
         token: &str,
         started_at: SystemTime,
         duration: Duration,
@@ -126,30 +126,30 @@ impl Record {
 
     /// The record as stored (None only if serde_json could not write it,
     /// which these fields never make it do: then nothing is stored).
-    pub fn to_json(&self) -> Option<String> {
+    pub(crate) fn to_json(&self) -> Option<String> {
         serde_json::to_string(self).ok()
     }
 
     /// A stored record; None for anything that is not one (a list element
     /// written by hand, a cut-off string): `id` and `started_at` are needed.
-    pub fn from_json(text: &str) -> Option<Record> {
+    pub(crate) fn from_json(text: &str) -> Option<Record> {
         serde_json::from_str(text).ok()
     }
 
     /// "shared" for a --shared reader's run, else "exclusive".
-    pub fn lock_kind(&self) -> &'static str {
+    pub(crate) fn lock_kind(&self) -> &'static str {
         if self.shared { "shared" } else { "exclusive" }
     }
 
     /// When the run ended.
-    pub fn ended_at(&self) -> SystemTime {
+    pub(crate) fn ended_at(&self) -> SystemTime {
         self.started_at + Duration::from_millis(self.duration_ms)
     }
 }
 
 /// The nodes' lists as one: every run once (by id), newest start first; runs
 /// that started in the same millisecond by id, so every reader agrees.
-pub fn merge(lists: impl IntoIterator<Item = Vec<Record>>) -> Vec<Record> {
+pub(crate) fn merge(lists: impl IntoIterator<Item = Vec<Record>>) -> Vec<Record> {
     let mut by_id: BTreeMap<String, Record> = BTreeMap::new();
     for record in lists.into_iter().flatten() {
         // A run whose release a node refused is recorded again with that
@@ -171,7 +171,7 @@ pub fn merge(lists: impl IntoIterator<Item = Vec<Record>>) -> Vec<Record> {
 }
 
 /// A duration as the table shows it: 0.4s, 52.9s, 6m 52s, 2h 5m 3s.
-pub fn show_ms(ms: u64) -> String {
+pub(crate) fn show_ms(ms: u64) -> String {
     if ms < 60_000 {
         format!("{:.1}s", ms as f64 / 1000.0)
     } else {

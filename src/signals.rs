@@ -20,7 +20,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Signals passed on to the command's process tree.
-pub const FORWARDED: [i32; 6] = [
+pub(crate) const FORWARDED: [i32; 6] = [
     libc::SIGINT,
     libc::SIGTERM,
     libc::SIGHUP,
@@ -31,13 +31,13 @@ pub const FORWARDED: [i32; 6] = [
 
 /// A set of signals, for a thread's mask or a signalfd.
 #[derive(Clone, Copy)]
-pub struct SigSet(libc::sigset_t);
+pub(crate) struct SigSet(libc::sigset_t);
 
 impl SigSet {
     /// The set of `signals`. A number the C library refuses (its own two
     /// signals, 32 and 33, or no signal at all) stays out of it, as it would
     /// stay out of any mask.
-    pub fn of(signals: impl IntoIterator<Item = i32>) -> SigSet {
+    pub(crate) fn of(signals: impl IntoIterator<Item = i32>) -> SigSet {
         let mut set = MaybeUninit::<libc::sigset_t>::uninit();
         // SAFETY: sigemptyset initialises the whole set (it cannot fail with
         // a valid pointer) before it is read; sigaddset writes only inside it.
@@ -52,7 +52,7 @@ impl SigSet {
     }
 
     /// Every signal, as sigfillset(3) makes it (without the C library's own).
-    pub fn all() -> SigSet {
+    pub(crate) fn all() -> SigSet {
         let mut set = MaybeUninit::<libc::sigset_t>::uninit();
         // SAFETY: sigfillset initialises the whole set (it cannot fail with a
         // valid pointer) before it is read.
@@ -63,7 +63,7 @@ impl SigSet {
     }
 
     /// Whether `sig` is in the set (a number that is no signal is not).
-    pub fn contains(&self, sig: i32) -> bool {
+    pub(crate) fn contains(&self, sig: i32) -> bool {
         // SAFETY: reads an initialised set.
         unsafe { libc::sigismember(&self.0, sig) == 1 }
     }
@@ -71,7 +71,7 @@ impl SigSet {
 
 /// How `thread_mask` changes the calling thread's mask.
 #[derive(Clone, Copy)]
-pub enum How {
+pub(crate) enum How {
     /// The set is added to the mask.
     Block,
     /// The set becomes the mask.
@@ -82,7 +82,7 @@ pub enum How {
 /// None); the mask as it was. Async-signal-safe in practice (one system
 /// call in glibc): the child of the spawn calls it between its clone and its
 /// exec.
-pub fn thread_mask(how: How, set: Option<&SigSet>) -> SigSet {
+pub(crate) fn thread_mask(how: How, set: Option<&SigSet>) -> SigSet {
     let how = match how {
         How::Block => libc::SIG_BLOCK,
         How::SetTo => libc::SIG_SETMASK,
@@ -101,7 +101,7 @@ pub fn thread_mask(how: How, set: Option<&SigSet>) -> SigSet {
 
 /// A signalfd(2) for `set`, close-on-exec and non-blocking. The signals must
 /// be blocked in the threads that read it, or they are delivered as usual.
-pub fn signalfd(set: &SigSet) -> io::Result<OwnedFd> {
+pub(crate) fn signalfd(set: &SigSet) -> io::Result<OwnedFd> {
     // SAFETY: an initialised set; a new descriptor or -1 comes back, and the
     // new one is owned by nothing else.
     unsafe {
@@ -116,7 +116,7 @@ pub fn signalfd(set: &SigSet) -> io::Result<OwnedFd> {
 /// Sets `sig` to be ignored, or to its default action. Async-signal-safe:
 /// the child of the spawn calls it between its clone and its exec. Fails
 /// only for a number that is no signal, or SIGKILL or SIGSTOP.
-pub fn set_disposition(sig: i32, ignore: bool) -> io::Result<()> {
+pub(crate) fn set_disposition(sig: i32, ignore: bool) -> io::Result<()> {
     let action = if ignore { libc::SIG_IGN } else { libc::SIG_DFL };
     // SAFETY: no handler is installed, only "ignore" or "default", so no
     // code of ours ever runs for a signal.
@@ -128,19 +128,19 @@ pub fn set_disposition(sig: i32, ignore: bool) -> io::Result<()> {
 
 /// The forwarded signals this process takes, blocked in the calling thread,
 /// and the mask as it was before.
-pub struct Blocked {
+pub(crate) struct Blocked {
     set: SigSet,
     original: SigSet,
 }
 
 impl Blocked {
     /// The signal mask redlock-run was started with: the command's.
-    pub fn original(&self) -> SigSet {
+    pub(crate) fn original(&self) -> SigSet {
         self.original
     }
 
     /// Back to the original mask (for subcommands that hold nothing).
-    pub fn unblock(self) {
+    pub(crate) fn unblock(self) {
         thread_mask(How::SetTo, Some(&self.original));
     }
 }
@@ -152,7 +152,7 @@ impl Blocked {
 /// A signal that was ignored when redlock-run started (nohup, a background
 /// job of a non-interactive shell) is left out and stays ignored: the command
 /// inherits the ignore across exec, as it would without redlock-run.
-pub fn block() -> Blocked {
+pub(crate) fn block() -> Blocked {
     let set = SigSet::of(FORWARDED.into_iter().filter(|s| !is_ignored(*s)));
     let original = thread_mask(How::Block, Some(&set));
     Blocked { set, original }
@@ -160,7 +160,7 @@ pub fn block() -> Blocked {
 
 /// A signalfd for the blocked signals: the waiting loops read them from
 /// it, beside their other wake-ups, with no thread to take them.
-pub fn open(blocked: Blocked) -> io::Result<OwnedFd> {
+pub(crate) fn open(blocked: Blocked) -> io::Result<OwnedFd> {
     signalfd(&blocked.set)
 }
 
@@ -168,7 +168,7 @@ pub fn open(blocked: Blocked) -> io::Result<OwnedFd> {
 /// (none before `block`, or after `unblock`: they then act as usual), for a
 /// wait that must end when one arrives before the signal thread runs (see
 /// `option_file`). A signal read from it is taken: its caller stops.
-pub fn blocked_here() -> io::Result<Option<OwnedFd>> {
+pub(crate) fn blocked_here() -> io::Result<Option<OwnedFd>> {
     let now = thread_mask(How::Block, None);
     let here: Vec<i32> = FORWARDED.into_iter().filter(|s| now.contains(*s)).collect();
     if here.is_empty() {
@@ -181,7 +181,7 @@ pub fn blocked_here() -> io::Result<Option<OwnedFd>> {
 const SIGINFO: usize = std::mem::size_of::<libc::signalfd_siginfo>();
 
 /// The next pending signal on a signalfd from `open`, if any.
-pub fn take(fd: &OwnedFd) -> Option<i32> {
+pub(crate) fn take(fd: &OwnedFd) -> Option<i32> {
     let mut info = [0u8; SIGINFO];
     // Nothing pending (EAGAIN, the descriptor being non-blocking) is the
     // usual failure, and any other means the same to the caller: no signal.
@@ -192,13 +192,13 @@ pub fn take(fd: &OwnedFd) -> Option<i32> {
 
 /// Blocks every signal in the calling thread, for threads started before
 /// `block` (the log thread may be): a signal must never land on them.
-pub fn block_all_here() {
+pub(crate) fn block_all_here() {
     thread_mask(How::Block, Some(&SigSet::all()));
 }
 
 /// Whether `sig` is ignored in this process (glibc's own signals answer
 /// EINVAL, so they count as not ignored).
-pub fn is_ignored(sig: i32) -> bool {
+pub(crate) fn is_ignored(sig: i32) -> bool {
     let mut old = MaybeUninit::<libc::sigaction>::uninit();
     // SAFETY: a null new action only reads the disposition; `old` is read
     // only when the call succeeded, which wrote it whole.
@@ -219,7 +219,7 @@ pub fn note_caller_sigpipe() {
 }
 
 /// The caller's SIGPIPE disposition: ignored (true) or default.
-pub fn caller_ignores_sigpipe() -> bool {
+pub(crate) fn caller_ignores_sigpipe() -> bool {
     CALLER_IGNORES_SIGPIPE.load(Ordering::Relaxed)
 }
 

@@ -4,7 +4,7 @@
 use std::io;
 
 /// The OS's description without Rust's " (os error N)" suffix.
-pub fn os_message(e: &io::Error) -> String {
+pub(crate) fn os_message(e: &io::Error) -> String {
     let s = e.to_string();
     match s.find(" (os error ") {
         Some(i) => s[..i].to_string(),
@@ -15,7 +15,7 @@ pub fn os_message(e: &io::Error) -> String {
 /// `cell` followed by spaces up to `width` characters, for a column of a
 /// table. By hand: `format!("{:<w$}")` panics on a width above 65,535, and
 /// a cell read from a node may be that long.
-pub fn pad(cell: &str, width: usize) -> String {
+pub(crate) fn pad(cell: &str, width: usize) -> String {
     let fill = width.saturating_sub(cell.chars().count());
     let mut out = String::with_capacity(cell.len() + fill);
     out.push_str(cell);

@@ -8,14 +8,14 @@ use serde::{Deserialize, Deserializer, Serializer};
 /// A wall-clock time as RFC 3339 in UTC to the millisecond
 /// (`2026-11-30T03:00:00.012Z`), as records, `--report` and the JSON log
 /// write it (see `rfc3339` for clocks outside 1970..=9999).
-pub mod time_ms {
+pub(crate) mod time_ms {
     use super::*;
 
-    pub fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&rfc3339(*t))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
         let text = String::deserialize(d)?;
         humantime::parse_rfc3339(&text).map_err(serde::de::Error::custom)
     }
@@ -24,7 +24,7 @@ pub mod time_ms {
 /// Unix time to the millisecond, in UTC, as `2026-11-30T03:00:00.012Z`;
 /// a time outside what RFC 3339 writes as the nearest one it does (see
 /// `writable`).
-pub fn rfc3339(t: SystemTime) -> String {
+pub(crate) fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_millis(writable(t)).to_string()
 }
 
@@ -36,7 +36,7 @@ const LAST_WRITABLE: Duration = Duration::from_millis(253_402_300_799_999);
 /// fails on one past 9999 (which serde_json and `to_string` turn into a
 /// panic): the first time written after the command ran would end the run
 /// with the lock still held. Clamped, such a time still reads back.
-pub fn writable(t: SystemTime) -> SystemTime {
+pub(crate) fn writable(t: SystemTime) -> SystemTime {
     match t.duration_since(UNIX_EPOCH) {
         Err(_) => UNIX_EPOCH,
         Ok(d) if d > LAST_WRITABLE => UNIX_EPOCH + LAST_WRITABLE,
@@ -45,7 +45,7 @@ pub fn writable(t: SystemTime) -> SystemTime {
 }
 
 /// A wall-clock time cut to whole milliseconds, as a record keeps it.
-pub fn to_millis(t: SystemTime) -> SystemTime {
+pub(crate) fn to_millis(t: SystemTime) -> SystemTime {
     let ms = t
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));

@@ -63,7 +63,7 @@ fn tbs(der: &[u8]) -> Option<(Option<&[u8]>, &[u8])> {
 
 /// The version of a DER certificate: 1 when TBSCertificate has no explicit
 /// version field, else the field's value + 1. None if it does not parse.
-pub fn version(der: &[u8]) -> Option<u8> {
+pub(crate) fn version(der: &[u8]) -> Option<u8> {
     match tbs(der)? {
         (None, _) => Some(1),
         (Some(v), _) => expect(v, INTEGER)?.0.last().map(|x| x + 1),
@@ -72,7 +72,7 @@ pub fn version(der: &[u8]) -> Option<u8> {
 
 /// When a DER certificate expires (its notAfter), in seconds since the
 /// Unix epoch. None if it does not parse.
-pub fn not_after(der: &[u8]) -> Option<i64> {
+pub(crate) fn not_after(der: &[u8]) -> Option<i64> {
     let (_, fields) = tbs(der)?;
     let (_, rest) = expect(fields, INTEGER)?; // serialNumber
     let (_, rest) = expect(rest, SEQUENCE)?; // signature

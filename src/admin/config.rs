@@ -44,7 +44,7 @@ impl fmt::Display for Unfit {
 
 impl Unfit {
     /// How the subcommand ends over it, its line said.
-    pub fn exit(&self) -> Exit {
+    pub(super) fn exit(&self) -> Exit {
         match self {
             Unfit::Run(cli::Unusable::Signal(sig)) => crate::error::Error::signal(*sig),
             other => crate::error::Error::usage(other),
@@ -198,7 +198,7 @@ struct Doc<'a> {
 /// The name a run is given when `config` is not: shown as unset.
 const UNNAMED: &str = "redlock-run-config";
 
-pub fn run(args: &ConfigArgs, given: &[OsString]) -> Exit {
+pub(crate) fn run(args: &ConfigArgs, given: &[OsString]) -> Exit {
     let run = match as_run(given, UNNAMED) {
         Ok(r) => r,
         Err(e) => return e.exit(),

@@ -23,7 +23,7 @@ use crate::lock::node::{Forget, ForgetLock, Forgotten, InUse, NodeError, Nodes};
 use crate::lock::quorum;
 use crate::lock::redlock;
 
-pub fn remove(lock: &Subject, nodes: &Nodes, force: bool) -> Exit {
+pub(super) fn remove(lock: &Subject, nodes: &Nodes, force: bool) -> Exit {
     let keys = lock.keys.clone();
     let limit = scan_limit(nodes);
     let mut arranged: PerNode<(Vec<Vec<u8>>, usize)> = helper_keys(nodes, &keys, limit)

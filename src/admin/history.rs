@@ -13,7 +13,7 @@ use crate::log::printable;
 use crate::run_record::{self, Record};
 
 /// What the nodes hold, merged.
-pub struct Found {
+pub(super) struct Found {
     /// Newest first, each run once.
     pub runs: Vec<Record>,
     /// Nodes that answered.
@@ -25,7 +25,7 @@ pub struct Found {
 /// The newest `count` runs of the lock over all nodes. Each node's list is
 /// newest first (a run appends its record when it ends), so the newest
 /// `count` overall are among each list's first `count`: no more is read.
-pub fn read(lock: &Subject, nodes: &Nodes, count: usize) -> Found {
+pub(super) fn read(lock: &Subject, nodes: &Nodes, count: usize) -> Found {
     let key = lock.keys.history();
     let replies = on_all(nodes, node::History { key, count });
     let mut found = Found {
@@ -71,7 +71,7 @@ fn truncated(entry: &str) -> bool {
 }
 
 /// The run that ended last, for `status`.
-pub fn last_run(lock: &Subject, nodes: &Nodes) -> Option<Record> {
+pub(super) fn last_run(lock: &Subject, nodes: &Nodes) -> Option<Record> {
     let key = lock.keys.history();
     // The newest entry of each list is its last append, that is, the run
     // that ended last there.
@@ -84,7 +84,7 @@ pub fn last_run(lock: &Subject, nodes: &Nodes) -> Option<Record> {
         .max_by(|a, b| a.ended_at().cmp(&b.ended_at()).then(b.id.cmp(&a.id)))
 }
 
-pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, count: u32) -> Exit {
+pub(super) fn tell(lock: &Subject, nodes: &Nodes, json: bool, count: u32) -> Exit {
     let found = read(lock, nodes, count as usize);
     if found.answered == 0 {
         // Nothing on stdout: "no runs recorded" would read as an answer.
@@ -119,7 +119,7 @@ pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, count: u32) -> Exit {
 }
 
 /// One line of `status`: how the last run went.
-pub fn describe(r: &Record) -> String {
+pub(super) fn describe(r: &Record) -> String {
     format!(
         "last run: {} (exit {}) on {} pid {}, started {}, took {}, {} attempt{}",
         printable(&r.outcome),

@@ -65,14 +65,14 @@ pub(crate) fn answer(args: std::fmt::Arguments, newline: bool) {
 }
 
 /// The lock a subcommand is about.
-pub struct Subject {
+pub(crate) struct Subject {
     pub name: String,
     pub keys: Keys,
 }
 
 /// What a subcommand is asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Ask {
+pub(crate) enum Ask {
     Status {
         json: bool,
         limit: Option<u32>,
@@ -94,7 +94,7 @@ pub enum Ask {
 
 /// Why the nodes given cannot be asked: a usage error.
 #[derive(Debug)]
-pub enum Unaskable {
+pub(crate) enum Unaskable {
     Node(node::BadNode),
     /// Two of them are one server, worded.
     SameServer(String),
@@ -111,7 +111,7 @@ impl std::fmt::Display for Unaskable {
 
 /// The nodes a subcommand asks: `urls` reached as `options` say (the node
 /// timeout unset: a second), each server once.
-pub fn nodes(urls: &[String], mut options: node::Options) -> Result<Nodes, Unaskable> {
+pub(crate) fn nodes(urls: &[String], mut options: node::Options) -> Result<Nodes, Unaskable> {
     if options.timeout.is_zero() {
         options.timeout = DEFAULT_NODE_TIMEOUT;
     }
@@ -128,7 +128,7 @@ pub fn nodes(urls: &[String], mut options: node::Options) -> Result<Nodes, Unask
 /// subcommand has done its work on the nodes by the time it writes (check's
 /// probe is released before its report), and none spawns anything, so the
 /// disposition is theirs alone.
-pub fn end_as_ls_on_a_closed_pipe() {
+pub(crate) fn end_as_ls_on_a_closed_pipe() {
     // SAFETY: signal(2) has no safe form in the tree. Setting a signal to
     // its default disposition installs no handler, and for SIGPIPE it cannot
     // fail (SIG_ERR comes only for a number that is no signal, or SIGKILL
@@ -139,7 +139,7 @@ pub fn end_as_ls_on_a_closed_pipe() {
 }
 
 /// Runs the subcommand `ask` about `lock` on `nodes`.
-pub fn dispatch(ask: &Ask, lock: &Subject, nodes: &Nodes) -> Exit {
+pub(crate) fn dispatch(ask: &Ask, lock: &Subject, nodes: &Nodes) -> Exit {
     match ask {
         Ask::Status { json, limit, keys } => status::tell(lock, nodes, *json, *limit, *keys),
         Ask::Unlock { token } => unlock::delete(lock, nodes, token.as_deref()),

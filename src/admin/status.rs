@@ -170,7 +170,13 @@ fn describe_stale(n: usize, (token, on, left): &(Vec<u8>, usize, i64)) -> String
 /// With --limit (or a slot count found beside the lock), every slot in turn
 /// (text), or one object with a `slots` array (JSON). Exit 0 while any slot
 /// is free, 1 when all are held.
-pub fn tell(lock: &Subject, nodes: &Nodes, json: bool, limit: Option<u32>, keys: bool) -> Exit {
+pub(super) fn tell(
+    lock: &Subject,
+    nodes: &Nodes,
+    json: bool,
+    limit: Option<u32>,
+    keys: bool,
+) -> Exit {
     // One server under two addresses of its own: see `node::same_server`.
     if nodes.len() > 1 {
         let near = lock.keys.lock().to_vec();
@@ -783,19 +789,7 @@ impl<'a> Status<'a> {
             redlock::quorum(nodes.len())
         );
         for (node, f) in nodes.iter().zip(found) {
-            let mut line = node_state(f, is_stale);
-            if let Some(up) = node.uptime().filter(|up| *up < LATELY) {
-                line.push_str(&format!(
-                    "; started {} ago: a run counts its vote once it has been up for the \
-                     run's restart grace (by default its TTL)",
-                    humantime::format_duration(Duration::from_secs(up.as_secs()))
-                ));
-            }
-            match f {
-                // The error names the node already.
-                Some(Err(_)) => println!("  {line}"),
-                _ => println!("  {}: {line}", node.name()),
-            }
+            println!("  {}", node_line(node, f, is_stale));
         }
         let mut stale_lines: Vec<String> = stale.iter().map(|s| describe_stale(n, s)).collect();
         stale_lines.extend(stale_shares.iter().map(|r| {
@@ -966,6 +960,28 @@ impl<'a> Status<'a> {
         }
         doc
     }
+}
+
+/// A node's line: its part, and how long ago its server started when that
+/// was lately (it sits out runs for their restart grace).
+fn node_line(
+    node: &node::Node,
+    f: &Option<Result<Inspection, NodeError>>,
+    is_stale: impl Fn(&[u8]) -> bool,
+) -> String {
+    let mut line = match f {
+        // The error names the node already.
+        Some(Err(_)) => node_state(f, is_stale),
+        _ => format!("{}: {}", node.name(), node_state(f, is_stale)),
+    };
+    if let Some(up) = node.uptime().filter(|up| *up < LATELY) {
+        line.push_str(&format!(
+            "; started {} ago: a run counts its vote once it has been up for the run's \
+             restart grace (by default its TTL)",
+            humantime::format_duration(Duration::from_secs(up.as_secs()))
+        ));
+    }
+    line
 }
 
 /// A node up for less than this is said to have started lately: longer

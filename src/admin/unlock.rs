@@ -22,7 +22,7 @@ enum Done {
 }
 
 /// `token` given: where the lock holds it; none (--force): whatever holds it.
-pub fn delete(lock: &Subject, nodes: &Nodes, token: Option<&str>) -> Exit {
+pub(super) fn delete(lock: &Subject, nodes: &Nodes, token: Option<&str>) -> Exit {
     let key_set = Arc::new(crate::lock::key_set(&lock.keys, None, None));
     let results: Vec<Option<Result<Done, NodeError>>> = match token {
         Some(token) => {

@@ -33,7 +33,7 @@ const CAP: usize = 256 * 1024;
 
 /// How the file was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Found {
+pub(crate) enum Found {
     /// `--config FILE`.
     Flag,
     /// `$REDLOCK_CONFIG`.
@@ -46,7 +46,7 @@ pub enum Found {
 
 impl Found {
     /// How it was found, for messages.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Found::Flag => "--config",
             Found::Env => "REDLOCK_CONFIG",
@@ -57,11 +57,11 @@ impl Found {
 }
 
 /// The system-wide file.
-pub const SYSTEM: &str = "/etc/redlock-run/config.toml";
+pub(super) const SYSTEM: &str = "/etc/redlock-run/config.toml";
 
 /// The file to read: `flag`'s, else the first of the search order that
 /// exists; None when there is none.
-pub fn locate(flag: Option<&Path>) -> Option<(PathBuf, Found)> {
+pub(super) fn locate(flag: Option<&Path>) -> Option<(PathBuf, Found)> {
     if let Some(path) = flag {
         return Some((path.to_path_buf(), Found::Flag));
     }
@@ -94,7 +94,7 @@ fn exists(path: &Path) -> bool {
 }
 
 /// The file's text, once its owner and mode pass (see the module).
-pub fn read(path: &Path, found: Found) -> Result<String, Error> {
+pub(super) fn read(path: &Path, found: Found) -> Result<String, Error> {
     let io = |error: std::io::Error| Error::Read {
         path: path.to_path_buf(),
         found,
@@ -194,7 +194,7 @@ fn ours(uid: u32) -> bool {
 }
 
 /// Refuses a file with a password in a URL that others may read.
-pub fn check_secrets(path: &Path, loaded: &Loaded) -> Result<(), Error> {
+pub(super) fn check_secrets(path: &Path, loaded: &Loaded) -> Result<(), Error> {
     let Some(line) = loaded.secret_line() else {
         return Ok(());
     };

@@ -25,13 +25,13 @@ use std::path::{Path, PathBuf};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Command};
 
-pub use file::Found;
-pub use parse::Setting;
+pub(crate) use file::Found;
+pub(crate) use parse::Setting;
 
 /// Why a configuration file is refused: one line naming the file (and the
 /// line and key, where one is at fault), as a usage error (64).
 #[derive(Debug)]
-pub enum Error {
+pub(crate) enum Error {
     /// It could not be opened or read (a file named by --config or
     /// REDLOCK_CONFIG that is missing, too).
     Read {
@@ -149,7 +149,7 @@ impl fmt::Display for Error {
 
 /// A setting taken from the file for this run.
 #[derive(Clone, Debug)]
-pub struct Used {
+pub(crate) struct Used {
     pub setting: Setting,
     /// Where it was read: the file and the line.
     pub path: PathBuf,
@@ -158,7 +158,7 @@ pub struct Used {
 /// The arguments with the file's settings in them, and what came from
 /// where.
 #[derive(Debug, Default)]
-pub struct Applied {
+pub(crate) struct Applied {
     pub args: Vec<OsString>,
     /// The file read, and how it was found; None when none was.
     pub file: Option<(PathBuf, Found)>,
@@ -172,7 +172,7 @@ pub struct Applied {
 /// `args` (the program's, `args[0]` its name) with the settings of the
 /// configuration file put in, for the options they do not give; `args`
 /// unchanged when no file is found or `--no-config` is given.
-pub fn apply(args: Vec<OsString>) -> Result<Applied, Error> {
+pub(crate) fn apply(args: Vec<OsString>) -> Result<Applied, Error> {
     // Only a word that may be --config or --no-config costs a parse here:
     // a run without them finds the file by the environment alone, and a
     // run without a file builds no command for it.
@@ -269,7 +269,7 @@ const READ_BY_HAND: [(&str, &str); 2] = [
 ];
 
 /// The variable that stands for option `long` outside clap, when it is set.
-pub fn by_hand(long: &str) -> Option<&'static str> {
+pub(crate) fn by_hand(long: &str) -> Option<&'static str> {
     READ_BY_HAND
         .iter()
         .find(|(l, var)| *l == long && std::env::var_os(var).is_some_and(|v| !v.is_empty()))
@@ -352,12 +352,12 @@ fn conflict(cmd: &Command, a: &clap::Arg, b: &clap::Arg) -> bool {
 }
 
 /// Where the file's settings for option `long` came from, if they did.
-pub fn origin_of<'a>(applied: &'a Applied, long: &str) -> Option<&'a Used> {
+pub(crate) fn origin_of<'a>(applied: &'a Applied, long: &str) -> Option<&'a Used> {
     applied.used.iter().find(|u| u.setting.name == long)
 }
 
 /// `path:line` of a setting.
-pub fn place(path: &Path, line: usize) -> String {
+pub(crate) fn place(path: &Path, line: usize) -> String {
     format!("{}:{line}", path.display())
 }
 

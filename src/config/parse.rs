@@ -48,7 +48,7 @@ const NOT_IN_A_FILE: [(&str, &str); 5] = [
 
 /// One setting of the file.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Setting {
+pub(crate) struct Setting {
     /// The option's long name, which is the key.
     pub name: String,
     pub value: Value,
@@ -59,7 +59,7 @@ pub struct Setting {
 
 /// A setting's value, as its option takes it.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Value {
+pub(crate) enum Value {
     /// A switch (`fence = true`).
     Flag(bool),
     /// A count (`verbose = 2`).
@@ -72,7 +72,7 @@ pub enum Value {
 
 impl Value {
     /// The arguments that give it to option `long`.
-    pub fn words(&self, long: &str) -> Vec<OsString> {
+    pub(crate) fn words(&self, long: &str) -> Vec<OsString> {
         let flag = format!("--{long}");
         match self {
             Value::Flag(true) => vec![flag.into()],
@@ -86,14 +86,14 @@ impl Value {
 
 /// The file's settings.
 #[derive(Debug, Default)]
-pub struct Loaded {
+pub(super) struct Loaded {
     pub top: Vec<Setting>,
     pub locks: Vec<(String, Vec<Setting>)>,
 }
 
 impl Loaded {
     /// The settings for lock `name`: its table's, then the top level's.
-    pub fn for_lock(&self, name: &str) -> Vec<Setting> {
+    pub(super) fn for_lock(&self, name: &str) -> Vec<Setting> {
         let own = self
             .locks
             .iter()
@@ -103,7 +103,7 @@ impl Loaded {
     }
 
     /// The line of a URL with a password in it, if there is one.
-    pub fn secret_line(&self) -> Option<usize> {
+    pub(super) fn secret_line(&self) -> Option<usize> {
         let all = self
             .top
             .iter()
@@ -122,7 +122,7 @@ impl Loaded {
 }
 
 /// Reads `text` (the file at `path`) against the options of `cmd`.
-pub fn parse(text: &str, path: &Path, cmd: &Command) -> Result<Loaded, Error> {
+pub(super) fn parse(text: &str, path: &Path, cmd: &Command) -> Result<Loaded, Error> {
     let at = |offset: usize, what: String| Error::At {
         path: path.to_path_buf(),
         line: line_of(text, offset),

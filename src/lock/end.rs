@@ -22,15 +22,15 @@ use crate::log::{Log, ev};
 use crate::run_record::Record;
 
 /// Runs kept per lock, on each node.
-pub const HISTORY_CAP: usize = 100;
+pub(crate) const HISTORY_CAP: usize = 100;
 
 /// How long a history outlives its last run: long enough for a monthly job
 /// to always find last month's run.
-pub const HISTORY_TTL: Duration = Duration::from_secs(35 * 24 * 3600);
+pub(crate) const HISTORY_TTL: Duration = Duration::from_secs(35 * 24 * 3600);
 
 /// How a held lock ends once the command's tree is gone.
 #[derive(Clone, Copy, Debug)]
-pub enum Ending {
+pub(crate) enum Ending {
     /// Compare-and-delete, waking waiters.
     Release,
     /// `--hold`: left to expire in `left`, the record saying how the command
@@ -39,7 +39,7 @@ pub enum Ending {
 }
 
 /// What the end of a run did on one node.
-pub struct Ended {
+pub(crate) struct Ended {
     /// The lock's part, where it was ours to end.
     pub lock: Option<Finish>,
     /// The history's part, when there was a record to append.
@@ -47,7 +47,7 @@ pub struct Ended {
 }
 
 /// The answer of the release or hold script.
-pub enum Finish {
+pub(crate) enum Finish {
     Released(Released),
     Held(Answer),
 }
@@ -60,7 +60,12 @@ impl Lock {
     /// refuses the release itself, the record is appended again, saying so:
     /// the history's merge takes that one. The nodes that did not append
     /// it, each with why (`check`'s probe reports them).
-    pub fn end(&self, ending: Ending, record: Option<Record>, log: &Log) -> Vec<(usize, String)> {
+    pub(crate) fn end(
+        &self,
+        ending: Ending,
+        record: Option<Record>,
+        log: &Log,
+    ) -> Vec<(usize, String)> {
         // The last extension's refusals that came after its verdict.
         self.settle_extension(log);
         let before = self.refusal_count();

@@ -72,7 +72,7 @@ impl Keys {
     }
 
     /// With `--limit N`: slot `i`'s key, a lock of its own.
-    pub fn slot(&self, i: u32) -> Vec<u8> {
+    pub(crate) fn slot(&self, i: u32) -> Vec<u8> {
         self.helper(&format!("slot:{i}"))
     }
 
@@ -156,7 +156,7 @@ impl Keys {
 
     /// The SCAN pattern of every helper key of this lock and of no other:
     /// `{<main key>}:*` with the main key's glob metacharacters escaped.
-    pub fn pattern(&self) -> Vec<u8> {
+    pub(crate) fn pattern(&self) -> Vec<u8> {
         let mut p = b"{".to_vec();
         p.extend(glob_escape(&self.main));
         p.extend_from_slice(b"}:*");
@@ -164,7 +164,7 @@ impl Keys {
     }
 
     /// The SCAN pattern of this lock's --once-per markers.
-    pub fn once_pattern(&self) -> Vec<u8> {
+    pub(crate) fn once_pattern(&self) -> Vec<u8> {
         let mut p = b"{".to_vec();
         p.extend(glob_escape(&self.main));
         p.extend_from_slice(b"}:once:*");
@@ -173,7 +173,7 @@ impl Keys {
 
     /// The SCAN pattern of this lock's keys in the previous layout: the main
     /// key, a NUL byte, anything.
-    pub fn legacy_pattern(&self) -> Vec<u8> {
+    pub(crate) fn legacy_pattern(&self) -> Vec<u8> {
         let mut p = glob_escape(&self.main);
         p.extend_from_slice(b"\0*");
         p
@@ -181,7 +181,7 @@ impl Keys {
 
     /// The kind of `key` when it is one of this lock's helper keys
     /// (`slot:3` for `{lock:x}:slot:3`).
-    pub fn kind_of<'k>(&self, key: &'k [u8]) -> Option<&'k [u8]> {
+    pub(crate) fn kind_of<'k>(&self, key: &'k [u8]) -> Option<&'k [u8]> {
         key.strip_prefix(b"{")?
             .strip_prefix(self.main.as_slice())?
             .strip_prefix(b"}:")
@@ -295,14 +295,14 @@ fn legacy_helper(main: &[u8], kind: &str) -> Vec<u8> {
 
 /// The part of `key` Redis Cluster hashes when it has one: the bytes between
 /// the first `{` and the first `}` after it, if not empty.
-pub fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+pub(crate) fn hash_tag(key: &[u8]) -> Option<&[u8]> {
     let open = key.iter().position(|b| *b == b'{')?;
     let close = key[open + 1..].iter().position(|b| *b == b'}')?;
     (close > 0).then(|| &key[open + 1..open + 1 + close])
 }
 
 /// The Redis Cluster hash slot of `key`.
-pub fn hash_slot(key: &[u8]) -> u16 {
+pub(crate) fn hash_slot(key: &[u8]) -> u16 {
     crc16(0, hash_tag(key).unwrap_or(key)) % 16384
 }
 
@@ -363,7 +363,7 @@ fn solve(state: u16, target: u16) -> [u8; 2] {
 }
 
 /// Bytes as text for messages: printable ASCII as is, the rest escaped.
-pub fn show(key: &[u8]) -> String {
+pub(crate) fn show(key: &[u8]) -> String {
     key.escape_ascii().to_string()
 }
 

@@ -37,13 +37,13 @@
 //! renewal (one round trip) can its places disagree across nodes, which costs
 //! at most one split round.
 
-pub mod end;
+pub(crate) mod end;
 pub mod keys;
 pub mod node;
-pub mod quorum;
+pub(crate) mod quorum;
 pub mod record;
 pub mod redlock;
-pub mod refused;
+pub(crate) mod refused;
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -115,9 +115,9 @@ pub enum Taking {
 /// The lock, once taken.
 pub struct Held {
     /// When the acquire round started: the heartbeat's schedule starts here.
-    pub since: Stamp,
+    pub(crate) since: Stamp,
     /// The validity deadline, unless extended.
-    pub deadline: Stamp,
+    pub(crate) deadline: Stamp,
     /// With --fence: greater than every earlier holder's.
     pub fence: Option<u64>,
 }
@@ -138,7 +138,7 @@ pub enum Acquired {
 
 /// The largest fencing token: Redis integers are signed 64-bit, so a counter
 /// above it could not be INCRed or compared as one by anyone else's tooling.
-pub const FENCE_MAX: u64 = i64::MAX as u64;
+pub(crate) const FENCE_MAX: u64 = i64::MAX as u64;
 
 /// Why the second phase of --fence handed out no token.
 enum Unfenced {
@@ -161,7 +161,7 @@ fn next_fence(counters: impl IntoIterator<Item = u64>) -> Option<u64> {
 pub struct Busy {
     /// `Refusal::Limit` is no "busy" at all but a conflict: runs with
     /// another --limit hold the name.
-    pub why: Refusal,
+    pub(crate) why: Refusal,
     /// How soon the earliest place ahead of ours in the queue lapses unless
     /// renewed, as a quorum of the nodes counts it: a waiter need not sleep
     /// past it, since that place may be a dead waiter's.
@@ -175,7 +175,7 @@ pub struct Busy {
 
 impl Busy {
     /// Held by another token, with nothing more known.
-    pub fn held() -> Busy {
+    pub(crate) fn held() -> Busy {
         Busy {
             why: Refusal::Held,
             lapse_ahead: None,
@@ -186,7 +186,7 @@ impl Busy {
 }
 
 /// How an extension round ended.
-pub enum Extended {
+pub(crate) enum Extended {
     Yes {
         deadline: Stamp,
     },
@@ -251,11 +251,11 @@ impl Lock {
     }
 
     /// With --limit: which slot is held.
-    pub fn slot(&self) -> usize {
+    pub(crate) fn slot(&self) -> usize {
         self.held.load(Relaxed)
     }
 
-    pub fn token(&self) -> &str {
+    pub(crate) fn token(&self) -> &str {
         &self.token
     }
 
@@ -292,14 +292,14 @@ impl Lock {
     }
 
     /// Two nodes that are one server (see `node::same_server`), worded.
-    pub fn same_server(&self) -> Option<String> {
+    pub(crate) fn same_server(&self) -> Option<String> {
         self.nodes.same_server()
     }
 
     /// Whether a quorum of nodes agreed in the last acquire round (granted,
     /// or refused): only then did the quorum do without the others. A split
     /// (one granted, one refused, one silent of three) reached none.
-    pub fn quorum_agreed(&self) -> bool {
+    pub(crate) fn quorum_agreed(&self) -> bool {
         let last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
         let q = redlock::quorum(self.nodes.len());
         last.as_ref()
@@ -308,7 +308,7 @@ impl Lock {
 
     /// Whether an acquire round was sent: only then did the run reach the
     /// nodes, and their outcomes say how they fared.
-    pub fn tried(&self) -> bool {
+    pub(crate) fn tried(&self) -> bool {
         self.last_round
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -316,7 +316,7 @@ impl Lock {
     }
 
     /// Nodes that failed, or have not answered, the last acquire round.
-    pub fn failed_nodes(&self) -> Vec<String> {
+    pub(crate) fn failed_nodes(&self) -> Vec<String> {
         let mut last = self.last_round.lock().unwrap_or_else(|p| p.into_inner());
         let Some(round) = last.as_mut() else {
             return Vec::new();
@@ -715,7 +715,7 @@ impl Lock {
     /// extended, nodes that lost the key (restarted empty, expired early) get
     /// it back with SET NX, within the validity just won: a forced unlock,
     /// which deletes the key everywhere, leaves no quorum to re-take from.
-    pub fn extend(&self, log: &Log) -> Extended {
+    pub(crate) fn extend(&self, log: &Log) -> Extended {
         let t0 = clock::now();
         let (key_set, token, ttl) = (self.key_set(), Arc::clone(&self.token), self.ttl);
         let round = quorum::decide(
@@ -843,28 +843,6 @@ impl Lock {
             .collect()
     }
 
-    /// Leaves the lock to expire by itself after `left` (what remains of
-    /// --hold), by compare-and-PEXPIRE on every node where it may be, and
-    /// says in its record that the command exited with `exit_code`, so that
-    /// `status` can tell why a finished holder still holds it. Waiters are
-    /// not woken: their backoff poll finds the lock free once it expires.
-    pub fn hold_for(&self, left: Duration, exit_code: u8, log: &Log) {
-        let which = self.holding();
-        let (key_set, token) = (self.key_set(), Arc::clone(&self.token));
-        let replies = quorum::on_each(
-            &self.nodes,
-            &which,
-            node::Hold {
-                key_set,
-                token,
-                left,
-                exit_code,
-            },
-            self.round_limit(),
-        );
-        self.log_holds(&replies, left, log);
-    }
-
     fn log_holds(&self, replies: &[Reply<Answer>], left: Duration, log: &Log) {
         for r in replies {
             let name = self.nodes[r.node].name();
@@ -886,7 +864,7 @@ impl Lock {
     /// expiring after `ttl`) on all nodes. `Quorum`: this run is the window's
     /// first; `Refused`: the window already had its run. Unless `Quorum`, our
     /// markers are taken back at once (see `unmark_once`).
-    pub fn mark_once(&self, start: u64, ttl: Duration, log: &Log) -> Verdict {
+    pub(crate) fn mark_once(&self, start: u64, ttl: Duration, log: &Log) -> Verdict {
         let (marker, token) = (self.keys.once(start), Arc::clone(&self.token));
         let round = quorum::decide(
             &self.nodes,
@@ -902,7 +880,7 @@ impl Lock {
 
     /// Takes our --once-per marker back on every node, so that the window is
     /// not used up (the command could not be started).
-    pub fn unmark_once(&self, start: u64, log: &Log) {
+    pub(crate) fn unmark_once(&self, start: u64, log: &Log) {
         let all: Vec<usize> = (0..self.nodes.len()).collect();
         self.unmark_on(start, &all, log);
     }
@@ -936,7 +914,7 @@ impl Lock {
     /// expires in 27s"; with --limit, every slot's holder ("in all 2 slots,
     /// by A; B"); for --shared readers, them ("shared by 2 --shared
     /// readers: A; B"). None when nobody answers or nothing is recorded.
-    pub fn who_holds(&self) -> Option<String> {
+    pub(crate) fn who_holds(&self) -> Option<String> {
         let all: Vec<usize> = (0..self.nodes.len()).collect();
         let mut held = Vec::new();
         let mut readers: Vec<String> = Vec::new();
@@ -984,7 +962,7 @@ impl Lock {
     /// Who held the lock when the last acquire round was refused, as the
     /// holder record the refusing nodes sent with their answer says (no
     /// request of its own); None with --limit, or when none sent one.
-    pub fn busy_holder(&self) -> Option<Holder> {
+    pub(crate) fn busy_holder(&self) -> Option<Holder> {
         if self.slots.len() > 1 {
             return None;
         }
@@ -1001,7 +979,7 @@ impl Lock {
     /// Gives up our place in the --wait queue on every node that answers
     /// (a lapsed place would leave by itself), waking whoever is at the front
     /// now.
-    pub fn leave_queue(&self, log: &Log) {
+    pub(crate) fn leave_queue(&self, log: &Log) {
         let (key_set, token) = (self.key_set(), Arc::clone(&self.token));
         let all: Vec<usize> = (0..self.nodes.len()).collect();
         let replies = quorum::on_each(
@@ -1030,7 +1008,7 @@ impl Lock {
     /// `fair`, our own channel (the front of the --wait queue is woken
     /// there), else the lock's, which every release PUBLISHes to. `wake` runs
     /// for each announcement.
-    pub fn watch_releases(
+    pub(crate) fn watch_releases(
         &self,
         fair: bool,
         wake: impl Fn() -> bool + Clone + Send + 'static,
@@ -1085,7 +1063,7 @@ impl Lock {
 
     /// The waiting is over: the watchers of `watch_releases` stop (at their
     /// next message, or before they would subscribe again).
-    pub fn stop_watching(&self) {
+    pub(crate) fn stop_watching(&self) {
         self.watched.store(true, Relaxed);
     }
 
@@ -1259,7 +1237,7 @@ impl Lock {
 
 /// Who holds the lock, as its holder record says.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Holder {
+pub(crate) struct Holder {
     /// `user@host pid N`
     pub who: String,
     /// Since when it holds the lock, where the record says.
@@ -1424,7 +1402,7 @@ enum Judged {
 
 /// A node's answer to the acquire.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NodeVote {
+pub(crate) enum NodeVote {
     Granted,
     Refused,
     Error(String),
@@ -1435,8 +1413,8 @@ pub enum NodeVote {
 #[derive(Clone, Debug)]
 pub struct NodeOutcome {
     pub name: String,
-    pub acquire: NodeVote,
-    pub fared: node::Fared,
+    pub(crate) acquire: NodeVote,
+    pub(crate) fared: node::Fared,
     /// It answered again after it last failed: the run did not go without it.
     pub recovered: bool,
     /// What it refused of the lock's upkeep (see `refused`): `release: the
@@ -1451,7 +1429,7 @@ impl NodeOutcome {
     /// is no fault of the node's: `Fared::Pending`).
     /// The closing warning names these nodes and `--metrics-file` counts
     /// them: one definition.
-    pub fn failure(&self) -> Option<String> {
+    pub(crate) fn failure(&self) -> Option<String> {
         match (&self.fared, &self.acquire) {
             (node::Fared::Failed(e) | node::Fared::SatOut(e), _) => Some(e.clone()),
             (node::Fared::Silent, NodeVote::NoAnswer) => {
@@ -1463,7 +1441,7 @@ impl NodeOutcome {
 }
 
 /// The keys a holder of `slot` of `limit` (or of the lock itself) touches.
-pub fn key_set(keys: &Keys, slot: Option<u32>, limit: Option<u32>) -> KeySet {
+pub(crate) fn key_set(keys: &Keys, slot: Option<u32>, limit: Option<u32>) -> KeySet {
     KeySet {
         lock: keys.taken(slot),
         holder: keys.holder(slot),
@@ -1481,7 +1459,7 @@ pub fn key_set(keys: &Keys, slot: Option<u32>, limit: Option<u32>) -> KeySet {
     }
 }
 
-pub fn unix_ms() -> u64 {
+pub(crate) fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

@@ -26,7 +26,7 @@ use crate::lock::node::{self, Node, NodeError, Nodes, Request};
 use crate::lock::redlock::{Answer, Tally, Verdict, Vote};
 
 /// One node's reply within a round.
-pub struct Reply<T> {
+pub(crate) struct Reply<T> {
     pub node: usize,
     pub result: Result<T, NodeError>,
     pub latency: Duration,
@@ -44,7 +44,7 @@ fn overdue(nodes: &Nodes, i: usize, now: Instant) -> bool {
 }
 
 /// A node not worth waiting for now: it timed out in this run, or is overdue.
-pub fn not_answering(nodes: &Nodes, i: usize) -> bool {
+pub(crate) fn not_answering(nodes: &Nodes, i: usize) -> bool {
     nodes[i].timed_out() || overdue(nodes, i, Instant::now())
 }
 
@@ -200,7 +200,7 @@ fn answered<T>(
 
 /// Sends `request` to the nodes of `which` without waiting for their
 /// answers: they are read, and dropped, by the node's next round.
-pub fn send<R: Request + 'static>(nodes: &Nodes, which: &[usize], request: R) {
+pub(crate) fn send<R: Request + 'static>(nodes: &Nodes, which: &[usize], request: R) {
     for &i in which {
         let node = &nodes[i];
         let mut state = node.state();
@@ -226,7 +226,7 @@ fn tally<T: Vote>(n: usize, replies: &[Reply<T>], skipped: &[usize]) -> Tally {
 }
 
 /// A finished acquire or extend round.
-pub struct Round<T = Answer> {
+pub(crate) struct Round<T = Answer> {
     pub verdict: Verdict,
     /// When the verdict became certain, measured from the round's start.
     pub elapsed: Duration,
@@ -247,7 +247,7 @@ impl<T: Vote> Round<T> {
     /// Nodes whose SET may have landed: granted, failed after the request
     /// went out, or not heard from. Only a refusal, or a failure to connect
     /// at all, proves our token is not there.
-    pub fn maybe_ours(&self, n: usize) -> Vec<usize> {
+    pub(crate) fn maybe_ours(&self, n: usize) -> Vec<usize> {
         (0..n)
             .filter(|i| {
                 !self.replies.iter().any(|r| {
@@ -265,7 +265,7 @@ impl<T: Vote> Round<T> {
 impl<T> Round<T> {
     /// Takes in the replies that arrived since the round stopped listening,
     /// without waiting; the new ones.
-    pub fn settle(&mut self, nodes: &Nodes) -> &[Reply<T>] {
+    pub(crate) fn settle(&mut self, nodes: &Nodes) -> &[Reply<T>] {
         let before = self.replies.len();
         self.replies.append(&mut self.late.heard);
         let now = Instant::now();
@@ -294,12 +294,12 @@ impl<T> Round<T> {
     /// nor timed out, as long as they are not overdue: a round that failed
     /// can afford a moment, for an error message that names what each node
     /// really did and an undo that knows where the SET landed.
-    pub fn linger(&mut self, nodes: &Nodes) {
+    pub(crate) fn linger(&mut self, nodes: &Nodes) {
         self.linger_until(nodes, self.deadline);
     }
 
     /// `linger`, waiting no later than `cap`.
-    pub fn linger_until(&mut self, nodes: &Nodes, cap: Instant) {
+    pub(crate) fn linger_until(&mut self, nodes: &Nodes, cap: Instant) {
         let cap = cap.min(self.deadline);
         loop {
             self.settle(nodes);
@@ -329,14 +329,14 @@ impl<T> Round<T> {
     }
 
     /// The reply of node `i`, if it has come.
-    pub fn reply_of(&self, i: usize) -> Option<&Reply<T>> {
+    pub(crate) fn reply_of(&self, i: usize) -> Option<&Reply<T>> {
         self.replies.iter().find(|r| r.node == i)
     }
 }
 
 /// Runs `request` (acquire or extend) on all nodes; stops listening at the
 /// verdict.
-pub fn decide<R>(nodes: &Nodes, request: R, limit: Duration) -> Round<R::Answer>
+pub(crate) fn decide<R>(nodes: &Nodes, request: R, limit: Duration) -> Round<R::Answer>
 where
     R: Request + 'static,
     R::Answer: Vote,
@@ -396,7 +396,7 @@ where
 /// it had our acquire applies the acquire and then its release when it
 /// resumes. Replies carry indexes into `nodes`; whatever has come by the end
 /// is among them.
-pub fn on_each<R: Request + 'static>(
+pub(crate) fn on_each<R: Request + 'static>(
     nodes: &Nodes,
     which: &[usize],
     request: R,

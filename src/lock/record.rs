@@ -47,7 +47,7 @@ pub fn holder(
 
 /// A reader's record (the same fields), as the one JSON object its field in
 /// the readers' records holds; empty when there are no fields.
-pub fn share(fields: &[(&str, String)]) -> String {
+pub(crate) fn share(fields: &[(&str, String)]) -> String {
     if fields.is_empty() {
         return String::new();
     }
@@ -60,7 +60,7 @@ pub fn share(fields: &[(&str, String)]) -> String {
 
 /// What a record read back cut short says of itself (see the nodes'
 /// `bounded_lua`): `record truncated at 8 KiB`.
-pub fn cut(record: &[(String, String)]) -> Option<String> {
+pub(crate) fn cut(record: &[(String, String)]) -> Option<String> {
     record.iter().any(|(k, _)| k == "truncated").then(|| {
         format!(
             "record truncated at {} KiB",
@@ -71,7 +71,7 @@ pub fn cut(record: &[(String, String)]) -> Option<String> {
 
 /// A reader's record read back: its fields, or none where it is not such an
 /// object (information only: nothing depends on it).
-pub fn of_share(json: &[u8]) -> Vec<(String, String)> {
+pub(crate) fn of_share(json: &[u8]) -> Vec<(String, String)> {
     match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(json) {
         Ok(map) => map
             .into_iter()
@@ -85,7 +85,7 @@ pub fn of_share(json: &[u8]) -> Vec<(String, String)> {
 }
 
 /// The command as the record shows it.
-pub fn command(program: &Program, what: RecordCommand) -> String {
+pub(crate) fn command(program: &Program, what: RecordCommand) -> String {
     let mut line = match (program, what) {
         (Program::Shell(s), RecordCommand::Name) => shell_name(s),
         (Program::Argv(argv), RecordCommand::Name) => basename(&argv[0].to_string_lossy()),

@@ -6,19 +6,19 @@
 use std::time::Duration;
 
 /// Majority of `n` independent nodes: any two quorums share at least one node.
-pub fn quorum(n: usize) -> usize {
+pub(crate) fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
 /// Clock drift allowance: 1 % of the TTL plus 2 ms for Redis's 1 ms expiry
 /// precision and a floor for very short TTLs.
-pub fn drift(ttl: Duration) -> Duration {
+pub(crate) fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
 }
 
 /// How long the lock is still ours after a round that started `elapsed` ago
 /// reached its quorum. `None` means the round took the whole TTL: not acquired.
-pub fn validity(ttl: Duration, elapsed: Duration) -> Option<Duration> {
+pub(crate) fn validity(ttl: Duration, elapsed: Duration) -> Option<Duration> {
     ttl.checked_sub(elapsed)?
         .checked_sub(drift(ttl))
         .filter(|v| !v.is_zero())
@@ -26,25 +26,25 @@ pub fn validity(ttl: Duration, elapsed: Duration) -> Option<Duration> {
 
 /// Default bound on one node's connect, read and write: a twentieth of the TTL,
 /// at least 50 ms (loopback jitter) and at most 1 s (a hung node must not eat the TTL).
-pub fn default_node_timeout(ttl: Duration) -> Duration {
+pub(crate) fn default_node_timeout(ttl: Duration) -> Duration {
     (ttl / 20).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
 /// The node timeout must leave room for several heartbeat rounds inside one TTL.
-pub const MAX_NODE_TIMEOUT_FRACTION: u32 = 10;
+pub(crate) const MAX_NODE_TIMEOUT_FRACTION: u32 = 10;
 
-pub fn node_timeout_fits(ttl: Duration, node_timeout: Duration) -> bool {
+pub(crate) fn node_timeout_fits(ttl: Duration, node_timeout: Duration) -> bool {
     !node_timeout.is_zero() && node_timeout * MAX_NODE_TIMEOUT_FRACTION <= ttl
 }
 
 /// Longest one node's answer is awaited: a connect, then the reply, each
 /// bounded by the node timeout, plus scheduling slack.
-pub fn round_limit(node_timeout: Duration) -> Duration {
+pub(crate) fn round_limit(node_timeout: Duration) -> Duration {
     node_timeout * 2 + Duration::from_millis(20)
 }
 
 /// Grace between SIGTERM and SIGKILL: a third of the TTL, at most 10 s.
-pub fn default_kill_after(ttl: Duration) -> Duration {
+pub(crate) fn default_kill_after(ttl: Duration) -> Duration {
     (ttl / 3).min(Duration::from_secs(10))
 }
 
@@ -61,7 +61,7 @@ pub fn kill_guard(ttl: Duration) -> Duration {
 /// TTL/3, taking up to a node timeout) must be able to finish before SIGTERM
 /// is due (validity - kill guard - kill-after). Otherwise every run would
 /// lose its lock at the first heartbeat. The error says why, in one line.
-pub fn schedule_fits(
+pub(crate) fn schedule_fits(
     ttl: Duration,
     node_timeout: Duration,
     kill_after: Duration,
@@ -96,13 +96,13 @@ fn fmt(d: Duration) -> String {
 }
 
 /// Heartbeat period: three chances to extend before the TTL runs out.
-pub fn heartbeat_interval(ttl: Duration) -> Duration {
+pub(crate) fn heartbeat_interval(ttl: Duration) -> Duration {
     ttl / 3
 }
 
 /// Pause before retrying a failed extension round: soon enough to fit several
 /// retries into the remaining validity, slow enough not to hammer a sick node.
-pub fn heartbeat_retry(ttl: Duration, node_timeout: Duration) -> Duration {
+pub(crate) fn heartbeat_retry(ttl: Duration, node_timeout: Duration) -> Duration {
     (ttl / 15).max(node_timeout)
 }
 
@@ -110,7 +110,7 @@ pub fn heartbeat_retry(ttl: Duration, node_timeout: Duration) -> Duration {
 /// backoff, 50 ms doubling up to 1 s, scaled by `unit` in [0, 1). Releases
 /// normally wake waiters sooner; this is the fallback for lost announcements
 /// and for locks left to expire (--hold).
-pub fn backoff(attempt: u32, unit: f64) -> Duration {
+pub(crate) fn backoff(attempt: u32, unit: f64) -> Duration {
     let cap = Duration::from_millis(50)
         .saturating_mul(1u32 << attempt.min(5))
         .min(Duration::from_secs(1));
@@ -118,7 +118,7 @@ pub fn backoff(attempt: u32, unit: f64) -> Duration {
 }
 
 /// A node's reply that says whether it granted what was asked.
-pub trait Vote {
+pub(crate) trait Vote {
     fn answer(&self) -> Answer;
 }
 
@@ -130,7 +130,7 @@ impl Vote for Answer {
 
 /// What one node said to a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// The node did what we asked (SET NX applied, extension applied).
     Granted,
     /// The node answered but refused: another token holds the key.
@@ -141,7 +141,7 @@ pub enum Answer {
 
 /// Outcome of a round once it is certain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// A quorum granted.
     Quorum,
     /// A quorum can no longer be reached, but a quorum of nodes answered:
@@ -154,7 +154,7 @@ pub enum Verdict {
 /// Counts answers as they arrive and says as soon as the round's verdict is
 /// certain, so the caller need not wait for a slow or dead node.
 #[derive(Clone, Debug)]
-pub struct Tally {
+pub(crate) struct Tally {
     n: usize,
     granted: usize,
     refused: usize,
@@ -162,7 +162,7 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn new(n: usize) -> Self {
+    pub(crate) fn new(n: usize) -> Self {
         Tally {
             n,
             granted: 0,
@@ -171,7 +171,7 @@ impl Tally {
         }
     }
 
-    pub fn record(&mut self, answer: Answer) {
+    pub(crate) fn record(&mut self, answer: Answer) {
         match answer {
             Answer::Granted => self.granted += 1,
             Answer::Refused => self.refused += 1,
@@ -179,11 +179,11 @@ impl Tally {
         }
     }
 
-    pub fn granted(&self) -> usize {
+    pub(crate) fn granted(&self) -> usize {
         self.granted
     }
 
-    pub fn refused(&self) -> usize {
+    pub(crate) fn refused(&self) -> usize {
         self.refused
     }
 
@@ -192,7 +192,7 @@ impl Tally {
     }
 
     /// `None` while the answers still pending could change the verdict.
-    pub fn verdict(&self) -> Option<Verdict> {
+    pub(crate) fn verdict(&self) -> Option<Verdict> {
         let q = quorum(self.n);
         if self.granted >= q {
             return Some(Verdict::Quorum);
@@ -212,7 +212,7 @@ impl Tally {
 
     /// A quorum of nodes says another token (or none) holds the key: no retry
     /// can win it back, the lock is gone.
-    pub fn quorum_refused(&self) -> bool {
+    pub(crate) fn quorum_refused(&self) -> bool {
         self.refused >= quorum(self.n)
     }
 }

@@ -20,7 +20,7 @@ use crate::log::{Log, ev};
 
 /// What the node was asked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// A release of the lock, or the undo of a failed attempt.
     Release,
     Extend,
@@ -32,7 +32,7 @@ pub enum Step {
 
 impl Step {
     /// The word the report and the history record use.
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Step::Release => "release",
             Step::Extend => "extend",
@@ -130,7 +130,7 @@ impl Lock {
 
     /// What node `i` refused in this run, each as `release: the ACL
     /// refuses DEL`.
-    pub fn refusals(&self, i: usize) -> Vec<String> {
+    pub(crate) fn refusals(&self, i: usize) -> Vec<String> {
         self.refusals
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -142,7 +142,7 @@ impl Lock {
 
     /// Every refusal of the run, each naming its node: for the history
     /// record.
-    pub fn all_refusals(&self) -> Vec<String> {
+    pub(crate) fn all_refusals(&self) -> Vec<String> {
         self.refusals
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -15,7 +15,7 @@ const POLL: Duration = Duration::from_millis(10);
 /// Runs `command` with `/bin/sh -c`, with `env` added and `hide` removed
 /// from its environment, until it exits or `deadline` (then it is killed);
 /// `Err` says what went wrong, for a warning.
-pub fn run(
+pub(crate) fn run(
     command: &str,
     env: &[(&str, String)],
     hide: &[&str],

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use crate::log::{Log, ev};
 
-pub use hook::run as run_hook;
-pub use url::{PingUrl, mask};
+pub(crate) use hook::run as run_hook;
+pub(crate) use url::{PingUrl, mask};
 
 use http::{Client, Delivery};
 
@@ -34,7 +34,7 @@ const START_GRACE: Duration = Duration::from_millis(200);
 
 /// A run's id: a random UUID (version 4). The service pairs a run's start
 /// ping with its end ping by it.
-pub fn run_id() -> String {
+pub(crate) fn run_id() -> String {
     let mut b: [u8; 16] = rand::random();
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
@@ -51,7 +51,7 @@ pub fn run_id() -> String {
 
 /// The ping that ends a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum End {
+pub(crate) enum End {
     /// `URL/<status>`: the run's exit status (0 success, else failure).
     Status(u8),
     /// `URL/fail`: the command could not run (no quorum).
@@ -72,7 +72,7 @@ impl End {
 
 /// How many of a run's pings reached the service, and how many did not.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Tally {
+pub(crate) struct Tally {
     pub sent: u32,
     pub failed: u32,
 }
@@ -84,7 +84,7 @@ struct Started {
 }
 
 /// The pings of one run.
-pub struct Pings {
+pub(crate) struct Pings {
     url: PingUrl,
     rid: String,
     /// Each ping's time, its tries included.
@@ -97,7 +97,7 @@ pub struct Pings {
 }
 
 impl Pings {
-    pub fn new(
+    pub(crate) fn new(
         url: PingUrl,
         rid: String,
         timeout: Duration,
@@ -116,7 +116,7 @@ impl Pings {
 
     /// `URL/start`, sent from a thread of its own: called once the command
     /// has started, so that nothing waits for it.
-    pub fn start(&self) {
+    pub(crate) fn start(&self) {
         let (tx, rx) = mpsc::channel();
         let (url, rid, ca, log) = (
             self.url.clone(),
@@ -141,7 +141,7 @@ impl Pings {
     /// After the release: waits for the start ping (it ends within its own
     /// time), then sends `end` with its body, all before `deadline`. One
     /// warning line for every ping that failed.
-    pub fn finish(&self, end: Option<(End, String)>, deadline: Instant) -> Tally {
+    pub(crate) fn finish(&self, end: Option<(End, String)>, deadline: Instant) -> Tally {
         let mut tally = Tally::default();
         let mut failed: Vec<String> = Vec::new();
         let mut client = None;

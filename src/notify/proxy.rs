@@ -8,7 +8,11 @@ use std::net::IpAddr;
 
 /// The proxy URL for a ping to `host` (without brackets) over https or
 /// not; `var` reads the environment.
-pub fn choose(https: bool, host: &str, var: impl Fn(&str) -> Option<String>) -> Option<String> {
+pub(super) fn choose(
+    https: bool,
+    host: &str,
+    var: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
     let set = |name: &str| var(name).filter(|v| !v.trim().is_empty());
     if let Some(list) = set("no_proxy").or_else(|| set("NO_PROXY"))
         && bypasses(&list, host)

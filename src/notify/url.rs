@@ -9,7 +9,7 @@ const MAX_LEN: usize = 2048;
 
 /// A checked `--ping` base URL (`https://hc-ping.com/<uuid>`).
 #[derive(Clone, PartialEq, Eq)]
-pub struct PingUrl {
+pub(crate) struct PingUrl {
     /// `scheme://authority`, as given.
     origin: String,
     /// The path without its trailing slashes ("" for none).
@@ -24,7 +24,7 @@ pub struct PingUrl {
 impl PingUrl {
     /// `given` if it is an http:// or https:// URL with a host; the error
     /// shows the URL masked.
-    pub fn parse(given: &str) -> Result<PingUrl, String> {
+    pub(crate) fn parse(given: &str) -> Result<PingUrl, String> {
         let shown = mask(given);
         let refuse = |why: &str| Err(format!("--ping {shown}: {why}"));
         if given.len() > MAX_LEN {
@@ -67,7 +67,7 @@ impl PingUrl {
     }
 
     /// The URL of one ping: `<base>/<suffix>?<query>&rid=<run id>`.
-    pub fn ping(&self, suffix: &str, rid: &str) -> String {
+    pub(crate) fn ping(&self, suffix: &str, rid: &str) -> String {
         let query = match &self.query {
             Some(q) => format!("{q}&rid={rid}"),
             None => format!("rid={rid}"),
@@ -75,17 +75,17 @@ impl PingUrl {
         format!("{}{}/{suffix}?{query}", self.origin, self.path)
     }
 
-    pub fn is_https(&self) -> bool {
+    pub(crate) fn is_https(&self) -> bool {
         self.https
     }
 
-    pub fn host(&self) -> &str {
+    pub(crate) fn host(&self) -> &str {
         &self.host
     }
 
     /// `text` (an error from the HTTP client, say) with the secret masked
     /// wherever it appears.
-    pub fn scrub(&self, text: &str) -> String {
+    pub(crate) fn scrub(&self, text: &str) -> String {
         let mut out = text.to_string();
         let secrets = std::iter::once(self.path.trim_start_matches('/'))
             .chain(self.path.split('/'))
@@ -120,7 +120,7 @@ impl fmt::Debug for PingUrl {
 
 /// Any text given as a ping URL, masked as `PingUrl`'s Display masks it:
 /// for `config` and for errors about a URL that does not parse.
-pub fn mask(given: &str) -> String {
+pub(crate) fn mask(given: &str) -> String {
     let start = given.find("://").map_or(0, |i| i + 3);
     let end = given[start..]
         .find(['/', '?', '#'])

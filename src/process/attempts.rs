@@ -36,7 +36,7 @@ use crate::text::os_message;
 const MAX_PAUSE: Duration = Duration::from_secs(24 * 3600);
 
 /// What the attempts need besides the lock's deadline.
-pub struct Attempts<'a> {
+pub(crate) struct Attempts<'a> {
     pub guard: &'a mut Guard,
     pub config: &'a Job,
     /// Added to the command's environment.
@@ -53,7 +53,7 @@ pub struct Attempts<'a> {
 }
 
 /// What the attempts came to.
-pub struct Ran {
+pub(crate) struct Ran {
     pub exit: Exit,
     /// Attempts whose command started; 0 when the first could not start.
     pub attempts: u32,
@@ -68,7 +68,11 @@ pub struct Ran {
 }
 
 /// Runs the command, and again after a failure while --retry allows.
-pub fn run_with_retries(a: &mut Attempts, deadline: Stamp, heartbeat: &mut Heartbeat) -> Ran {
+pub(crate) fn run_with_retries(
+    a: &mut Attempts,
+    deadline: Stamp,
+    heartbeat: &mut Heartbeat,
+) -> Ran {
     let first = clock::now();
     let started_at = SystemTime::now();
     let mut deadline = deadline;
@@ -342,7 +346,7 @@ fn wait_out(
 /// retry after the first, and of that a random part between half and all
 /// (`unit` in [0, 1)), so that jobs failing on a shared dependency spread
 /// out. Never longer than a day.
-pub fn pause_before(base: Duration, retry: u32, unit: f64) -> Duration {
+pub(crate) fn pause_before(base: Duration, retry: u32, unit: f64) -> Duration {
     let full = base
         .checked_mul(
             1u32.checked_shl(retry.saturating_sub(1))

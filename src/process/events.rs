@@ -24,7 +24,7 @@ use crate::process::guard::{self, Report};
 use crate::signals::{self, Blocked};
 
 /// Everything the waiting and supervising loops react to.
-pub enum Event {
+pub(crate) enum Event {
     /// A report of the guard's, read from its pipe.
     Guard(Report),
     /// A signal redlock-run was sent.
@@ -39,7 +39,7 @@ pub enum Event {
 
 /// The sending side of the supervisor's events; clone it for each thread.
 #[derive(Clone)]
-pub struct Events {
+pub(crate) struct Events {
     tx: Sender<Event>,
     wake: Arc<OwnedFd>,
 }
@@ -47,7 +47,7 @@ pub struct Events {
 impl Events {
     /// A new channel and its eventfd, and a signalfd for the `blocked`
     /// signals.
-    pub fn new(blocked: Blocked) -> io::Result<(Events, Inbox)> {
+    pub(crate) fn new(blocked: Blocked) -> io::Result<(Events, Inbox)> {
         Events::with_signals(signals::open(blocked)?)
     }
 
@@ -67,7 +67,7 @@ impl Events {
     }
 
     /// Sends `event`; false once the receiver is gone.
-    pub fn send(&self, event: Event) -> bool {
+    pub(crate) fn send(&self, event: Event) -> bool {
         if self.tx.send(event).is_err() {
             return false;
         }
@@ -80,7 +80,7 @@ impl Events {
 }
 
 /// The receiving side: the supervisor's and the other waiting loops'.
-pub struct Inbox {
+pub(crate) struct Inbox {
     rx: Receiver<Event>,
     wake: Arc<OwnedFd>,
     signals: OwnedFd,
@@ -88,12 +88,12 @@ pub struct Inbox {
 
 impl Inbox {
     /// The next signal or event within `wait` (no guard reports).
-    pub fn recv_timeout(&self, wait: Duration) -> Result<Event, RecvTimeoutError> {
+    pub(crate) fn recv_timeout(&self, wait: Duration) -> Result<Event, RecvTimeoutError> {
         self.next(&mut None, wait)
     }
 
     /// A signal or event that is already there, if any.
-    pub fn try_next(&self) -> Option<Event> {
+    pub(crate) fn try_next(&self) -> Option<Event> {
         signals::take(&self.signals)
             .map(Event::Signal)
             .or_else(|| self.rx.try_recv().ok())
@@ -108,7 +108,7 @@ impl Inbox {
     /// The next event, or the guard's next report (as `Event::Guard`),
     /// within `wait`. `reports` is the guard's report pipe while it is open;
     /// it is set to `None` once the pipe has said its last.
-    pub fn next(
+    pub(crate) fn next(
         &self,
         reports: &mut Option<File>,
         wait: Duration,

@@ -65,7 +65,7 @@ use crate::signals::{self, How, SigSet};
 
 /// What the guard tells redlock-run.
 #[derive(Debug)]
-pub enum Report {
+pub(crate) enum Report {
     /// The command's first process exited; `empty`: nothing is left of the
     /// tree (no `Empty` follows).
     Exited { status: ExitStatus, empty: bool },
@@ -82,7 +82,7 @@ pub enum Report {
     Resumed { pid: libc::pid_t, sig: i32 },
 }
 
-pub struct Guard {
+pub(crate) struct Guard {
     pid: libc::pid_t,
     /// Closing it tells the guard that redlock-run is done (or dead).
     ctrl: Option<File>,
@@ -92,7 +92,7 @@ pub struct Guard {
 /// The guard's orders: what it needs to start the command (and every retry
 /// of it), sent to it once the command line is parsed.
 #[derive(Debug, PartialEq)]
-pub struct Orders {
+pub(crate) struct Orders {
     pub program: Program,
     /// Variables the command must not see (passwords), which the guard also
     /// scrubs from its own copy of the environment.
@@ -111,7 +111,7 @@ pub struct Orders {
 
 /// Why a command could not be started.
 #[derive(Debug)]
-pub enum SpawnError {
+pub(crate) enum SpawnError {
     /// The guard could not start it (not found, not executable, ...).
     Command(io::Error),
     /// The request reached the guard after the tree would have had to be
@@ -212,7 +212,7 @@ impl Guard {
     /// at end of file without one. Call it while this process has a single
     /// thread, as early as it can be; `mask` is the signal mask redlock-run
     /// was started with, for the command.
-    pub fn fork(mask: SigSet) -> io::Result<Guard> {
+    pub(crate) fn fork(mask: SigSet) -> io::Result<Guard> {
         single_threaded()?;
         let (ctrl_r, ctrl_w) = pipe()?;
         let (report_r, report_w) = pipe()?;
@@ -234,12 +234,12 @@ impl Guard {
         }
     }
 
-    pub fn pid(&self) -> libc::pid_t {
+    pub(crate) fn pid(&self) -> libc::pid_t {
         self.pid
     }
 
     /// Tells the guard what it is to run; before the first `spawn`.
-    pub fn configure(&mut self, orders: &Orders) -> io::Result<()> {
+    pub(crate) fn configure(&mut self, orders: &Orders) -> io::Result<()> {
         let ctrl = self
             .ctrl
             .as_mut()
@@ -249,14 +249,14 @@ impl Guard {
 
     /// A second handle on the control pipe, for `send_deadline` while the
     /// guard's reports are watched.
-    pub fn control(&self) -> Option<File> {
+    pub(crate) fn control(&self) -> Option<File> {
         self.ctrl.as_ref().and_then(|c| c.try_clone().ok())
     }
 
     /// Starts the command with `set` added to its environment; its pid. The
     /// guard kills the tree by `deadline - kill guard` unless told of a newer
     /// deadline.
-    pub fn spawn(
+    pub(crate) fn spawn(
         &mut self,
         set: &[(&str, &str)],
         deadline: Stamp,
@@ -291,14 +291,14 @@ impl Guard {
 
     /// A second handle on the report pipe, for the supervisor to read the
     /// guard's reports from while the command runs.
-    pub fn reports(&self) -> io::Result<File> {
+    pub(crate) fn reports(&self) -> io::Result<File> {
         self.report.try_clone()
     }
 }
 
 impl Report {
     /// Nothing follows it on the pipe for this command.
-    pub fn is_last(&self) -> bool {
+    pub(crate) fn is_last(&self) -> bool {
         matches!(
             self,
             Report::Exited { empty: true, .. } | Report::Empty | Report::Gone
@@ -309,7 +309,7 @@ impl Report {
 /// The guard's next report on `pipe` (`Gone` at its end). The guard writes
 /// each frame in one write of less than PIPE_BUF, so a frame that poll(2)
 /// says has begun is read whole without waiting.
-pub fn read_report(pipe: &mut File) -> Report {
+pub(crate) fn read_report(pipe: &mut File) -> Report {
     loop {
         match read_frame(pipe) {
             Ok((tag @ (EXITED | EXITED_EMPTY), p)) => {
@@ -335,7 +335,7 @@ pub fn read_report(pipe: &mut File) -> Report {
 
 /// Tells the guard the lock's new validity deadline (one frame, so it never
 /// interleaves with another writer's).
-pub fn send_deadline(ctrl: &mut File, deadline: Stamp) -> io::Result<()> {
+pub(crate) fn send_deadline(ctrl: &mut File, deadline: Stamp) -> io::Result<()> {
     write_frame(ctrl, DEADLINE, &stamp_bytes(deadline))
 }
 

@@ -22,7 +22,7 @@ use crate::process::events::{Event, Events};
 use crate::report::Stats;
 
 /// The heartbeat of one held lock: not yet started, or its thread.
-pub struct Heartbeat {
+pub(crate) struct Heartbeat {
     /// When the thread must run: the first extension is due.
     due: Stamp,
     start: Option<Box<dyn FnOnce() -> Option<JoinHandle<()>>>>,
@@ -31,13 +31,13 @@ pub struct Heartbeat {
 
 impl Heartbeat {
     /// When the thread is to be started, or `None` once it was.
-    pub fn due(&self) -> Option<Stamp> {
+    pub(crate) fn due(&self) -> Option<Stamp> {
         self.start.as_ref().map(|_| self.due)
     }
 
     /// Starts the thread if its first extension is due. Call it from every
     /// loop that waits while the lock is held, waking by `due` at the latest.
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         self.tick_at(clock::now());
     }
 
@@ -51,7 +51,7 @@ impl Heartbeat {
 
     /// Waits for the round in flight, if any (a round limit): no late
     /// extension may undo what comes after. Drop the stop sender first.
-    pub fn join(self) {
+    pub(crate) fn join(self) {
         if let Some(h) = self.thread {
             let _ = h.join();
         }
@@ -68,7 +68,7 @@ impl Heartbeat {
 /// the command's start: the fence commit and the once-per marker that come
 /// in between take time off the same validity. `Heartbeat::join` it before
 /// touching the lock again (--hold), so no late extension undoes it.
-pub fn heartbeat(
+pub(crate) fn heartbeat(
     lock: &Arc<Lock>,
     config: &Job,
     held: &Held,

@@ -1,13 +1,13 @@
 //! The command's side of a run: starting it through the guard, keeping its
 //! whole process tree under watch, passing signals on, and stopping it in time.
 
-pub mod attempts;
-pub mod events;
-pub mod guard;
-pub mod heartbeat;
-pub mod spawn;
-pub mod supervise;
-pub mod tree;
+pub(crate) mod attempts;
+pub(crate) mod events;
+pub(crate) mod guard;
+pub(crate) mod heartbeat;
+pub(crate) mod spawn;
+pub(crate) mod supervise;
+pub(crate) mod tree;
 
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use crate::program::Program;
 /// What the process side needs of a run's settings, as plain values: it
 /// sits below the command line and the configuration file, which build it.
 #[derive(Clone, Debug)]
-pub struct Job {
+pub(crate) struct Job {
     /// The lock's name, for messages.
     pub name: String,
     pub program: Program,

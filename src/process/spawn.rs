@@ -16,7 +16,7 @@ use crate::program::Program;
 use crate::signals::{self, How, SigSet};
 
 /// Environment changes for the command.
-pub struct Env<'a> {
+pub(crate) struct Env<'a> {
     pub set: Vec<(&'a str, &'a str)>,
     pub remove: Vec<&'a str>,
 }
@@ -37,7 +37,7 @@ pub struct Env<'a> {
 /// under a shell. The guard, not PR_SET_PDEATHSIG alone, is
 /// what stops the command's tree when redlock-run dies; the PDEATHSIG makes
 /// the command die with a guard that is killed on its own.
-pub fn start(
+pub(crate) fn start(
     program: &Program,
     env: &Env,
     terminal: bool,
@@ -207,7 +207,7 @@ fn tie_to(parent: libc::pid_t) -> io::Result<()> {
 }
 
 /// Whether redlock-run is in the terminal's foreground, so the command should be.
-pub fn owns_terminal() -> bool {
+pub(crate) fn owns_terminal() -> bool {
     let stdin = rustix::stdio::stdin();
     rustix::termios::isatty(stdin)
         && rustix::termios::tcgetpgrp(stdin).is_ok_and(|g| g == rustix::process::getpgrp())
@@ -215,7 +215,7 @@ pub fn owns_terminal() -> bool {
 
 /// Takes the terminal's foreground back once the command's first process
 /// has exited, as a shell takes it back for its prompt.
-pub fn take_terminal_back() {
+pub(crate) fn take_terminal_back() {
     let stdin = rustix::stdio::stdin();
     let ours = rustix::process::getpgrp();
     if rustix::termios::tcgetpgrp(stdin).ok() != Some(ours) {
@@ -236,7 +236,7 @@ fn with_sigttou_blocked<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// The command's status as ours: its code, or 128+N for a signal.
-pub fn exit_of(status: ExitStatus) -> Exit {
+pub(crate) fn exit_of(status: ExitStatus) -> Exit {
     match (status.code(), status.signal()) {
         (Some(c), _) => Exit::Command(c as u8),
         (None, Some(s)) => Exit::Signal(s),
@@ -245,7 +245,7 @@ pub fn exit_of(status: ExitStatus) -> Exit {
 }
 
 /// Maps a spawn failure as env(1) does: 127 not found, 126 anything else.
-pub fn exit_of_spawn_error(e: &io::Error) -> Exit {
+pub(crate) fn exit_of_spawn_error(e: &io::Error) -> Exit {
     if e.kind() == io::ErrorKind::NotFound {
         Exit::NotFound
     } else {
@@ -258,7 +258,7 @@ pub fn exit_of_spawn_error(e: &io::Error) -> Exit {
 /// process of the same user, for this process and for every fork of it,
 /// whatever unsetenv does. Call it once the values have been read, while
 /// this process has one thread (nothing else reads the environment).
-pub fn scrub_environ(names: &[&str]) {
+pub(crate) fn scrub_environ(names: &[&str]) {
     unsafe extern "C" {
         static mut environ: *const *mut libc::c_char;
     }

@@ -36,7 +36,7 @@ enum Stop {
 
 /// The processes to signal: the whole tree below the guard, or (test builds
 /// only, without containment) the command's process group as before.
-pub struct Tree {
+pub(crate) struct Tree {
     /// The process the tree hangs from: the guard, or redlock-run itself
     /// once the guard is gone (its orphans come here).
     pub guard: libc::pid_t,
@@ -117,7 +117,7 @@ const SLICE: Duration = Duration::from_millis(100);
 const KILL_AGAIN: Duration = Duration::from_millis(5);
 
 /// How supervision ended.
-pub struct Supervised {
+pub(crate) struct Supervised {
     pub exit: Exit,
     /// The validity deadline as the last heartbeat left it.
     pub deadline: Stamp,
@@ -136,7 +136,7 @@ pub struct Supervised {
 /// Timeout and `--leftovers kill`: SIGTERM at once, SIGKILL `kill_after`
 /// later. SIGKILL never comes later than `deadline - guard`, whatever the
 /// reason. Signals go out before anything is logged.
-pub fn supervise(
+pub(crate) fn supervise(
     tree: &mut Tree,
     config: &Job,
     started: Stamp,

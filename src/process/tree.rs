@@ -28,20 +28,20 @@ use crate::clock;
 
 /// One live descendant, as found by a walk.
 #[derive(Debug)]
-pub struct Member {
+pub(crate) struct Member {
     pub pid: libc::pid_t,
 }
 
 impl Member {
     /// The process's name (`/proc/PID/comm`), for messages.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         fs::read_to_string(format!("/proc/{}/comm", self.pid))
             .map(|s| s.trim_end().to_string())
             .unwrap_or_else(|_| "?".into())
     }
 
     /// Its process group, for messages (None if it is gone).
-    pub fn pgid(&self) -> Option<libc::pid_t> {
+    pub(crate) fn pgid(&self) -> Option<libc::pid_t> {
         Some(state_and_group(self.pid)?.1)
     }
 }
@@ -49,7 +49,7 @@ impl Member {
 /// A live member of the tree that may not be signalled by us (EPERM): it
 /// runs as another user, and neither SIGTERM nor SIGKILL of ours reaches it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Unkillable {
+pub(crate) struct Unkillable {
     pub pid: libc::pid_t,
     /// Its real user id, or u32::MAX when it could not be read.
     pub uid: u32,
@@ -57,7 +57,7 @@ pub struct Unkillable {
 
 /// What one signal to the tree came to.
 #[derive(Debug, Default)]
-pub struct Sent {
+pub(crate) struct Sent {
     /// Live members found.
     pub found: usize,
     /// Members that got the signal.
@@ -271,7 +271,7 @@ fn pinned_state(pid: libc::pid_t, known: &HashSet<libc::pid_t>) -> Option<u8> {
 /// the stop pending, and the guard, which hears only of its own children's
 /// stops, would leave the pair frozen under the lock. A SIGSTOP from
 /// elsewhere leaves nothing pending on the others, and is left alone.
-pub fn held_stop(root: libc::pid_t) -> Option<(libc::pid_t, i32)> {
+pub(crate) fn held_stop(root: libc::pid_t) -> Option<(libc::pid_t, i32)> {
     let members: Vec<(libc::pid_t, u8, libc::pid_t)> = walk(root)
         .0
         .into_iter()
@@ -322,7 +322,7 @@ fn pending_terminal_stop(pid: libc::pid_t) -> Option<i32> {
 }
 
 /// Every live descendant of `root`, parents before children.
-pub fn descendants(root: libc::pid_t) -> Vec<Member> {
+pub(crate) fn descendants(root: libc::pid_t) -> Vec<Member> {
     walk(root).0.into_iter().map(|pid| Member { pid }).collect()
 }
 
@@ -331,7 +331,7 @@ pub fn descendants(root: libc::pid_t) -> Vec<Member> {
 /// to the subreaper and out of the listing. Each member is then pinned again
 /// and its parent checked again (one of the tree's, or the subreaper it was
 /// re-parented to) before the signal goes through the pin.
-pub fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
+pub(crate) fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
     let (live, known) = walk(root);
     let mut sent = Sent::default();
     for pid in live {
@@ -365,7 +365,7 @@ pub fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
 
 /// Reaps every exited child of this process; true once none is left at all
 /// (ECHILD).
-pub fn reap_all() -> bool {
+pub(crate) fn reap_all() -> bool {
     loop {
         // Any child: wait(2)'s -1, not waitpid(None), which is 0 (the
         // caller's own process group only).
@@ -381,7 +381,7 @@ pub fn reap_all() -> bool {
 
 /// How a kill of the whole tree ended.
 #[derive(Debug)]
-pub struct Killed {
+pub(crate) struct Killed {
     /// Nothing of the tree is left.
     pub empty: bool,
 }
@@ -392,7 +392,7 @@ pub struct Killed {
 /// SIGKILLed one cannot fork. With `reap` the caller is `root` and reaps:
 /// the tree is gone only when waitpid says no child is left (ECHILD), which
 /// no listing can miss; otherwise when a listing finds none.
-pub fn kill_all(root: libc::pid_t, reap: bool, limit: Option<Duration>) -> Killed {
+pub(crate) fn kill_all(root: libc::pid_t, reap: bool, limit: Option<Duration>) -> Killed {
     let until = limit.map(|l| clock::now() + l);
     // Short while processes are dying; longer while only refusing or stuck
     // ones (another user's, uninterruptible) remain, which may be for long.

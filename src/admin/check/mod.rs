@@ -61,7 +61,7 @@ pub(super) struct Finding {
 }
 
 impl Finding {
-    pub fn new(check: &'static str, level: Level, says: impl Into<String>) -> Finding {
+    pub(super) fn new(check: &'static str, level: Level, says: impl Into<String>) -> Finding {
         Finding {
             check,
             level,
@@ -70,7 +70,7 @@ impl Finding {
         }
     }
 
-    pub fn advice(mut self, advice: impl Into<String>) -> Finding {
+    pub(super) fn advice(mut self, advice: impl Into<String>) -> Finding {
         self.advice = Some(advice.into());
         self
     }
@@ -110,7 +110,7 @@ impl Report {
         }
     }
 
-    pub fn on(&mut self, i: usize, f: Finding) {
+    pub(super) fn on(&mut self, i: usize, f: Finding) {
         if let Some(n) = self.nodes.get_mut(i) {
             n.findings.push(f);
         }
@@ -142,7 +142,7 @@ fn reserved_name() -> String {
     )
 }
 
-pub fn run(args: &CheckArgs, given: &[OsString]) -> Exit {
+pub(crate) fn run(args: &CheckArgs, given: &[OsString]) -> Exit {
     let name = reserved_name();
     let run = match as_run(given, &name) {
         Ok(r) => r,

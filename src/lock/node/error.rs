@@ -11,7 +11,7 @@ use super::broken::Broken;
 
 /// What went wrong, for callers that branch on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// The node did not answer in time: not worth waiting for again in
     /// this run.
     Timeout,
@@ -40,7 +40,7 @@ pub enum Kind {
 }
 
 #[derive(Clone, Debug)]
-pub struct NodeError {
+pub(crate) struct NodeError {
     msg: String,
     kind: Kind,
     /// The request may have reached the node (and been applied there).
@@ -81,27 +81,27 @@ impl NodeError {
     }
 
     /// The code of the error reply it was (`WRONGTYPE`), where it was one.
-    pub fn code(&self) -> Option<&str> {
+    pub(crate) fn code(&self) -> Option<&str> {
         self.code.as_deref()
     }
 
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         self.kind
     }
 
-    pub fn is_timeout(&self) -> bool {
+    pub(crate) fn is_timeout(&self) -> bool {
         self.kind == Kind::Timeout
     }
 
     /// Whether the request can have reached the node.
-    pub fn maybe_applied(&self) -> bool {
+    pub(crate) fn maybe_applied(&self) -> bool {
         self.sent
     }
 
     /// The write landed on the node but does not count as its vote: too
     /// few replicas have it, or the node may forget it (see
     /// `Node::uncounted`). It is to be taken back.
-    pub fn is_uncounted(&self) -> bool {
+    pub(crate) fn is_uncounted(&self) -> bool {
         matches!(
             self.kind,
             Kind::Unreplicated | Kind::Restarted | Kind::Undurable
@@ -110,7 +110,7 @@ impl NodeError {
 
     /// A node that sits out its restart grace: Some(when its vote counts
     /// again), or Some(None) while it cannot tell when it started.
-    pub fn restarted(&self) -> Option<Option<Instant>> {
+    pub(crate) fn restarted(&self) -> Option<Option<Instant>> {
         (self.kind == Kind::Restarted).then_some(self.back_at)
     }
 
@@ -140,7 +140,7 @@ impl NodeError {
 
 /// `text` with each of `secrets` replaced by `***`, the longest first (a
 /// secret inside another is not left half shown).
-pub fn without_secrets(text: &str, secrets: &[String]) -> String {
+pub(super) fn without_secrets(text: &str, secrets: &[String]) -> String {
     let mut sorted: Vec<&String> = secrets.iter().filter(|s| !s.is_empty()).collect();
     sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
     sorted
@@ -160,7 +160,7 @@ pub(super) enum Step {
 /// Whether a server's own words (a script's step, as `scripts` answers it)
 /// say its ACL refused the step: `NOPERM ...` (Redis 7.2 on), `... can't run
 /// this command ...` (before), `ACL failure in script` (Valkey).
-pub fn refused_by_acl(text: &str) -> bool {
+pub(crate) fn refused_by_acl(text: &str) -> bool {
     text.contains("NOPERM")
         || text.contains("can't run this command")
         || text.contains("ACL failure")

@@ -15,11 +15,11 @@ use super::topology::Topology;
 use super::{Node, Nodes, Options, Pace, Request, State, tls};
 
 /// `field: value` lines of an `INFO` or `CLUSTER INFO` reply.
-pub type Fields = BTreeMap<String, String>;
+pub(crate) type Fields = BTreeMap<String, String>;
 
 /// What stands behind a node's URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Shape {
+pub(crate) enum Shape {
     Server,
     /// A Sentinel group's primary: the group's name, and how many
     /// sentinels the URL names.
@@ -32,7 +32,7 @@ pub enum Shape {
 
 impl Node {
     /// What stands behind the URL.
-    pub fn shape(&self) -> Shape {
+    pub(crate) fn shape(&self) -> Shape {
         match &self.topology {
             Topology::Server { .. } => Shape::Server,
             Topology::Sentinel {
@@ -48,14 +48,14 @@ impl Node {
     /// The server that requests for `key` go to now (`host:port`), where it
     /// is known: after a request, a Sentinel group's primary and a
     /// Cluster's slot master are.
-    pub fn serving(&self, key: &[u8]) -> Option<String> {
+    pub(crate) fn serving(&self, key: &[u8]) -> Option<String> {
         self.state()
             .serving(self, crate::lock::keys::hash_slot(key))
     }
 
     /// The certificates the node's TLS servers presented, on the
     /// connections standing, with each server's `host:port`.
-    pub fn certificates(&self) -> Vec<(String, Vec<u8>)> {
+    pub(crate) fn certificates(&self) -> Vec<(String, Vec<u8>)> {
         self.state().peer_certificates()
     }
 }
@@ -64,7 +64,7 @@ impl Nodes {
     /// The sentinels of node `i`, when it is a Sentinel group, each a node
     /// of its own (reached with the sentinels' credentials), so that each
     /// can be asked on its own.
-    pub fn sentinels_of(&self, i: usize, opts: &Options) -> Option<Nodes> {
+    pub(crate) fn sentinels_of(&self, i: usize, opts: &Options) -> Option<Nodes> {
         let node = self.list.get(i)?;
         let Topology::Sentinel {
             sentinels,
@@ -107,14 +107,14 @@ impl Nodes {
 
 /// Whether an error's text says the server's ACL refused the request (see
 /// `error::permission_denied`).
-pub fn denied(text: &str) -> bool {
+pub(crate) fn denied(text: &str) -> bool {
     text.contains("ACL denies")
 }
 
 /// The command an ACL refusal names: `'eval' command`, or a script's
 /// `DEL: ...` (Redis before 7.2 words a refusal inside a script without the
 /// command's name, so the scripts name it).
-pub fn refused_command(why: &str) -> Option<String> {
+pub(crate) fn refused_command(why: &str) -> Option<String> {
     if let Some(end) = why.find("' command") {
         let start = why[..end].rfind('\'')? + 1;
         return Some(why[start..end].to_ascii_uppercase());
@@ -126,7 +126,7 @@ pub fn refused_command(why: &str) -> Option<String> {
 }
 
 /// `PING`: whether the node answers and lets us in, and how fast.
-pub struct Ping {
+pub(crate) struct Ping {
     pub near: Vec<u8>,
 }
 
@@ -148,7 +148,7 @@ impl Request for Ping {
 
 /// `INFO` with its default sections (server, replication, persistence,
 /// memory among them), or `CLUSTER INFO`.
-pub struct Info {
+pub(crate) struct Info {
     pub near: Vec<u8>,
     /// `CLUSTER INFO` rather than `INFO`.
     pub cluster: bool,
@@ -180,7 +180,7 @@ impl Request for Info {
 }
 
 /// The `field:value` lines of an INFO text.
-pub fn fields(text: &str) -> Fields {
+pub(crate) fn fields(text: &str) -> Fields {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| l.split_once(':'))
@@ -190,7 +190,7 @@ pub fn fields(text: &str) -> Fields {
 
 /// `CONFIG GET name`: its value; None when the server has no such
 /// parameter.
-pub struct ConfigGet {
+pub(crate) struct ConfigGet {
     pub name: &'static str,
     pub near: Vec<u8>,
 }
@@ -222,7 +222,7 @@ impl Request for ConfigGet {
 }
 
 /// `TIME`: the node's clock, since the Unix epoch.
-pub struct Time {
+pub(crate) struct Time {
     pub near: Vec<u8>,
 }
 
@@ -255,7 +255,7 @@ impl Request for Time {
 
 /// `SENTINEL get-master-addr-by-name`: the primary a sentinel names
 /// (`host:port`), None when it knows none.
-pub struct PrimaryOf {
+pub(crate) struct PrimaryOf {
     pub master: String,
 }
 

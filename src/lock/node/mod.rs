@@ -49,21 +49,21 @@ use std::time::{Duration, Instant};
 
 use crate::lock::redlock::{self, Answer};
 
-pub use error::{Kind, NodeError, refused_by_acl};
-pub use inquiry::*;
-pub use place::same_run_id;
+pub(crate) use error::{Kind, NodeError, refused_by_acl};
+pub(crate) use inquiry::*;
+pub(crate) use place::same_run_id;
 use place::same_server;
-pub use requests::*;
+pub(crate) use requests::*;
 pub(crate) use scripts::RECORD_CAP;
-pub use server::Server;
-pub use url::{check_list, push_masked_authority, redact};
+pub(crate) use server::Server;
+pub(crate) use url::{check_list, push_masked_authority, redact};
 
 pub(crate) use state::{Answered, Req, State};
 use topology::{Names, Topology};
 
 /// The keys one acquire, extension or release touches.
 #[derive(Clone, Debug)]
-pub struct KeySet {
+pub(crate) struct KeySet {
     /// The key taken: the lock's, or with --limit one of its slots.
     pub lock: Vec<u8>,
     pub holder: Vec<u8>,
@@ -93,13 +93,13 @@ pub struct KeySet {
 
 impl KeySet {
     /// How many queued waiters may take the lock at once: N with --limit N.
-    pub fn front(&self) -> u32 {
+    pub(crate) fn front(&self) -> u32 {
         self.limit.unwrap_or(1)
     }
 
     /// A --limit holder's entry in `slots`, `<N>:<token>`; empty without
     /// --limit (the scripts then leave `slots` alone).
-    pub fn member(&self, token: &str) -> String {
+    pub(crate) fn member(&self, token: &str) -> String {
         self.limit.map_or(String::new(), |n| format!("{n}:{token}"))
     }
 
@@ -108,7 +108,7 @@ impl KeySet {
     /// record stands in: a key that exists, in the same hash slot, since a
     /// Cluster whose slot is being moved refuses (TRYAGAIN) a script some of
     /// whose keys are missing, and a heartbeat must get through.
-    pub fn entries(&self) -> &[u8] {
+    pub(crate) fn entries(&self) -> &[u8] {
         match self.limit {
             Some(_) => &self.slots,
             None => &self.holder,
@@ -137,7 +137,7 @@ pub enum Queue {
 
 /// Why a node refused an acquire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// Another token holds the key taken (the lock, or the slot).
     Held,
     /// With --limit: a plain holder holds the lock itself.
@@ -155,7 +155,7 @@ pub enum Refusal {
 /// An acquire's answer, with the fence counter found beside the lock when
 /// asked, and for a queued waiter its place.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Granted {
+pub(crate) struct Granted {
     pub answer: Answer,
     pub fence: Option<u64>,
     /// Why the node refused.
@@ -179,7 +179,7 @@ impl crate::lock::redlock::Vote for Granted {
 
 /// What `inspect` found on one node.
 #[derive(Clone, Debug, Default)]
-pub struct Inspection {
+pub(crate) struct Inspection {
     pub value: Option<Vec<u8>>,
     /// Milliseconds left; negative as Redis reports (-2 no key, -1 no expiry).
     pub pttl: i64,
@@ -192,7 +192,7 @@ pub struct Inspection {
 
 /// One reader's share on one node, as `inspect` found it.
 #[derive(Clone, Debug, Default)]
-pub struct Share {
+pub(crate) struct Share {
     pub token: Vec<u8>,
     /// Milliseconds until it lapses unless renewed.
     pub left_ms: i64,
@@ -202,7 +202,7 @@ pub struct Share {
 
 /// One key of a lock on a node, for `status --keys`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KeyInfo {
+pub(crate) struct KeyInfo {
     pub key: Vec<u8>,
     /// What TYPE says: string, hash, list, zset...
     pub kind: String,
@@ -212,7 +212,7 @@ pub struct KeyInfo {
 
 /// Why `forget` left a lock alone on a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InUse {
+pub(crate) enum InUse {
     /// The lock's key exists.
     Held,
     /// A --limit slot is held.
@@ -225,7 +225,7 @@ pub enum InUse {
 
 /// What `forget` asks of a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Forget {
+pub(crate) enum Forget {
     /// Only whether the lock is in use: nothing deleted.
     Check,
     /// Delete the lock's keys unless it is in use.
@@ -236,7 +236,7 @@ pub enum Forget {
 
 /// What `forget` found and did on one node.
 #[derive(Clone, Debug, Default)]
-pub struct Forgotten {
+pub(crate) struct Forgotten {
     /// Why the lock is in use, if it is (with --force it was, and went).
     pub in_use: Option<InUse>,
     /// The holder's token, when held.
@@ -253,7 +253,7 @@ pub struct Forgotten {
 
 /// What an extension found on the node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Extension {
+pub(crate) enum Extension {
     Extended,
     /// The key is gone here (expired, or the node restarted empty).
     Absent,
@@ -272,7 +272,7 @@ impl crate::lock::redlock::Vote for Extension {
 
 /// What a release found on the node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Released {
+pub(crate) enum Released {
     Deleted,
     AlreadyGone,
     /// Another token holds the key: left alone.
@@ -311,7 +311,7 @@ impl std::error::Error for BadNode {}
 
 /// What a node's run looked like, for the report and the closing warning.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Fared {
+pub(crate) enum Fared {
     /// Every request it got an answer to went fine.
     Answered,
     /// It failed at least once: the first error.
@@ -382,11 +382,11 @@ impl Node {
         })
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }
 
@@ -403,22 +403,22 @@ impl Node {
 
     /// What happened to the node's topology since the last call (a Sentinel
     /// group that answered from a new primary), oldest first.
-    pub fn notes(&self) -> Vec<String> {
+    pub(crate) fn notes(&self) -> Vec<String> {
         std::mem::take(&mut self.state().notes)
     }
 
     /// When the oldest request still outstanding here was made.
-    pub fn waiting_since(&self) -> Option<Instant> {
+    pub(crate) fn waiting_since(&self) -> Option<Instant> {
         self.state().waiting_since()
     }
 
     /// A request timed out earlier in this run.
-    pub fn timed_out(&self) -> bool {
+    pub(crate) fn timed_out(&self) -> bool {
         self.state().health.timed_out
     }
 
     /// How this node has fared in the run so far.
-    pub fn fared(&self) -> Fared {
+    pub(crate) fn fared(&self) -> Fared {
         let state = self.state();
         let h = &state.health;
         match (&h.first_error, &h.sat_out, h.answered) {
@@ -435,7 +435,7 @@ impl Node {
     }
 
     /// Whether it answered without an error after it last failed.
-    pub fn recovered(&self) -> bool {
+    pub(crate) fn recovered(&self) -> bool {
         self.state().health.recovered
     }
 
@@ -601,14 +601,14 @@ impl Node {
     /// Why its vote would not count now, going by what its server said
     /// last, when it sits out its restart grace: such a node is not written
     /// to in vain (see `Lock::extend`).
-    pub fn sitting_out(&self) -> Option<NodeError> {
+    pub(crate) fn sitting_out(&self) -> Option<NodeError> {
         let server = self.state().server.clone();
         self.uncounted(server.as_deref(), None, Instant::now())
             .filter(|e| e.restarted().is_some())
     }
 
     /// How long the server that answered last has been up, where it said.
-    pub fn uptime(&self) -> Option<Duration> {
+    pub(crate) fn uptime(&self) -> Option<Duration> {
         let server = self.state().server.clone();
         server?.uptime(Instant::now())
     }
@@ -630,7 +630,7 @@ impl Node {
 
     /// Ends the node's connections without losing what was written on them
     /// (see `Link::close`): before the process ends.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.state().close(Instant::now());
     }
 }
@@ -638,7 +638,7 @@ impl Node {
 /// How fast the nodes of a run answer: one more than the slowest answer any
 /// of them gave, in µs; 0 until one has answered.
 #[derive(Default)]
-pub struct Pace(AtomicU64);
+pub(crate) struct Pace(AtomicU64);
 
 impl Pace {
     /// Counts the latency of a result. Only a reply from the node tells how
@@ -706,7 +706,7 @@ impl Nodes {
 
     /// Looks up every host name of every node at once, within the node
     /// timeout: the first connects use what is found.
-    pub fn prepare(&self) {
+    pub(crate) fn prepare(&self) {
         let places: Vec<&topology::Place> =
             self.list.iter().flat_map(|n| n.topology.places()).collect();
         let timeout = self
@@ -724,13 +724,13 @@ impl Nodes {
     }
 
     /// Two nodes that are one server (see `place::same_server`), worded.
-    pub fn same_server(&self) -> Option<String> {
+    pub(crate) fn same_server(&self) -> Option<String> {
         self.prepare();
         same_server(&self.list, &self.names)
     }
 
     /// Before the process ends: see `Node::close`.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         for n in &self.list {
             n.close();
         }

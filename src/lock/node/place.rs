@@ -104,7 +104,7 @@ pub(super) fn same_server(nodes: &[Arc<Node>], names: &Names) -> Option<String> 
 
 /// Two nodes whose servers report the same `run_id`; `ids` in node order,
 /// None where unknown.
-pub fn same_run_id(names: &[&str], ids: &[Option<String>]) -> Option<String> {
+pub(crate) fn same_run_id(names: &[&str], ids: &[Option<String>]) -> Option<String> {
     for (i, a) in ids.iter().enumerate() {
         for (j, b) in ids.iter().enumerate().skip(i + 1) {
             if let (Some(a), Some(b)) = (a, b)

@@ -22,7 +22,7 @@ use crate::lock::redlock::Answer;
 
 /// A request for the nodes of a round: what it asks of each, and what its
 /// answer is.
-pub trait Request: Send + Sync {
+pub(crate) trait Request: Send + Sync {
     type Answer: Send;
 
     /// What node `node` is asked; None when it is asked nothing.
@@ -113,7 +113,7 @@ fn names_a_step(text: &[u8]) -> bool {
 
 /// Takes `key_set.lock` for `token` (see ACQUIRE): with the holder record in
 /// the same script, and with `fence` the counter read in it.
-pub struct Acquire {
+pub(crate) struct Acquire {
     pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub ttl: Duration,
@@ -212,7 +212,7 @@ impl Request for Acquire {
 }
 
 /// Sets a --once-per marker (idempotent for the same token).
-pub struct Mark {
+pub(crate) struct Mark {
     pub marker: Vec<u8>,
     pub token: Arc<str>,
     pub ttl: Duration,
@@ -312,7 +312,7 @@ fn take(reply: Value, fence: bool, name: &str) -> Result<Granted, NodeError> {
 
 /// Compare-and-PEXPIRE (the record too): `NotOurs` when the key holds
 /// another token, `Absent` when it is gone.
-pub struct Extend {
+pub(crate) struct Extend {
     pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub ttl: Duration,
@@ -376,7 +376,7 @@ impl Request for Extend {
 /// within the validity the extension round just won. With --limit, a
 /// script: the slot goes back with our entry among the slot holders, which
 /// keeps plain runs away; a reader's share goes back the same way.
-pub struct Retake {
+pub(crate) struct Retake {
     pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub ttl: Duration,
@@ -438,7 +438,7 @@ impl Request for Retake {
 /// for a lock that was held, wrong for undoing a failed attempt, which
 /// would wake every waiter for nothing (and each of their failed attempts
 /// would wake them all again).
-pub struct Release {
+pub(crate) struct Release {
     pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub announce: bool,
@@ -547,52 +547,6 @@ fn release_cmd(key_set: &KeySet, token: &str, announce: bool, entry: Option<(&[u
     }
 }
 
-/// --hold: leaves the lock to expire in `left`, recording the exit.
-pub struct Hold {
-    pub key_set: Arc<KeySet>,
-    pub token: Arc<str>,
-    pub left: Duration,
-    pub exit_code: u8,
-}
-
-impl Request for Hold {
-    type Answer = Answer;
-
-    fn upkeep(&self) -> bool {
-        true
-    }
-
-    fn last_word(&self) -> bool {
-        true
-    }
-
-    fn command(&self, _: usize) -> Option<Cmd> {
-        Some(hold_cmd(
-            &self.key_set,
-            &self.token,
-            self.left,
-            self.exit_code,
-            None,
-        ))
-    }
-
-    fn key(&self) -> &[u8] {
-        &self.key_set.lock
-    }
-
-    fn writes(&self) -> bool {
-        true
-    }
-
-    fn wrote(&self, _: usize, v: &Value) -> bool {
-        *v == Value::Int(1)
-    }
-
-    fn decode(&self, _: usize, v: Value, name: &str) -> Result<Answer, NodeError> {
-        held(&v, name)
-    }
-}
-
 fn held(v: &Value, name: &str) -> Result<Answer, NodeError> {
     match int(v, "hold script", name)? {
         1 => Ok(Answer::Granted),
@@ -646,7 +600,7 @@ fn hold_cmd(
 /// `lock::end`). The append is a write like any other: with --replicas
 /// N it counts only once N replicas have it, but a release stands either
 /// way.
-pub struct EndRun {
+pub(crate) struct EndRun {
     pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub ending: Ending,
@@ -777,7 +731,7 @@ fn history_args(cmd: &mut Cmd, record: &str) {
 }
 
 /// `unlock --token`: deletes the lock if its token starts with `prefix`.
-pub struct Unlock {
+pub(crate) struct Unlock {
     pub key_set: Arc<KeySet>,
     pub prefix: Arc<str>,
 }
@@ -813,7 +767,7 @@ impl Request for Unlock {
 
 /// Gives up our place in the --wait queue, waking its front (`wake`), or
 /// quietly (see FORGET).
-pub struct Leave {
+pub(crate) struct Leave {
     pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub wake: bool,
@@ -853,7 +807,7 @@ impl Request for Leave {
 }
 
 /// The N of the --limit N holders of the lock's slots (see LIMIT_OF).
-pub struct LimitOf {
+pub(crate) struct LimitOf {
     pub key_set: Arc<KeySet>,
 }
 
@@ -878,7 +832,7 @@ impl Request for LimitOf {
 }
 
 /// Deletes `key` only while it holds our token.
-pub struct DropOurs {
+pub(crate) struct DropOurs {
     pub key: Vec<u8>,
     pub token: Arc<str>,
 }
@@ -910,7 +864,7 @@ impl Request for DropOurs {
 }
 
 /// Raises the fence counter to `t` while the lock holds our token here.
-pub struct CommitFence {
+pub(crate) struct CommitFence {
     pub key_set: Arc<KeySet>,
     pub token: Arc<str>,
     pub t: u64,
@@ -951,7 +905,7 @@ impl Request for CommitFence {
 }
 
 /// Deletes the lock whoever holds it: true if there was one.
-pub struct ForceDelete {
+pub(crate) struct ForceDelete {
     pub key_set: Arc<KeySet>,
 }
 
@@ -986,7 +940,7 @@ impl Request for ForceDelete {
 
 /// The lock's value, its PTTL, its holder record, how many wait in its
 /// queue and its readers, in one round trip.
-pub struct Inspect {
+pub(crate) struct Inspect {
     pub key_set: Arc<KeySet>,
 }
 
@@ -1060,7 +1014,7 @@ const SCAN_COUNT: u32 = 1000;
 /// One page of SCAN for the keys matching `pattern`, from each node's own
 /// cursor (on a Cluster, on the master of `near`'s slot); a node whose
 /// cursor is empty is asked nothing.
-pub struct Scan {
+pub(crate) struct Scan {
     pub pattern: Vec<u8>,
     pub near: Vec<u8>,
     pub cursors: Vec<Vec<u8>>,
@@ -1092,7 +1046,7 @@ impl Request for Scan {
 
 /// Which of each node's `keys` exist, with their type and time left (see
 /// DESCRIBE).
-pub struct Describe {
+pub(crate) struct Describe {
     pub near: Vec<u8>,
     /// Each node's keys; None: the node is asked nothing.
     pub keys: Vec<Option<Vec<Vec<u8>>>>,
@@ -1135,7 +1089,7 @@ impl Request for Describe {
 
 /// Each node's --once-per markers that still exist, with the token of the
 /// run that set each and the milliseconds it has left (see MARKERS).
-pub struct Markers {
+pub(crate) struct Markers {
     pub near: Vec<u8>,
     /// Each node's markers; None: the node is asked nothing.
     pub keys: Vec<Option<Vec<Vec<u8>>>>,
@@ -1143,7 +1097,7 @@ pub struct Markers {
 
 /// One --once-per marker on one node.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Marker {
+pub(crate) struct Marker {
     pub key: Vec<u8>,
     pub token: Vec<u8>,
     pub pttl: i64,
@@ -1188,7 +1142,7 @@ impl Request for Markers {
 /// deletes them whatever it finds, as `how` says (see FORGET_LOCK, whose
 /// order of keys this takes: the five fixed keys, `pairs` pairs of a slot
 /// key and its record, the rest).
-pub struct ForgetLock {
+pub(crate) struct ForgetLock {
     pub near: Vec<u8>,
     /// Each node's keys and slot pairs; None: the node is asked nothing.
     pub keys: Vec<Option<(Vec<Vec<u8>>, usize)>>,
@@ -1274,7 +1228,7 @@ impl Request for ForgetLock {
 
 /// The server's `run_id` (INFO server): one per server process, whatever
 /// address it is reached at.
-pub struct RunId {
+pub(crate) struct RunId {
     pub near: Vec<u8>,
 }
 
@@ -1304,7 +1258,7 @@ impl Request for RunId {
 
 /// The newest `count` records of the history at `key`, as stored, each one
 /// longer than `RECORD_CAP` as `{"truncated":<its size>}`.
-pub struct History {
+pub(crate) struct History {
     pub key: Vec<u8>,
     pub count: usize,
 }

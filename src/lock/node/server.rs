@@ -22,7 +22,7 @@ pub(super) fn questions() -> Vec<u8> {
 
 /// What the server said.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Server {
+pub(crate) struct Server {
     pub run_id: Option<String>,
     /// How long it had been up at the least, and when that was read.
     pub up: Option<(Duration, Instant)>,
@@ -87,7 +87,7 @@ impl Server {
 
     /// What it is and how long it has been up, for -v: `Valkey 9.1.2, up
     /// 3d 4h`; None when it said neither.
-    pub fn describe(&self, now: Instant) -> Option<String> {
+    pub(crate) fn describe(&self, now: Instant) -> Option<String> {
         let up = self.uptime(now).map(|d| {
             format!(
                 "up {}",
@@ -99,19 +99,19 @@ impl Server {
     }
 
     /// How long it has been up at `now`, where it said.
-    pub fn uptime(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn uptime(&self, now: Instant) -> Option<Duration> {
         self.up
             .map(|(up, at)| up + now.saturating_duration_since(at))
     }
 
     /// Whether it has WAITAOF (Redis 7.2, and every Valkey).
-    pub fn has_waitaof(&self) -> bool {
+    pub(crate) fn has_waitaof(&self) -> bool {
         self.version.is_some_and(|v| v >= (7, 2))
     }
 
     /// Every write reaches its disk before the answer: `appendonly yes`
     /// with `appendfsync always`. A restart replays them all.
-    pub fn syncs_every_write(&self) -> bool {
+    pub(crate) fn syncs_every_write(&self) -> bool {
         self.appendonly == Some(true) && self.appendfsync.as_deref() == Some("always")
     }
 }

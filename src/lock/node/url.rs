@@ -13,7 +13,7 @@ use super::BadNode;
 
 /// What a URL names, parsed but not yet checked against the crate.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Spec {
+pub(super) enum Spec {
     /// The URL as given, for the crate to parse.
     Server { url: String, tls: bool },
     Cluster {
@@ -32,14 +32,14 @@ pub enum Spec {
 
 /// One address of a host list; `host` without IPv6 brackets.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Host {
+pub(super) struct Host {
     pub host: String,
     pub port: u16,
 }
 
 impl Host {
     /// `host:port`, with brackets around an IPv6 address.
-    pub fn authority(&self) -> String {
+    pub(super) fn authority(&self) -> String {
         if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)
         } else {
@@ -57,7 +57,7 @@ const FORMS: &str = "expected redis://HOST[:PORT][/DB], rediss://..., unix:///PA
 /// Cluster's seeds, a Sentinel group's sentinels), if anything: the line a
 /// run would give for the first that does not parse, found before any node
 /// is tried (the configuration file names its line with it).
-pub fn check_list(value: &str) -> Result<(), String> {
+pub(crate) fn check_list(value: &str) -> Result<(), String> {
     let mut urls: Vec<String> = Vec::new();
     for piece in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match urls.last_mut() {
@@ -75,7 +75,7 @@ pub fn check_list(value: &str) -> Result<(), String> {
 }
 
 /// Parses `url`; errors name it as `name` (redacted).
-pub fn parse(url: &str, name: &str) -> Result<Spec, BadNode> {
+pub(super) fn parse(url: &str, name: &str) -> Result<Spec, BadNode> {
     let bad = |why: &str| BadNode::url(name, why);
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(bad(FORMS));
@@ -250,7 +250,7 @@ fn escape_userinfo(userinfo: &str) -> String {
 /// Appends a URL's authority (`user:password@host:port`) with the password
 /// replaced by `***`; a lone user-info (`redis://secret@host`,
 /// `https://TOKEN@host`) is taken for a password.
-pub fn push_masked_authority(out: &mut String, authority: &str) {
+pub(crate) fn push_masked_authority(out: &mut String, authority: &str) {
     match authority.rfind('@') {
         Some(at) => {
             let userinfo = &authority[..at];
@@ -313,7 +313,7 @@ fn is_password_key(k: &str) -> bool {
 /// The URL with any password replaced by `***`, for logs and errors.
 /// Works on text that does not parse, since that is when it gets printed
 /// (see `authority`).
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     let authority = authority(url);
     let mut out = url[..authority.start].to_string();
     push_masked_authority(&mut out, &url[authority.clone()]);
@@ -335,7 +335,7 @@ pub fn redact(url: &str) -> String {
 /// The secrets in `url`, the parts `redact` hides: the password of its
 /// user-info (all of a lone user-info), as written and percent-decoded, and
 /// a query's `pass` or `password`.
-pub fn secrets(url: &str) -> Vec<String> {
+pub(super) fn secrets(url: &str) -> Vec<String> {
     let authority = authority(url);
     let mut found = Vec::new();
     if let Some(at) = url[authority.clone()].rfind('@') {

@@ -34,7 +34,7 @@ impl Node {
     /// A release PUBLISHes from the node that held the lock: on a Sentinel
     /// group that is the primary, and on a Cluster every node hears it
     /// (Cluster forwards PUBLISH to every node).
-    pub fn watch(
+    pub(crate) fn watch(
         &self,
         channels: &[Vec<u8>],
         key: &[u8],
