@@ -160,7 +160,7 @@ pub(crate) fn supervise(
         signalled: None,
         asked: 0,
         leftover: false,
-        pauses: Pauses::new(),
+        pauses: Pauses::new(started),
     };
     let exit = watch.run(rx, heartbeat);
     Supervised {
@@ -391,9 +391,13 @@ struct Pauses {
 }
 
 impl Pauses {
-    fn new() -> Pauses {
+    /// From `started`, when the command started: a stop that came before
+    /// the loop's first turn is a gap too.
+    fn new(started: Stamp) -> Pauses {
+        let (boot, mono) = (clock::now(), std::time::Instant::now());
+        let behind = boot.saturating_duration_since(started);
         Pauses {
-            last: (clock::now(), std::time::Instant::now()),
+            last: (started, mono.checked_sub(behind).unwrap_or(mono)),
             seen: None,
         }
     }
