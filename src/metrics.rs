@@ -162,7 +162,7 @@ pub struct Pings {
 impl<'a> Run<'a> {
     /// The run that ended with `exit`, or `None` for a usage error: nothing
     /// was attempted, so there is nothing to count.
-    pub(crate) fn from_exit(
+    pub fn from_exit(
         key: &'a str,
         exit: Exit,
         already_ran: bool,
