@@ -453,12 +453,19 @@ impl Watch<'_> {
         let n = self.tree.signal(libc::SIGCONT, self.log);
         let cont = Signalled::new(false, libc::SIGCONT, n, self.course.deadline, clock::now());
         self.note(term, Some(libc::SIGCONT));
-        self.sent.push(cont);
+        if cont.processes > 0 {
+            self.sent.push(cont);
+        }
     }
 
     /// Keeps `sent` for the run's report and says it at -vv (`also`: a
-    /// signal that went out with it).
+    /// signal that went out with it), if it reached any process: one that
+    /// found the tree gone, or dying already (the guard's SIGKILL came
+    /// first), sent nothing.
     fn note(&mut self, sent: Signalled, also: Option<i32>) {
+        if sent.processes == 0 {
+            return;
+        }
         self.sent.push(sent);
         self.log.debug(|| sent.entry(also));
     }
@@ -472,11 +479,7 @@ impl Watch<'_> {
         // Said when it stopped anything: a repeat reaches only a process
         // forked between a listing and the last kill, and the first none
         // when the guard's came first.
-        let n = self.tree.signal(libc::SIGKILL, self.log);
-        if n > 0 {
-            let sent = Signalled::new(false, libc::SIGKILL, n, self.course.deadline, clock::now());
-            self.note(sent, None);
-        }
+        let n = self.send(libc::SIGKILL);
         // The guard is gone: reaping is ours, and the tree is gone only when
         // waitpid says no child is left.
         if self.tree.guard == self.me && tree::reap_all() {
@@ -576,15 +579,13 @@ impl Watch<'_> {
             Report::Empty => return true,
             Report::DeadlineKill { processes, lead_ns } => {
                 self.course.guard_killed = true;
-                if processes > 0 {
-                    let sent = Signalled {
-                        by_guard: true,
-                        signal: libc::SIGKILL,
-                        processes,
-                        lead_ns,
-                    };
-                    self.note(sent, None);
-                }
+                let sent = Signalled {
+                    by_guard: true,
+                    signal: libc::SIGKILL,
+                    processes,
+                    lead_ns,
+                };
+                self.note(sent, None);
             }
             Report::Resumed { pid, sig } => {
                 // The guard resumed the tree already; a process that keeps
@@ -658,10 +659,8 @@ impl Watch<'_> {
         } else {
             (true, tree.signal(libc::SIGKILL, self.log))
         };
-        if n > 0 {
-            let sent = Signalled::new(false, libc::SIGKILL, n, self.course.deadline, clock::now());
-            self.note(sent, None);
-        }
+        let sent = Signalled::new(false, libc::SIGKILL, n, self.course.deadline, clock::now());
+        self.note(sent, None);
         self.leftover = !killed;
         self.log
             .error("lost track of the command; its processes were killed");

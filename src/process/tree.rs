@@ -62,8 +62,8 @@ pub struct Sent {
     pub found: usize,
     /// Members that got the signal.
     pub delivered: usize,
-    /// Members a SIGKILL passed by: dying of one already (sent before, by
-    /// us or the guard) or on their way out.
+    /// Members passed by: dying of a SIGKILL already (sent before, by us or
+    /// the guard, or a fatal signal the kernel made one) or on their way out.
     pub dying: usize,
     /// Members that refused it.
     pub refused: Vec<Unkillable>,
@@ -175,8 +175,8 @@ fn stat_at(path: &str) -> Option<(u8, libc::pid_t)> {
     Some((st.state, st.ppid))
 }
 
-/// Whether a SIGKILL would be wasted on live process `pid`: it is dying of
-/// one already (pending, the kernel's mark of a fatal signal) or its leader
+/// Whether a signal would be wasted on live process `pid`: it is dying of
+/// a SIGKILL already (pending, the kernel's mark of a fatal signal) or its leader
 /// is on its way out (a leader that exited alone, `Zl`, leaves its other
 /// threads to run: no).
 fn dying(pid: libc::pid_t, st: &Stat) -> bool {
@@ -378,9 +378,9 @@ pub fn descendants(root: libc::pid_t) -> Vec<Member> {
 /// first: a parent killed before its children were listed would hand them
 /// to the subreaper and out of the listing. Each member is then pinned again
 /// and its parent checked again (one of the tree's, or the subreaper it was
-/// re-parented to) before the signal goes through the pin. A SIGKILL passes
-/// by a member that is dying already ([`dying`]): `delivered` then counts
-/// the processes this signal stopped, as the log says.
+/// re-parented to) before the signal goes through the pin. It passes by a
+/// member that is dying already ([`dying`]), which no signal can reach any
+/// more: `delivered` counts the processes it reached, as the log says.
 pub fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
     let (live, known) = walk(root);
     let mut sent = Sent::default();
@@ -400,7 +400,7 @@ pub fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
             _ => continue,
         };
         sent.found += 1;
-        if sig == libc::SIGKILL && dying(pid, &st) {
+        if dying(pid, &st) {
             sent.dying += 1;
             continue;
         }

@@ -43,16 +43,15 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_run::lock::redlock::kill_guard;
-
-use crate::support::stalls::{Stall, Stalls, covering};
+use crate::support::stalls::{Seen, Stall, Stalls};
 use crate::support::timed::{
-    Proc, drift, instant_ns, lock_timeline, margin_ms, margin_ns_ms, realtime_ns, timely,
+    Proc, Sent, drift, instant_ns, late_stops, lock_timeline, margin_ms, margin_ns_ms, realtime_ns,
+    sent, timely,
 };
 use crate::support::{
-    Cluster, FaultProxy, Mode, TempDir, any_thread_alive, can_run, child_pids, kill_if_alive,
-    pid_alive, process_state, proxied_urls, read_pid_file, send_signal, tempdir, wait_until,
-    wait_until_every,
+    Cluster, FaultProxy, Mode, TempDir, any_thread_alive, can_run, kill_if_alive, last_cpus,
+    not_run, pid_alive, process_state, proxied_urls, read_pid_file, send_signal, tempdir,
+    wait_until, wait_until_every,
 };
 
 /// Lock name every contender uses.
@@ -642,6 +641,12 @@ fn live_in_group(pid: i32, pgid: i32) -> bool {
     (pid == pgid || f.len() > 3 && f[2] == pgid.to_string()) && can_run(pid)
 }
 
+/// The CPU the calling thread runs on.
+fn this_cpu() -> Option<usize> {
+    // SAFETY: no arguments; -1 on failure.
+    usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+}
+
 /// What process `pid` is doing, for a run's samples: its state and wait
 /// channel, its CPU time, switches and vruntime so far (`/proc/PID/sched`),
 /// the top of its kernel stack (root only) and its scheduling group.
@@ -744,11 +749,21 @@ struct RunRecord {
     /// Validity deadline minus the moment the critical section was seen gone
     /// (ms, positive = before), for runs stopped by redlock-run (76, 124).
     margin_ms: Option<f64>,
-    /// For a section gone after the deadline: the stall of the machine that
-    /// explains it (see `Stalls`), or of its observer, if there was one.
+    /// The signals redlock-run and its guard sent to the tree, as `-vv`
+    /// said them: each stop is judged by them, with no excuse.
+    sent: Vec<Sent>,
+    /// The CPUs the section's processes last ran on while the harness saw
+    /// them alive: where a stall could have kept them from dying.
+    cpus: Vec<usize>,
+    /// For a section gone after the deadline: the stall of a CPU where it
+    /// ran that covers the time from its last signal to its end, if there
+    /// was one (see `Stalls::excuse`).
     stall: Option<Stall>,
-    /// Its observer's own standstills while the run lasted.
-    froze: Vec<Stall>,
+    /// Its observer's own standstills while the run lasted (said, never an
+    /// excuse: an observer that stood still saw late what it saw).
+    froze: Vec<(i128, i128)>,
+    /// The CPU its observer ran on when it sent a special's signal.
+    observer_cpu: Option<usize>,
     /// Problems the harness saw (survivors, hangs).
     problems: Vec<String>,
     /// For a SIGKILLed redlock-run: when; how long it took to die (until
@@ -761,10 +776,11 @@ struct RunRecord {
     /// How long its section, SIGKILLed, waited for a CPU to finish dying
     /// (where the run lasted until it had).
     dying: Option<Duration>,
-    /// For a SIGKILL or SIGSTOP special: how long after its section entered
-    /// (by the section's own clock) the signal went out. Meant to be 50 ms;
-    /// an observer that stood still sends it late, and a section that ended
-    /// meanwhile has nothing left for the signal to act on.
+    /// For a SIGKILL or SIGSTOP special: when its signal went out, and how
+    /// long after its section entered (by the section's own clock). Meant to
+    /// be 50 ms; an observer that stood still sends it late, and a section
+    /// that ended meanwhile has nothing left for the signal to act on.
+    signalled_ns: Option<i128>,
     signal_after_entry: Option<Duration>,
     /// For a run stopped by redlock-run (76, 124) and for a special run: its
     /// stderr lines, each with its arrival after the spawn and in realtime
@@ -892,7 +908,7 @@ struct Outcome {
     elapsed: Duration,
     history: String,
     /// Stalls of the machine during the workload (see `Stalls`).
-    stalls: Vec<Stall>,
+    stalls: Seen,
 }
 
 fn millis(d: Duration) -> String {
@@ -1000,21 +1016,20 @@ fn one_run(
     // exit_mmap beside two busy loops).
     let alive = |w: i32| can_run(w) || (shape == Shape::InCommand && group.alive(w));
     // This loop's own standstills (a pass more than `FROZE` after the one
-    // before): an observer that did not run cannot date what happened
-    // meanwhile. Beside busy loops one stood still 4.4 s while the CPU
-    // watchers ran on (its memory, and redlock-run's, paged back in by the
-    // host, as it seemed), and so did the redlock-run it watched.
+    // before), said with the run: an observer that did not run saw late what
+    // it saw, and that excuses nothing. Beside busy loops one stood still
+    // 4.4 s while the CPU watchers ran on (its memory, and redlock-run's,
+    // paged back in by the host, as it seemed).
     const FROZE: Duration = Duration::from_millis(100);
-    let mut froze: Vec<Stall> = Vec::new();
+    let mut froze: Vec<(i128, i128)> = Vec::new();
     let mut passed = realtime_ns();
+    // Where the section's processes last ran, while seen alive.
+    let mut cpus: Vec<usize> = Vec::new();
+    let mut observer_cpu: Option<usize> = None;
     let code = loop {
         let now = realtime_ns();
         if now - passed > FROZE.as_nanos() as i128 {
-            froze.push(Stall {
-                cpu: None,
-                from_ns: passed,
-                to_ns: now,
-            });
+            froze.push((passed, now));
         }
         passed = now;
         if let Some(code) = p.try_code() {
@@ -1047,9 +1062,20 @@ fn one_run(
         }
         if let Some(w) = writer
             && gone_at.is_none()
-            && !alive(w)
         {
-            gone_at = Some(Instant::now());
+            if alive(w) {
+                let mut on = last_cpus(w);
+                if shape == Shape::InCommand {
+                    on.extend(group.members.borrow().iter().flat_map(|&m| last_cpus(m)));
+                }
+                on.sort_unstable();
+                on.dedup();
+                if !on.is_empty() {
+                    cpus = on;
+                }
+            } else {
+                gone_at = Some(Instant::now());
+            }
         }
         if let Some(w) = writer
             && dying.is_none()
@@ -1062,6 +1088,7 @@ fn one_run(
         }
         if special == Some(Special::SigkillWrapper) && writer.is_some() && sigkilled.is_none() {
             thread::sleep(Duration::from_millis(50));
+            observer_cpu = this_cpu();
             send_signal(p.pid(), libc::SIGKILL);
             sigkilled = Some(Instant::now());
             signalled_ns = Some(realtime_ns());
@@ -1070,6 +1097,7 @@ fn one_run(
             match paused {
                 None => {
                     thread::sleep(Duration::from_millis(50));
+                    observer_cpu = this_cpu();
                     send_signal(p.pid(), libc::SIGSTOP);
                     paused = Some((Instant::now(), false));
                     signalled_ns = Some(realtime_ns());
@@ -1091,12 +1119,11 @@ fn one_run(
                 }
                 sampled = Some(Instant::now());
                 samples.push_back(format!(
-                    "{:>9.1?} ({}) sample: guard {} section {} kids {:?}",
+                    "{:>9.1?} ({}) sample: guard {} section {}",
                     p.spawned.elapsed(),
                     realtime_ns(),
                     guard.map_or("-".into(), snapshot),
                     snapshot(w),
-                    guard.map(child_pids).unwrap_or_default()
                 ));
             }
         }
@@ -1226,10 +1253,14 @@ fn one_run(
         fault,
         cut_ns: None,
         margin_ms: None,
+        sent: sent(&lines),
+        cpus,
         stall: None,
         froze,
+        observer_cpu,
         log,
         dying,
+        signalled_ns,
         signal_after_entry,
         problems,
         sigkilled_ns: sigkilled.map(instant_ns),
@@ -1265,6 +1296,9 @@ struct Rig<'a> {
     /// The special runs' proxies, one per node.
     special: &'a [FaultProxy],
     dir: &'a Path,
+    /// The machine's stalls: the only thing that may explain a special's
+    /// signal that went out late.
+    stalls: &'a Stalls,
 }
 
 /// Injects `fault` and heals it. Returns once healed, with what did not take
@@ -1493,20 +1527,28 @@ fn special(
         }
         let (entered, code, run) = (record.entered, record.code, record.run);
         let late = record.signal_after_entry.filter(|&d| d > SIGNAL_IN_TIME);
+        // Its observer stood still, and a stall of the machine where it ran
+        // (or of every CPU) says so: measured, not guessed.
+        let stalled = record.signalled_ns.zip(late).and_then(|(sent, late)| {
+            let due = sent - late.as_nanos() as i128 + 50_000_000;
+            let cpus: Vec<usize> = record.observer_cpu.into_iter().collect();
+            rig.stalls.excuse(due, sent, &cpus)
+        });
         let log = record.log.join("\n");
         shared
             .records
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(record);
-        if let Some(late) = late
+        if let (Some(late), Some(stall)) = (late, stalled)
             && code != special.expected_code()
         {
             // The harness, not redlock-run: its signal came too late to
-            // act on the section it was meant for.
+            // act on the section it was meant for, the machine having
+            // stood still.
             tries.push(format!(
                 "run {run} exit {code}: its signal went out {late:?} after its section \
-                 entered, its observer having stood still"
+                 entered, {stall}"
             ));
             continue;
         }
@@ -1589,6 +1631,7 @@ fn run_workload(settings: &Settings) -> Outcome {
             victim: &victim,
             special: &special_proxies,
             dir: dir.path(),
+            stalls: &stalls,
         };
         let mut round = 0usize;
         while !done(round) {
@@ -1713,13 +1756,14 @@ fn run_workload(settings: &Settings) -> Outcome {
             .flatten()
             .min();
         r.margin_ms = deadline.zip(r.gone_ns).map(|(d, g)| margin_ns_ms(d, g));
-        if let (Some(d), Some(g)) = (deadline, r.gone_ns)
+        // Only the time from the last stop's signal (its lead before the
+        // deadline, by the program's clock) to the end the harness saw.
+        if let (Some(d), Some(g), Some(last)) =
+            (deadline, r.gone_ns, r.sent.iter().rev().find(|s| s.stops()))
             && g >= d
         {
-            let kill_at = d - kill_guard(settings.ttl).as_nanos() as i128;
-            r.stall = stalls
-                .excuse(kill_at, g)
-                .or_else(|| covering(&r.froze, kill_at, g));
+            let signalled = d - (last.lead_ms * 1e6) as i128;
+            r.stall = stalls.excuse(signalled, g, &r.cpus);
         }
     }
     Outcome {
@@ -1730,7 +1774,7 @@ fn run_workload(settings: &Settings) -> Outcome {
         leftover_keys,
         elapsed,
         history,
-        stalls: stalls.seen(),
+        stalls: stalls.record(),
     }
 }
 
@@ -1894,8 +1938,9 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
     eprintln!(
         "[{label}] stalls of the machine (a CPU on which nothing of the suite's ran for over \
          5 ms): {}, the longest {:?}",
-        o.stalls.len(),
+        o.stalls.stalls.len(),
         o.stalls
+            .stalls
             .iter()
             .take(3)
             .map(|s| s.to_string())
@@ -1925,27 +1970,24 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
         r.lost_increments,
         r.anomalies
     );
-    // A stopped section dies a kill guard (200 ms here) before the deadline
+    // A stopped section dies a kill guard (100 ms here) before the deadline
     // and the next holder enters after the keys expire, while the harness
     // sees a death within a few ms: an entry inside that window is no proof
     // either way, so the workload does not accept one, unless the window is
-    // that long only because the machine or the observer stood still (the
-    // harness did not run to look: see `Stalls`, `run_one`), which is
-    // reported.
+    // that long only because a CPU where the section ran stood still (the
+    // harness did not run to look: see `Stalls`), which is reported. An
+    // observer that stood still on its own excuses nothing.
     let (unseen, ambiguous): (Vec<&String>, Vec<&String>) = r.ambiguous.iter().partition(|line| {
         holder_of(line)
             .and_then(|run| o.records.iter().find(|x| x.run == run))
             .and_then(|x| {
                 let hi = x.shell_gone_ns.unwrap_or(x.reaped_ns);
                 let lo = x.shell_seen_ns.unwrap_or(0).min(hi);
-                covering(&o.stalls, lo, hi).or_else(|| covering(&x.froze, lo, hi))
+                o.stalls.excuse(lo, hi, &x.cpus)
             })
             .is_some()
     });
-    eprintln!(
-        "[{label}] ambiguous entries a stall of the machine or of the observer kept from view: \
-         {unseen:?}"
-    );
+    eprintln!("[{label}] ambiguous entries a stall of the machine kept from view: {unseen:?}");
     assert!(
         ambiguous.is_empty(),
         "[{label}] entries within the observation window of a killed section's end: {ambiguous:?}"
@@ -1973,13 +2015,41 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
             dying.len()
         );
     }
+    // The program's own decisions: every stop signal redlock-run or its
+    // guard sent went out before the validity deadline, by the time each
+    // says, with no excuse at all.
+    let late_decisions: Vec<String> = o
+        .records
+        .iter()
+        .flat_map(|x| {
+            late_stops(&x.sent)
+                .into_iter()
+                .map(move |l| format!("run {}: {l}", x.run))
+        })
+        .collect();
+    let decisions: Vec<String> = o
+        .records
+        .iter()
+        .filter(|x| x.sent.iter().any(|s| s.stops()))
+        .map(|x| {
+            let stops: Vec<String> = x.sent.iter().map(|s| s.to_string()).collect();
+            format!("run {} exit {}: {}", x.run, x.code, stops.join("; "))
+        })
+        .collect();
+    eprintln!(
+        "[{label}] stops as redlock-run and its guard decided them (signal to processes, ms \
+         before the validity deadline): {decisions:?}"
+    );
+    assert!(
+        late_decisions.is_empty(),
+        "[{label}] stops decided at or after the validity deadline: {late_decisions:?}"
+    );
     // The promise is that no process of the tree runs after the validity
     // deadline: the margin must be positive, not merely within the drift the
-    // keys' expiry adds.
-    // A section late by no more than a stall of the machine itself (the
-    // host stopped a CPU: see `Stalls`) or of its observer (which then could
-    // not date its end) is reported, not held to it; a few of them at most,
-    // or the run measured nothing.
+    // keys' expiry adds. A section seen gone late is reported, not held to
+    // it, only when a stall of a CPU where it ran covers the time from its
+    // last stop's signal to its end but the slack (see `Stalls`); a few of
+    // them at most, or the run measured nothing.
     let stalled: BTreeMap<u64, Stall> = o
         .records
         .iter()
@@ -1994,9 +2064,18 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
         .iter()
         .map(|(run, s)| format!("run {run}: {s}"))
         .collect();
+    let froze: Vec<String> = o
+        .records
+        .iter()
+        .filter(|x| !x.froze.is_empty())
+        .map(|x| {
+            let longest = x.froze.iter().map(|(a, b)| b - a).max().unwrap_or(0);
+            format!("run {}: {:.1} ms", x.run, longest as f64 / 1e6)
+        })
+        .collect();
     eprintln!(
         "[{label}] stopped trees gone after the validity deadline: {} of {}; late by a stall \
-         of the machine or of the observer: {stalled:?}",
+         of the machine: {stalled:?}; observers that stood still (no excuse): {froze:?}",
         late.len(),
         margins.len()
     );
@@ -2726,18 +2805,60 @@ fn replies_black_holed_after_set_applied() {
     assert_eq!(b.first().map(|x| x.1), Some(0), "contender after healing");
 }
 
-/// A command that ignores SIGTERM can only be ended by the SIGKILL. That
-/// used to be scheduled at the validity deadline itself, so the group
-/// vanished after the deadline by the supervisor's wake-up latency; it now
-/// goes out a guard before it (`redlock::kill_guard`). Regression test: A
-/// (TERM-ignoring) loses every node to a black hole while the nodes stay up
-/// for B, and A's group must be gone before the deadline every time. A run
-/// whose lateness a stall of the machine explains (`Stalls`) is reported and
-/// run again, up to four times; any other late run fails the test.
-#[test]
-fn term_ignoring_group_is_gone_before_the_validity_deadline() {
-    const HELD: usize = 8;
-    let _alone = alone();
+/// One TERM-ignoring run that lost its lock, as the harness saw it.
+struct Lost {
+    run: u64,
+    code: i32,
+    /// The signals redlock-run and its guard said they sent to its tree.
+    sent: Vec<Sent>,
+    /// Its group seen gone, against the validity deadline its `-vv` lines
+    /// give (ms, positive: before).
+    margin: f64,
+    /// For a group seen gone late: a stall of a CPU where it ran that
+    /// covers the time from its SIGKILL to its end (see `Stalls::excuse`).
+    excuse: Option<Stall>,
+    /// What the group's members were doing near the deadline, and what
+    /// redlock-run said: shown for a run that went wrong.
+    detail: String,
+}
+
+impl Lost {
+    /// The stops it decided at or after the validity deadline, judged with
+    /// no excuse at all.
+    fn late(&self) -> Vec<String> {
+        late_stops(&self.sent)
+    }
+
+    /// Everything wrong with it: a late stop, other than one SIGTERM line
+    /// and one SIGKILL line, a group seen gone after the deadline with no
+    /// stall of its CPUs to cover the kernel's part, an exit other than 76.
+    fn faults(&self) -> Vec<String> {
+        let mut faults = self.late();
+        let lines = |sig: &str| self.sent.iter().filter(|s| s.signal == sig).count();
+        if (lines("SIGTERM"), lines("SIGKILL")) != (1, 1) {
+            faults.push(format!(
+                "not one SIGTERM and one SIGKILL line: {:?}",
+                self.sent
+            ));
+        }
+        if self.margin <= 0.0 && self.excuse.is_none() {
+            faults.push(format!(
+                "group gone {:.1} ms after the deadline",
+                -self.margin
+            ));
+        }
+        if self.code != 76 {
+            faults.push(format!("exit {}", self.code));
+        }
+        faults
+    }
+}
+
+/// `runs` runs of A, a TERM-ignoring command that loses every node to a
+/// black hole while the nodes stay up for B, which waits for the lock; A
+/// gets `env` (a negative control's switch). Each run as the harness saw
+/// it, and the checker's report on all of them.
+fn term_ignoring_lost(runs: u64, env: &[(&str, &str)]) -> (Vec<Lost>, Report) {
     // The poll below dates the group's end: see `timely`.
     timely();
     let stalls = Stalls::watch();
@@ -2745,22 +2866,20 @@ fn term_ignoring_group_is_gone_before_the_validity_deadline() {
     let dir = tempdir();
     prepare(&dir);
     let ttl = Duration::from_millis(500);
-    let guard = kill_guard(ttl);
     let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
     let a_urls = proxied_urls(&proxies);
-    let mut margins = Vec::new();
-    let mut excused = Vec::new();
-    let mut late = Vec::new();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let mut lost = Vec::new();
     let mut ends = HashMap::new();
-    for i in 0..(HELD as u64 + 4) {
-        if margins.len() == HELD {
-            break;
-        }
+    for i in 0..runs {
         let run = 2 * i + 1;
         for p in &proxies {
             p.set_mode(Mode::Pass);
         }
-        let mut a = Proc::spawn(
+        let mut a = Proc::spawn_with(
             dir.path(),
             &[
                 args(&a_urls, 500, 50, &["-vv"]),
@@ -2770,6 +2889,7 @@ fn term_ignoring_group_is_gone_before_the_validity_deadline() {
                 ],
             ]
             .concat(),
+            &env,
         );
         let pgid = read_pid_file(&dir.join(format!("pid.{run}")), Duration::from_secs(10));
         let mut b = Proc::spawn(
@@ -2783,100 +2903,174 @@ fn term_ignoring_group_is_gone_before_the_validity_deadline() {
         for p in &proxies {
             p.set_mode(Mode::BlackHole);
         }
-        // Polled every millisecond: seen gone at most ~1 ms late. What the
-        // group's members were doing is sampled every 10 ms, for a late run.
-        let polling = Instant::now();
-        let group = Group::default();
-        let mut samples: VecDeque<(Instant, String)> = VecDeque::new();
-        let (gone, gone_ns) = loop {
-            if !group.alive(pgid) {
-                break (Instant::now(), realtime_ns());
-            }
-            if samples
-                .back()
-                .is_none_or(|(t, _)| t.elapsed() >= Duration::from_millis(10))
-            {
-                let members = group
-                    .members
-                    .borrow()
-                    .iter()
-                    .map(|&p| snapshot(p))
-                    .collect::<Vec<_>>();
-                if samples.len() == 20 {
-                    samples.pop_front();
-                }
-                samples.push_back((Instant::now(), members.join("; ")));
-            }
-            assert!(
-                polling.elapsed() < Duration::from_secs(5),
-                "TERM-ignoring group never killed"
-            );
-            thread::sleep(Duration::from_millis(1));
-        };
+        let (gone_ns, cpus, samples) = watch_group(pgid);
         let code = a.wait_code(Duration::from_secs(5)).expect("A hung");
         let b_code = b.wait_code(Duration::from_secs(10)).expect("B hung");
         ends.insert(run, gone_ns);
         ends.insert(run + 1, realtime_ns());
-        let (_, deadline) = lock_timeline(&a.stderr(), ttl);
-        let deadline = deadline.expect("no deadline in -vv output");
-        let margin = margin_ms(deadline, gone);
-        assert_eq!((code, b_code), (76, 0), "{}", a.stderr_text());
-        if margin > 0.0 {
-            margins.push(margin);
-        } else if let Some(stall) = stalls.excuse(instant_ns(deadline - guard), gone_ns) {
-            excused.push(format!("{margin:+.1} ms ({stall})"));
-        } else {
-            let seen: Vec<String> = samples
-                .iter()
-                .filter(|(t, _)| *t + guard + Duration::from_millis(20) >= deadline)
-                .map(|(t, m)| format!("  {:+.1} ms: {m}", -margin_ms(deadline, *t)))
-                .collect();
-            late.push(format!(
-                "run {run}: gone {:.1} ms after the deadline (longest stall around it: {:?}); \
-                 the group's members, against the deadline:\n{}\n{}",
-                -margin,
-                stalls.longest_within(instant_ns(deadline - guard), gone_ns),
-                seen.join("\n"),
-                a.stderr_text()
-            ));
-            margins.push(margin);
-        }
-    }
-    let r = read_outcome(&dir, &ends);
-    eprintln!(
-        "TERM-ignoring group vs validity deadline (ttl 500ms, drift {:?}): margins {:?} ms; \
-         {} overlaps; runs a stall of the machine made late (stalls watched: {}): {excused:?}",
-        drift(ttl),
-        margins
+        assert!(a.drain(Duration::from_secs(5)), "A's stderr stayed open");
+        let lines = a.stderr();
+        let deadline = instant_ns(
+            lock_timeline(&lines, ttl)
+                .1
+                .expect("no deadline in -vv output"),
+        );
+        let sent = sent(&lines);
+        let margin = margin_ns_ms(deadline, gone_ns);
+        let excuse = sent
             .iter()
-            .map(|m| format!("{m:+.1}"))
-            .collect::<Vec<_>>(),
-        r.overlaps.len(),
-        stalls.watching
-    );
-    for o in &r.overlaps {
-        eprintln!("TERM-ignoring group: OVERLAP {o}");
+            .rev()
+            .find(|s| s.signal == "SIGKILL")
+            .filter(|_| margin <= 0.0)
+            .and_then(|kill| {
+                stalls.excuse(deadline - (kill.lead_ms * 1e6) as i128, gone_ns, &cpus)
+            });
+        assert_eq!(b_code, 0, "B\n{}", b.stderr_text());
+        let seen: Vec<String> = samples
+            .iter()
+            .map(|(t, m)| format!("  {:+.1} ms: {m}", margin_ns_ms(*t, deadline)))
+            .collect();
+        lost.push(Lost {
+            run,
+            code,
+            sent,
+            margin,
+            excuse,
+            detail: format!("{}\n{}", seen.join("\n"), a.stderr_text()),
+        });
     }
+    (lost, read_outcome(&dir, &ends))
+}
+
+/// Polls process group `pgid` every millisecond until none of it can run:
+/// when (realtime ns), the CPUs its members last ran on, and what they were
+/// doing the last 200 ms (sampled every 10 ms).
+fn watch_group(pgid: i32) -> (i128, Vec<usize>, VecDeque<(i128, String)>) {
+    let polling = Instant::now();
+    let group = Group::default();
+    let mut samples: VecDeque<(i128, String)> = VecDeque::new();
+    let mut cpus = Vec::new();
+    loop {
+        if !group.alive(pgid) {
+            return (realtime_ns(), cpus, samples);
+        }
+        let members = group.members.borrow().clone();
+        let on: Vec<usize> = members.iter().flat_map(|&m| last_cpus(m)).collect();
+        if !on.is_empty() {
+            cpus = on;
+        }
+        if samples
+            .back()
+            .is_none_or(|(t, _)| realtime_ns() - t >= 10_000_000)
+        {
+            let now: Vec<String> = members.iter().map(|&p| snapshot(p)).collect();
+            if samples.len() == 20 {
+                samples.pop_front();
+            }
+            samples.push_back((realtime_ns(), now.join("; ")));
+        }
+        assert!(
+            polling.elapsed() < Duration::from_secs(5),
+            "TERM-ignoring group never killed"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A command that ignores SIGTERM can only be ended by the SIGKILL, which
+/// goes out a kill guard before the validity deadline
+/// (`redlock::kill_guard`). A (TERM-ignoring) loses every node to a black
+/// hole while the nodes stay up for B. Each of 8 runs is judged where the
+/// program decided: `-vv` says one SIGTERM and one SIGKILL, each before the
+/// deadline, with no excuse; and the group, seen gone, is gone before the
+/// deadline, unless a stall of a CPU where it ran covers the kernel's part
+/// (from the SIGKILL to its end) but the slack. No run is run again.
+#[test]
+fn term_ignoring_group_is_gone_before_the_validity_deadline() {
+    let _alone = alone();
+    let (lost, r) = term_ignoring_lost(8, &[]);
+    let said: Vec<String> = lost
+        .iter()
+        .map(|l| {
+            let sent: Vec<String> = l.sent.iter().map(|s| s.to_string()).collect();
+            format!(
+                "run {}: [{}], group gone {:+.1} ms",
+                l.run,
+                sent.join("; "),
+                l.margin
+            )
+        })
+        .collect();
+    eprintln!(
+        "TERM-ignoring group vs validity deadline (ttl 500ms, drift {:?}; the signals as \
+         redlock-run said them, ms before the deadline): {said:#?}; {} overlaps; groups a \
+         stall made late: {:?}",
+        drift(Duration::from_millis(500)),
+        r.overlaps.len(),
+        lost.iter()
+            .filter_map(|l| l.excuse.map(|s| format!("run {}: {s}", l.run)))
+            .collect::<Vec<_>>()
+    );
     assert!(r.overlaps.is_empty(), "{:?}", r.overlaps);
+    let wrong: Vec<String> = lost
+        .iter()
+        .filter(|l| !l.faults().is_empty())
+        .map(|l| format!("run {}: {:?}\n{}", l.run, l.faults(), l.detail))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert!(
-        late.is_empty(),
-        "the group outlived the validity deadline: {margins:?}\n{}",
-        late.join("\n")
+        lost.iter().filter(|l| l.excuse.is_some()).count() <= 2,
+        "the machine stalled too often to measure"
     );
-    assert_eq!(
-        margins.len(),
-        HELD,
-        "the machine stalled in {} runs: too few measured",
-        excused.len()
+}
+
+/// A negative control for every test that judges a stop: a test build whose
+/// SIGKILL is planted where `plant` says (`REDLOCK_TEST_KILL_GUARD`,
+/// milliseconds before the deadline, negative: after). Each of 4
+/// TERM-ignoring runs must be caught by the check on the program's own
+/// decision, which no stall can excuse.
+fn a_late_kill_is_caught_on_every_run(plant: &str) {
+    let (lost, _) = term_ignoring_lost(4, &[("REDLOCK_TEST_KILL_GUARD", plant)]);
+    for l in &lost {
+        eprintln!(
+            "negative control (kill planted at {plant} ms): run {}: {:?}, caught: {:?}",
+            l.run,
+            l.sent.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            l.late()
+        );
+    }
+    let missed: Vec<String> = lost
+        .iter()
+        .filter(|l| l.late().is_empty())
+        .map(|l| format!("run {}: {}", l.run, l.detail))
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "a kill planted at {plant} ms was not caught:\n{}",
+        missed.join("\n")
     );
+}
+
+/// The kill guard set to zero: SIGKILL at the deadline itself.
+#[test]
+fn negative_control_a_kill_at_the_deadline_is_caught_on_every_run() {
+    a_late_kill_is_caught_on_every_run("0");
+}
+
+/// SIGKILL planned 1 ms after the deadline.
+#[test]
+fn negative_control_a_kill_1ms_after_the_deadline_is_caught_on_every_run() {
+    a_late_kill_is_caught_on_every_run("-1");
 }
 
 /// The stall watcher sees a CPU taken from it: a thread above it in real
 /// time, pinned to one CPU, spins there for 80 ms (as a host that stops
 /// the virtual CPU would take it), and the watcher of that CPU reports a
-/// stall that long, and so excuses a kill due at its start and seen at its
-/// end, but not one seen 30 ms after it ended. Not root (no real time): it
-/// watches nothing, so it excuses nothing.
+/// stall that long, and so excuses a tree that ran there, signalled at its
+/// start and seen gone at its end, but not one that ran on another CPU, nor
+/// one seen gone 30 ms after it ended. Not root (no real time): it watches
+/// nothing, so it excuses nothing, and this check is said to be skipped
+/// (and fails under `CI=true`).
 #[test]
 fn the_stall_watcher_sees_a_cpu_taken_from_it() {
     let _alone = alone();
@@ -2887,7 +3081,10 @@ fn the_stall_watcher_sees_a_cpu_taken_from_it() {
             !stalls.watching,
             "a watcher without real time would see the scheduler"
         );
-        eprintln!("not root: no real time, so no stall is watched or excused");
+        not_run(
+            "safety::the_stall_watcher_sees_a_cpu_taken_from_it",
+            "not root: no real time, so no stall is watched or excused",
+        );
         return;
     }
     assert!(
@@ -2921,10 +3118,14 @@ fn the_stall_watcher_sees_a_cpu_taken_from_it() {
     let stall = stalls.longest_within(from, to).expect("no stall seen");
     assert_eq!(stall.cpu, Some(0), "{stall:?}");
     assert!(stall.length() >= Duration::from_millis(75), "{stall:?}");
-    assert!(stalls.excuse(from, to).is_some(), "{stall:?}");
+    assert!(stalls.excuse(from, to, &[0]).is_some(), "{stall:?}");
     assert!(
-        stalls.excuse(from, to + 30_000_000).is_none(),
-        "a kill 30 ms after the stall is late on its own: {stall:?}"
+        stalls.excuse(from, to, &[1]).is_none(),
+        "a stall of CPU 0 does not keep a tree on CPU 1 from dying: {stall:?}"
+    );
+    assert!(
+        stalls.excuse(from, to + 30_000_000, &[0]).is_none(),
+        "a tree gone 30 ms after the stall is late on its own: {stall:?}"
     );
     eprintln!("stall watcher: {stall:?}, {:.1?}", stall.length());
 }

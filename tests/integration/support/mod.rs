@@ -293,6 +293,43 @@ pub fn process_state(pid: i32) -> Option<char> {
     rest.split_whitespace().next()?.chars().next()
 }
 
+/// The CPU each live thread of `pid` last ran on (field 39 of
+/// `/proc/PID/task/TID/stat`): where a stall could have kept it from dying
+/// (see `stalls::Stalls::excuse`).
+pub fn last_cpus(pid: i32) -> Vec<usize> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut cpus: Vec<usize> = tasks
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let stat = fs::read_to_string(e.path().join("stat")).ok()?;
+            // After the command name, field 39 is the 37th.
+            stat[stat.rfind(')')? + 1..]
+                .split_whitespace()
+                .nth(36)?
+                .parse()
+                .ok()
+        })
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    cpus
+}
+
+/// A check that cannot run here (it needs root, or real-time priority):
+/// said by name, straight to stderr past the harness's capture, so that a
+/// run that skipped it shows it; under `CI=true` (CI runs as root, where
+/// everything can run) it fails instead.
+pub fn not_run(check: &str, why: &str) {
+    let line = format!("{check}: SKIPPED: {why}");
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{line}, and CI=true: in CI every check must run"
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
+}
+
 /// Parent pid of `pid` from `/proc/PID/stat`.
 pub fn parent_pid(pid: i32) -> Option<i32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

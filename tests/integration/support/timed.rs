@@ -232,3 +232,106 @@ pub fn lock_timeline(
     }
     (acquire, deadline)
 }
+
+/// A signal redlock-run (or its guard) sent to the command's tree, as its
+/// `-vv` line says: "sent SIGKILL to 3 processes, 49.8 ms before the
+/// validity deadline" (or "the guard sent ...", "... after the ...").
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sent {
+    pub by_guard: bool,
+    pub signal: String,
+    pub processes: usize,
+    /// How long before the deadline, by the program's own clock (negative:
+    /// after it).
+    pub lead_ms: f64,
+    /// When the line arrived: the signal had gone out before.
+    pub arrived: Instant,
+}
+
+impl Sent {
+    /// A signal that stops the tree (not one passed on, not SIGCONT).
+    pub fn stops(&self) -> bool {
+        self.signal == "SIGTERM" || self.signal == "SIGKILL"
+    }
+}
+
+impl std::fmt::Display for Sent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}{} to {}, {:+.1} ms",
+            if self.by_guard { "the guard's " } else { "" },
+            self.signal,
+            self.processes,
+            self.lead_ms
+        )
+    }
+}
+
+/// Every signal line in `lines`.
+pub fn sent(lines: &[(Instant, String)]) -> Vec<Sent> {
+    lines
+        .iter()
+        .filter_map(|(t, l)| parse_sent(l.strip_prefix("redlock-run: ")?, *t))
+        .collect()
+}
+
+fn parse_sent(line: &str, arrived: Instant) -> Option<Sent> {
+    let (by_guard, rest) = match line.strip_prefix("the guard sent ") {
+        Some(rest) => (true, rest),
+        None => (false, line.strip_prefix("sent ")?),
+    };
+    let (signal, rest) = rest.split_once(' ')?;
+    let rest = rest.strip_prefix("(then SIGCONT) ").unwrap_or(rest);
+    let (count, rest) = rest.strip_prefix("to ")?.split_once(' ')?;
+    let (_, rest) = rest.split_once(", ")?;
+    let (ms, rest) = rest.split_once(" ms ")?;
+    let ms: f64 = ms.parse().ok()?;
+    let lead_ms = match rest {
+        "before the validity deadline" => ms,
+        "after the validity deadline" => -ms,
+        _ => return None,
+    };
+    Some(Sent {
+        by_guard,
+        signal: signal.to_string(),
+        processes: count.parse().ok()?,
+        lead_ms,
+        arrived,
+    })
+}
+
+/// The stops (SIGTERM, SIGKILL) in `sent` that did not go out before the
+/// validity deadline: the program's own decision, judged with no excuse.
+pub fn late_stops(sent: &[Sent]) -> Vec<String> {
+    sent.iter()
+        .filter(|s| s.stops() && s.lead_ms <= 0.0)
+        .map(|s| format!("{s}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_lines_read_back() {
+        let now = Instant::now();
+        let lines = vec![
+            (now, "redlock-run: sent SIGTERM (then SIGCONT) to 2 processes, 216.0 ms before the validity deadline".to_string()),
+            (now, "redlock-run: the guard sent SIGKILL to 1 process, 0.3 ms after the validity deadline".to_string()),
+            (now, "redlock-run: sent SIGKILL somewhere".to_string()),
+        ];
+        let got = sent(&lines);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(
+            (got[0].signal.as_str(), got[0].processes, got[0].lead_ms),
+            ("SIGTERM", 2, 216.0)
+        );
+        assert!(got[1].by_guard && got[1].lead_ms == -0.3);
+        assert_eq!(
+            late_stops(&got),
+            vec!["the guard's SIGKILL to 1, -0.3 ms".to_string()]
+        );
+    }
+}
