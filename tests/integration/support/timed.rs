@@ -12,22 +12,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::cmd::{BIN, child_rules};
 use super::{send_signal, wait_until};
 
-/// Makes the calling thread a real-time one (SCHED_FIFO) where that is
-/// allowed (root, as in CI), so that what it observes (a process seen gone, a
-/// log line's arrival) is dated within its poll period even while the rest of
-/// the suite keeps both cores busy; a thread of the normal policy can wait
-/// tens of milliseconds for a CPU then, and an observer that late makes a
-/// timely kill look late. What it starts runs under the normal policy again
-/// (SCHED_RESET_ON_FORK): redlock-run itself is measured as users run it.
-/// Elsewhere it does nothing and says false.
-pub fn timely() -> bool {
-    let param = libc::sched_param { sched_priority: 10 };
-    // SAFETY: this thread's policy, a valid parameter block.
-    unsafe {
-        libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) == 0
-    }
-}
-
 /// A `redlock-run` whose stderr lines are timestamped as they arrive.
 pub struct Proc {
     pub child: Child,
@@ -74,7 +58,6 @@ impl Proc {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let (out, sink) = (child.stderr.take().expect("piped"), Arc::clone(&lines));
         let reader = thread::spawn(move || {
-            timely();
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
                 let now = Instant::now();
