@@ -243,6 +243,7 @@ fn whole_tree(wrapper: i32) -> Vec<i32> {
 
 #[test]
 fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
+    let _timing = crate::support::room::timing();
     let cluster = Cluster::new(3);
     let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
     let urls = proxied_urls(&proxies);
@@ -346,6 +347,7 @@ fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
 
 #[test]
 fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
+    let _timing = crate::support::room::timing();
     let node = RedisNode::start();
     let mut times = Vec::new();
     for i in 0..50 {

@@ -43,10 +43,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::support::room::{Room, Seat};
 use crate::support::stalls::{Seen, Stall, Stalls};
 use crate::support::timed::{
-    Proc, Sent, drift, instant_ns, late_stops, lock_timeline, margin_ms, margin_ns_ms, realtime_ns,
-    sent,
+    Proc, Sent, drift, instant_ns, late_stops, lock_timeline, margin_ns_ms, realtime_ns, sent,
 };
 use crate::support::{
     Cluster, FaultProxy, Mode, TempDir, can_run, kill_if_alive, last_cpus, look, not_run,
@@ -679,18 +679,22 @@ fn snapshot(pid: i32) -> String {
 // The workload
 // ---------------------------------------------------------------------------
 
-/// Shared by the workloads, held alone by each test here that dates a kill
-/// against a deadline, so that no such test runs beside a workload: a
-/// workload keeps both cores busy, and a kill that waited tens of
-/// milliseconds for a CPU there would be the host's doing, not redlock-run's.
-static HEAVY: std::sync::RwLock<()> = std::sync::RwLock::new(());
+/// Workloads three at a time, a full one (8 workers, the fault schedule)
+/// taking two shares and a negative control's (4 workers) one: each keeps
+/// about half a core busy, and more beside the rest of the suite starved the
+/// runs they watch. A test here whose tree's end is dated against a
+/// deadline by the harness takes it all, beside no workload: a tree that
+/// waited tens of milliseconds for a CPU there would be the host's doing,
+/// not redlock-run's. Each is a timing test too (`room::timing`).
+static HEAVY: Room = Room::new(6);
 
-fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
-    HEAVY.write().unwrap_or_else(|p| p.into_inner())
+fn alone() -> (Seat, Seat) {
+    (HEAVY.alone(), crate::support::room::timing())
 }
 
-fn beside_others() -> std::sync::RwLockReadGuard<'static, ()> {
-    HEAVY.read().unwrap_or_else(|p| p.into_inner())
+fn beside_others(settings: &Settings) -> (Seat, Seat) {
+    let share = if settings.workers >= 8 { 2 } else { 1 };
+    (HEAVY.take(share), crate::support::room::timing())
 }
 
 /// How soon after a SIGKILLed redlock-run has died its guard must have
@@ -1580,7 +1584,7 @@ fn special(
 }
 
 fn run_workload(settings: &Settings) -> Outcome {
-    let _load = beside_others();
+    let _load = beside_others(settings);
     let mut cluster = Cluster::new(settings.nodes);
     let dir = tempdir();
     fs::write(dir.join("counter"), "0\n").expect("counter");
@@ -2662,7 +2666,7 @@ fn negative_control_wrapper_stopped_past_ttl() {
 /// either way the checker must find no overlap.
 #[test]
 fn acquire_frozen_near_and_past_the_ttl() {
-    let _alone = alone();
+    let _seat = (HEAVY.take(1), crate::support::room::timing());
     let cluster = Cluster::new(3);
     let dir = tempdir();
     prepare(&dir);
@@ -2692,7 +2696,10 @@ fn acquire_frozen_near_and_past_the_ttl() {
             .concat(),
         );
         let connected = wait_until_every(Duration::from_secs(5), Duration::from_millis(1), || {
-            proxies.iter().zip(&accepted).all(|(p, &n)| p.accepted() > n)
+            proxies
+                .iter()
+                .zip(&accepted)
+                .all(|(p, &n)| p.accepted() > n)
         });
         assert!(connected, "A never connected\n{}", a.stderr_text());
         thread::sleep(Duration::from_millis(10));
@@ -2850,13 +2857,30 @@ impl Lost {
         late_stops(&self.sent)
     }
 
-    /// Everything wrong with it: a late stop, other than one SIGTERM line
-    /// and one SIGKILL line, a group seen gone after the deadline with no
-    /// stall of its CPUs to cover the kernel's part, an exit other than 76.
+    /// Everything wrong with it: a late stop; other than one SIGTERM line
+    /// and one SIGKILL line (from redlock-run, or, where its own came a
+    /// fifth of the guard late, its guard's backstop beside or instead of
+    /// it, each process killed once: together they reach what the SIGTERM
+    /// did); a group seen gone after the deadline with no stall of its CPUs
+    /// to cover the kernel's part; an exit other than 76.
     fn faults(&self) -> Vec<String> {
         let mut faults = self.late();
-        let lines = |sig: &str| self.sent.iter().filter(|s| s.signal == sig).count();
-        if (lines("SIGTERM"), lines("SIGKILL")) != (1, 1) {
+        let of = |sig: &str, guard: bool| {
+            let lines: Vec<&Sent> = self
+                .sent
+                .iter()
+                .filter(|s| s.signal == sig && s.by_guard == guard)
+                .collect();
+            (
+                lines.len(),
+                lines.iter().map(|s| s.processes).sum::<usize>(),
+            )
+        };
+        let (term, reached) = of("SIGTERM", false);
+        let (kill, killed) = of("SIGKILL", false);
+        let (backstop, also) = of("SIGKILL", true);
+        let one_kill = kill <= 1 && backstop <= 1 && kill + backstop >= 1;
+        if term != 1 || !one_kill || killed + also != reached {
             faults.push(format!(
                 "not one SIGTERM and one SIGKILL line: {:?}",
                 self.sent
@@ -2898,10 +2922,12 @@ fn term_ignoring_lost(runs: u64, env: &[(&str, &str)]) -> (Vec<Lost>, Report) {
         for p in &proxies {
             p.set_mode(Mode::Pass);
         }
+        // -w: a first round slower than the 50 ms node timeout (a busy
+        // machine, the proxies' threads) is tried again, not a failed run.
         let mut a = Proc::spawn_with(
             dir.path(),
             &[
-                args(&a_urls, 500, 50, &["-vv"]),
+                args(&a_urls, 500, 50, &["-vv", "-w", "3s"]),
                 vec![
                     "-c".into(),
                     script(run, Kind::IgnoresTerm, Shape::InCommand),
@@ -2910,7 +2936,20 @@ fn term_ignoring_lost(runs: u64, env: &[(&str, &str)]) -> (Vec<Lost>, Report) {
             .concat(),
             &env,
         );
-        let pgid = read_pid_file(&dir.join(format!("pid.{run}")), Duration::from_secs(10));
+        let pid_file = dir.join(format!("pid.{run}"));
+        let started = wait_until(Duration::from_secs(10), || {
+            fs::read_to_string(&pid_file).is_ok_and(|s| s.trim().parse::<i32>().is_ok())
+                || a.try_code().is_some()
+        });
+        if !started || a.try_code().is_some() {
+            let code = a.try_code();
+            a.drain(Duration::from_secs(5));
+            panic!(
+                "A's command did not start (exit {code:?})\n{}",
+                a.stderr_text()
+            );
+        }
+        let pgid = read_pid_file(&pid_file, Duration::from_secs(1));
         let mut b = Proc::spawn(
             dir.path(),
             &[
@@ -3151,18 +3190,21 @@ fn the_stall_watcher_sees_a_cpu_taken_from_it() {
 
 /// The SIGKILL for a command that ignores SIGTERM goes out a kill guard
 /// before the validity deadline, and the guard is TTL/10 within 50 ms..2 s:
-/// 50 ms (not 40) for a 400 ms TTL, 200 ms for 2 s, and (as the program
-/// states it in its schedule check) 2 s, not 3, for 30 s.
+/// 50 ms (not 40) for a 400 ms TTL, 100 ms for 1 s, and (as the program
+/// states it in its schedule check) 2 s, not 3, for 30 s. Judged where the
+/// program decided, by its own clock (its `-vv` line), so it needs no quiet
+/// machine: a busy one only delays the kill's wake-up, which the best of
+/// three allows for.
 #[test]
 fn the_kill_guard_is_a_tenth_of_the_ttl_within_50ms_and_2s() {
-    let _alone = alone();
+    let _timing = crate::support::room::timing();
     let cluster = Cluster::new(3);
     let dir = tempdir();
     prepare(&dir);
     let urls = cluster.urls();
     let mut run = 0;
     let mut figures = Vec::new();
-    for (ttl_ms, nt_ms, guard_ms) in [(400u64, 30u64, 50.0), (2000, 100, 200.0)] {
+    for (ttl_ms, nt_ms, guard_ms) in [(400u64, 30u64, 50.0), (1000, 100, 100.0)] {
         let ttl = Duration::from_millis(ttl_ms);
         let mut margins = Vec::new();
         for _ in 0..3 {
@@ -3192,7 +3234,6 @@ fn the_kill_guard_is_a_tenth_of_the_ttl_within_50ms_and_2s() {
             let seen = wait_until_every(Duration::from_secs(5), Duration::from_millis(1), || {
                 !group.alive(pgid)
             });
-            let gone = Instant::now();
             let code = a.wait_code(Duration::from_secs(5));
             for node in cluster.iter() {
                 node.cont();
@@ -3204,24 +3245,26 @@ fn the_kill_guard_is_a_tenth_of_the_ttl_within_50ms_and_2s() {
                 a.stderr_text()
             );
             assert_eq!(code, Some(76), "{}", a.stderr_text());
-            let deadline = lock_timeline(&a.stderr(), ttl)
-                .1
-                .expect("no deadline in -vv output");
-            margins.push(margin_ms(deadline, gone));
+            assert!(a.drain(Duration::from_secs(5)), "its stderr stayed open");
+            let kill = sent(&a.stderr())
+                .into_iter()
+                .find(|s| s.signal == "SIGKILL")
+                .unwrap_or_else(|| panic!("no SIGKILL line\n{}", a.stderr_text()));
+            margins.push(kill.lead_ms);
             // The stale key the unreachable release left: this run is over.
             for node in cluster.iter() {
                 let _: () = node.cmd(&redis::cmd("FLUSHALL"));
             }
         }
         figures.push(format!("ttl {ttl:?}: {margins:.1?} ms"));
-        // The kill goes out at deadline - guard, and the group is seen gone
-        // a wake-up, a kill and a 1 ms poll later: never more than the guard
-        // before the deadline (10 ms allowed for the deadline's dating from
-        // log lines), and, at best of three, within 8 ms of it.
+        // The kill goes out at deadline - guard, a wake-up later: never more
+        // than the guard before the deadline (a tenth of a millisecond
+        // allowed for the line's rounding), and, at best of three, within
+        // 8 ms of it.
         let best = margins.iter().copied().fold(f64::MIN, f64::max);
         assert!(
-            margins.iter().all(|m| *m <= guard_ms + 10.0) && best >= guard_ms - 8.0,
-            "ttl {ttl:?}: group gone {margins:.1?} ms before the deadline, want about the \
+            margins.iter().all(|m| *m <= guard_ms + 0.1) && best >= guard_ms - 8.0,
+            "ttl {ttl:?}: SIGKILL {margins:.1?} ms before the deadline, want about the \
              {guard_ms} ms guard"
         );
     }
@@ -3234,7 +3277,7 @@ fn the_kill_guard_is_a_tenth_of_the_ttl_within_50ms_and_2s() {
         out.stderr.contains("drift - 2s kill guard"),
         "a 30 s TTL's kill guard should be 2 s\n{out}"
     );
-    eprintln!("kill guard: tree gone before the deadline by {figures:?}");
+    eprintln!("kill guard: SIGKILL before the deadline by {figures:?}");
 }
 
 /// A group kill aimed at redlock-run (a CI runner ending its job's process

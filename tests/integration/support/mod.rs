@@ -27,6 +27,7 @@ pub mod fake;
 pub mod http;
 pub mod proxy;
 pub mod redis_node;
+pub mod room;
 pub mod sentinel;
 pub mod stalls;
 pub mod timed;
