@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::cmd::BIN;
 use crate::support::stalls::Stalls;
-use crate::support::timed::{Proc, instant_ns, late_stops, lock_timeline, margin_ms, sent};
+use crate::support::timed::{Proc, instant_ns, late_stops, lock_timeline, margin_ms, sent, timely};
 use crate::support::{
     Cluster, FaultProxy, Mode, RedisNode, TempDir, Test, can_run, child_pids, descendant_pids,
     kill_if_alive, last_cpus, lock_key, parent_pid, pid_alive, process_name, process_state,
@@ -202,6 +202,16 @@ fn await_gone(pids: &[i32], limit: Duration) -> Option<Instant> {
 /// [`await_gone`], and the CPUs the last of them to die last ran on while
 /// seen alive: where a stall could have kept them from dying.
 fn await_gone_from(pids: &[i32], limit: Duration) -> Option<(Instant, Vec<usize>)> {
+    // It dates the tree's end: see `timely`.
+    let real_time = timely(true);
+    let seen = polled_gone(pids, limit);
+    if real_time {
+        timely(false);
+    }
+    seen
+}
+
+fn polled_gone(pids: &[i32], limit: Duration) -> Option<(Instant, Vec<usize>)> {
     let start = Instant::now();
     let mut cpus = Vec::new();
     loop {

@@ -47,6 +47,7 @@ use crate::support::room::{Room, Seat};
 use crate::support::stalls::{Seen, Stall, Stalls};
 use crate::support::timed::{
     Proc, Sent, drift, instant_ns, late_stops, lock_timeline, margin_ns_ms, realtime_ns, sent,
+    timely,
 };
 use crate::support::{
     Cluster, FaultProxy, Mode, TempDir, can_run, kill_if_alive, last_cpus, look, not_run,
@@ -1027,6 +1028,12 @@ fn one_run(
     // Where the section's processes last ran, while seen alive.
     let mut cpus: Vec<usize> = Vec::new();
     let mut observer_cpu: Option<usize> = None;
+    // When the section entered, and whether this observer has taken real
+    // time (see `timely`): only for a section that runs long enough to be
+    // stopped (a quarter of the TTL, before any stop can come) or that a
+    // special's signal has hit, until its end is seen.
+    let mut entered_at: Option<Instant> = None;
+    let mut real_time = false;
     let code = loop {
         let now = realtime_ns();
         if now - passed > FROZE.as_nanos() as i128 {
@@ -1042,6 +1049,7 @@ fn one_run(
                 .and_then(|s| s.trim().parse::<i32>().ok())
         {
             writer = Some(pid);
+            entered_at = Some(Instant::now());
             if let Some(tx) = entered {
                 let _ = tx.send(run);
             }
@@ -1051,6 +1059,14 @@ fn one_run(
         // it has its observation window widened by that scan (a clean-clone
         // CI run failed on an entry 3.9 ms inside a window that ended 16 ms
         // after redlock-run had reaped the tree and released).
+        if !real_time
+            && gone_at.is_none()
+            && (entered_at.is_some_and(|t| t.elapsed() >= ttl / 4)
+                || sigkilled.is_some()
+                || paused.is_some())
+        {
+            real_time = timely(true);
+        }
         if let Some(w) = writer
             && (shell_gone_ns.is_none()
                 || gone_at.is_none()
@@ -1215,6 +1231,9 @@ fn one_run(
             "run {run}: its stderr was still open 5 s after it exited:\n{}",
             p.stderr_text()
         ));
+    }
+    if real_time {
+        timely(false);
     }
     let lines = p.stderr();
     let (acquire, deadline) = lock_timeline(&lines, ttl);
@@ -3004,6 +3023,16 @@ fn term_ignoring_lost(runs: u64, env: &[(&str, &str)]) -> (Vec<Lost>, Report) {
 /// when (realtime ns), the CPUs its members last ran on, and what they were
 /// doing the last 200 ms (sampled every 10 ms).
 fn watch_group(pgid: i32) -> (i128, Vec<usize>, VecDeque<(i128, String)>) {
+    // It dates the group's end: see `timely`.
+    let real_time = timely(true);
+    let seen = watch_group_polling(pgid);
+    if real_time {
+        timely(false);
+    }
+    seen
+}
+
+fn watch_group_polling(pgid: i32) -> (i128, Vec<usize>, VecDeque<(i128, String)>) {
     let polling = Instant::now();
     let group = Group::default();
     let mut samples: VecDeque<(i128, String)> = VecDeque::new();

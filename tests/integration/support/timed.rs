@@ -12,6 +12,28 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::cmd::{BIN, child_rules};
 use super::{send_signal, wait_until};
 
+/// Puts the calling thread in real time (SCHED_FIFO, below the stall
+/// watchers) with `on`, or back to the normal policy, where that is allowed
+/// (root, as in CI; elsewhere it does nothing and says false). An observer
+/// takes it only for the moments it dates (a tree's end near its deadline):
+/// there a thread of the normal policy on a busy machine stood still for
+/// hundreds of milliseconds and saw a timely kill late; observers in real
+/// time all the time took the CPUs from what they watched and froze for a
+/// second at a time themselves. What it starts runs under the normal policy
+/// (SCHED_RESET_ON_FORK): redlock-run is measured as users run it.
+pub fn timely(on: bool) -> bool {
+    let (policy, priority) = if on {
+        (libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, 10)
+    } else {
+        (libc::SCHED_OTHER, 0)
+    };
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: this thread's policy, a valid parameter block.
+    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
+}
+
 /// A `redlock-run` whose stderr lines are timestamped as they arrive.
 pub struct Proc {
     pub child: Child,
