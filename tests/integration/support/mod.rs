@@ -199,6 +199,7 @@ impl Drop for TempDir {
 
 /// Creates a fresh, unique directory under `std::env::temp_dir()`.
 pub fn tempdir() -> TempDir {
+    room::running();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
