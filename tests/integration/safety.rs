@@ -2641,8 +2641,11 @@ fn negative_control_wrapper_stopped_past_ttl() {
     let mut a = Proc::spawn(
         dir.path(),
         &[
+            // Four TTLs: B, which waits for the key to expire and looks
+            // again within a second, must come in while it runs, however
+            // busy the machine (at 2.5 s, beside the suite, it once did not).
             args(&cluster.urls(), 1000, 100, &[]),
-            vec!["-c".into(), script(1, Kind::Slow(2500), Shape::InCommand)],
+            vec!["-c".into(), script(1, Kind::Slow(4000), Shape::InCommand)],
         ]
         .concat(),
     );
