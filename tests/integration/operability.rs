@@ -1274,15 +1274,11 @@ fn signals_sent_to_the_command_are_said_with_their_time_and_reported() {
     let cluster = Cluster::new(1);
     let dir = tempdir();
     let path = dir.join("lost.json");
-    let mut running = base(&cluster.urls(), "said", &dir)
-        .args([
-            "--ttl",
-            "500ms",
-            "--node-timeout",
-            "50ms",
-            "-vv",
-            "--report",
-        ])
+    // A 1 s TTL: the kill guard is 100 ms, and the guard's own SIGKILL, the
+    // backstop, comes 20 ms after redlock-run's, which has reached the tree
+    // by then however busy the machine.
+    let running = base(&cluster.urls(), "said", &dir)
+        .args(["--ttl", "1s", "--node-timeout", "100ms", "-vv", "--report"])
         .arg(&path)
         .args(["-c", "trap '' TERM; touch started; sleep 30"])
         .spawn();
