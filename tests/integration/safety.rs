@@ -648,8 +648,10 @@ fn this_cpu() -> Option<usize> {
 }
 
 /// What process `pid` is doing, for a run's samples: its state and wait
-/// channel, its CPU time, switches and vruntime so far (`/proc/PID/sched`),
-/// the top of its kernel stack (root only) and its scheduling group.
+/// channel, its CPU time, switches and vruntime so far (`/proc/PID/sched`)
+/// and its scheduling group. Not its kernel stack: an observer that read a
+/// dying process's `/proc/PID/stack` stood still 107 ms, across the very
+/// kill it was dating.
 fn snapshot(pid: i32) -> String {
     let read = |what: &str| fs::read_to_string(format!("/proc/{pid}/{what}")).unwrap_or_default();
     let sched = read("sched")
@@ -662,14 +664,8 @@ fn snapshot(pid: i32) -> String {
         .filter_map(|l| l.split_whitespace().last())
         .collect::<Vec<_>>()
         .join("/");
-    let stack = read("stack")
-        .lines()
-        .take(4)
-        .filter_map(|l| l.split_whitespace().last())
-        .collect::<Vec<_>>()
-        .join(",");
     format!(
-        "{pid}:{}:{} [{sched}] [{stack}] {}",
+        "{pid}:{}:{} [{sched}] {}",
         process_state(pid).unwrap_or('-'),
         read("wchan"),
         read("autogroup").trim()
