@@ -2368,12 +2368,14 @@ fn read_outcome(dir: &TempDir, ends: &HashMap<u64, i128>) -> Report {
     check(&history, counter, &ends)
 }
 
-/// A contender loop: `-w` runs of the normal command until `until` (at least one).
+/// A contender loop: `-w` runs of the normal command until `until` (at least
+/// one), and on (for 30 s more at most) until the history holds
+/// `sections` critical sections: a busy machine runs fewer a second.
 fn contend(
     dir: &TempDir,
     urls: &str,
     first_run: u64,
-    until: Instant,
+    (until, sections): (Instant, usize),
     extra: &[&str],
 ) -> Vec<(u64, i32, i128)> {
     let mut out = Vec::new();
@@ -2388,7 +2390,12 @@ fn contend(
             .expect("contender hung");
         out.push((run, code, realtime_ns()));
         run += 1;
-        if Instant::now() >= until {
+        let entered = || {
+            fs::read_to_string(dir.join("history"))
+                .map_or(0, |h| h.lines().filter(|l| l.starts_with("enter ")).count())
+        };
+        let now = Instant::now();
+        if now >= until && (now >= until + Duration::from_secs(30) || entered() >= sections) {
             return out;
         }
     }
@@ -2529,7 +2536,7 @@ fn negative_control_different_prefixes() {
             .map(|w| {
                 let (dir, urls) = (&dir, &urls);
                 let prefix = if w % 2 == 0 { "a:" } else { "b:" };
-                s.spawn(move || contend(dir, urls, w * 10_000, until, &["--prefix", prefix]))
+                s.spawn(move || contend(dir, urls, w * 10_000, (until, 110), &["--prefix", prefix]))
             })
             .collect();
         handles
@@ -2736,7 +2743,9 @@ fn acquire_frozen_near_and_past_the_ttl() {
             let (dir, urls) = (&dir, cluster.urls());
             let until = frozen_at + frozen + ttl;
             thread::scope(|s| {
-                let h = s.spawn(move || contend(dir, &urls, 1000 * run, until, &[]));
+                // 33 more sections a freeze: 130 in all.
+                let sections = 33 * run as usize;
+                let h = s.spawn(move || contend(dir, &urls, 1000 * run, (until, sections), &[]));
                 thread::sleep(frozen.saturating_sub(frozen_at.elapsed()));
                 for p in &proxies {
                     p.set_mode(Mode::Pass);
@@ -2850,7 +2859,7 @@ fn replies_black_holed_after_set_applied() {
         applied,
         "the SET never reached the nodes: the scenario is void"
     );
-    let b = contend(&dir, &cluster.urls(), 100, Instant::now(), &[]);
+    let b = contend(&dir, &cluster.urls(), 100, (Instant::now(), 0), &[]);
     assert_eq!(b.first().map(|x| x.1), Some(0), "contender after healing");
 }
 
