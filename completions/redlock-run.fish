@@ -69,7 +69,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s s -l shared -d 
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fence -d 'Give the command REDLOCK_FENCING_TOKEN, a number greater than every earlier holder\'s'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l durable -d 'Count a node\'s vote (the lock, each extension) only once the node has it on disk: WAITAOF where the server has it (Redis 7.2, Valkey), else appendfsync always; a node that can prove neither gives no vote'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print nothing when the lock is busy (cron mails any output)'
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Say more on stderr: -v each attempt node by node, heartbeats, decisions and waits; -vv releases and backoff too'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Say more on stderr: -v each attempt node by node, heartbeats, decisions and waits; -vv releases, backoff and each signal sent to the command (and when, against the lock\'s deadline) too'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l ping-busy -d 'With --ping: a run that finds the lock busy (or its --once-per window used) sends URL/log saying who holds it'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s V -l version -d 'Print version'

@@ -754,7 +754,8 @@ pub struct Cli {
     pub(crate) quiet: bool,
 
     /// Say more on stderr: -v each attempt node by node, heartbeats, decisions and waits; -vv
-    /// releases and backoff too
+    /// releases, backoff and each signal sent to the command (and when, against the lock's
+    /// deadline) too
     #[arg(short, long, action = ArgAction::Count)]
     pub(crate) verbose: u8,
 

@@ -104,6 +104,14 @@ impl Entry {
     }
 }
 
+#[cfg(test)]
+impl Entry {
+    /// What the text form says.
+    pub(crate) fn message(&self) -> &str {
+        &self.msg
+    }
+}
+
 impl From<String> for Entry {
     fn from(msg: String) -> Self {
         ev("message", msg)

@@ -36,9 +36,39 @@ pub(crate) struct Stats {
     /// The line that said why the command did not run (the lock busy, and
     /// by whom; fewer than a quorum): for the pings' summary.
     pub why_not: Mutex<Option<String>>,
+    /// Every signal sent to the command's process tree, in order.
+    pub signals: Mutex<Vec<Signal>>,
+}
+
+/// One signal sent to the command's process tree: by whom, which, to how
+/// many processes, and how long before the lock's validity deadline it had
+/// gone out (negative: after it).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Signal {
+    /// `redlock-run`, or `guard` (its kill at the deadline in redlock-run's
+    /// place).
+    pub by: &'static str,
+    pub signal: String,
+    pub processes: usize,
+    /// To the microsecond.
+    #[serde(serialize_with = "micros")]
+    pub before_deadline_ms: f64,
+}
+
+/// Milliseconds to the microsecond, never a float's noise.
+fn micros<S: serde::Serializer>(ms: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((ms * 1000.0).round() / 1000.0)
 }
 
 impl Stats {
+    /// Adds `sent` to the signals the run sent.
+    pub fn note_signals(&self, sent: impl IntoIterator<Item = Signal>) {
+        self.signals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(sent);
+    }
+
     /// Keeps `line` as the reason the command did not run.
     pub(crate) fn not_run_because(&self, line: &str) {
         *self.why_not.lock().unwrap_or_else(|p| p.into_inner()) = Some(line.to_string());
@@ -76,6 +106,8 @@ struct Report<'a> {
     /// The signal's number with `"outcome": "signal"`, else null.
     signal: Option<i32>,
     attempts: u32,
+    /// Every signal sent to the command's tree.
+    signals_sent: Vec<Signal>,
     duration_ms: u64,
     log_lines_dropped: u64,
 }
@@ -195,6 +227,11 @@ fn with_report<T>(ended: &Ended, f: impl FnOnce(&Report) -> T) -> T {
             _ => None,
         },
         attempts: stats.attempts.load(Relaxed),
+        signals_sent: stats
+            .signals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone(),
         duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
         log_lines_dropped: log::dropped(),
     };
@@ -300,6 +337,7 @@ mod tests {
             exit_code: 0,
             signal: None,
             attempts: 1,
+            signals_sent: Vec::new(),
             duration_ms: 412_877,
             log_lines_dropped: 0,
         };
@@ -317,6 +355,20 @@ mod tests {
         assert!(text.contains(",\"signal\":15,"), "{text}");
         let back: serde_json::Value = serde_json::from_str(&text).expect("reads back");
         assert_eq!(back["host"], "we\"ird\nhost");
+        report.signals_sent = vec![Signal {
+            by: "guard",
+            signal: "SIGKILL".into(),
+            processes: 3,
+            before_deadline_ms: 49.800_000_4,
+        }];
+        let text = serde_json::to_string(&report).expect("JSON");
+        assert!(
+            text.contains(
+                ",\"signals_sent\":[{\"by\":\"guard\",\"signal\":\"SIGKILL\",\"processes\":3,\
+                 \"before_deadline_ms\":49.8}],"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

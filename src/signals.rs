@@ -29,6 +29,26 @@ pub(crate) const FORWARDED: [i32; 6] = [
     libc::SIGUSR2,
 ];
 
+/// A signal's name for messages (`SIGTERM`), or its number where it has no
+/// common one.
+pub fn name(sig: i32) -> String {
+    let known = [
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGQUIT, "SIGQUIT"),
+        (libc::SIGKILL, "SIGKILL"),
+        (libc::SIGUSR1, "SIGUSR1"),
+        (libc::SIGUSR2, "SIGUSR2"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGCONT, "SIGCONT"),
+        (libc::SIGSTOP, "SIGSTOP"),
+    ];
+    known
+        .iter()
+        .find(|(n, _)| *n == sig)
+        .map_or_else(|| format!("signal {sig}"), |(_, name)| (*name).to_string())
+}
+
 /// A set of signals, for a thread's mask or a signalfd.
 #[derive(Clone, Copy)]
 pub(crate) struct SigSet(libc::sigset_t);

@@ -21,13 +21,13 @@ use crate::clock::{self, Stamp};
 use crate::exit::Exit;
 use crate::lock::redlock;
 use crate::log::{Log, ev};
-use crate::process::Job;
 use crate::process::events::{Event, Events, Inbox};
 use crate::process::guard::{Guard, SpawnError};
 use crate::process::heartbeat::Heartbeat;
 use crate::process::spawn as child;
 use crate::process::supervise::{Supervised, Tree, supervise};
 use crate::process::tree;
+use crate::process::{Job, Signalled};
 use crate::report::Stats;
 use crate::text::os_message;
 
@@ -65,6 +65,8 @@ pub(crate) struct Ran {
     /// Processes of the command may still be alive: the lock must not be
     /// released.
     pub leftover: bool,
+    /// Every signal sent to the command's trees, attempt after attempt.
+    pub signals: Vec<Signalled>,
 }
 
 /// Runs the command, and again after a failure while --retry allows.
@@ -78,12 +80,14 @@ pub(crate) fn run_with_retries(
     let mut deadline = deadline;
     let mut attempts = 0u32;
     let mut leftover = false;
+    let mut signals = Vec::new();
     let exit = loop {
         let started = clock::now();
         let pid = match start(a, deadline) {
             Ok(pid) => pid,
             Err(not) => {
                 leftover = not.leftover;
+                signals.extend(not.signals);
                 break not.exit;
             }
         };
@@ -97,10 +101,12 @@ pub(crate) fn run_with_retries(
             Ok(end) => end,
             Err(not) => {
                 leftover = not.leftover;
+                signals.extend(not.signals);
                 break not.exit;
             }
         };
         deadline = end.deadline;
+        signals.extend_from_slice(&end.signals);
         if end.leftover {
             leftover = true;
             break end.exit;
@@ -118,6 +124,7 @@ pub(crate) fn run_with_retries(
         started_at,
         duration: first.elapsed(),
         leftover,
+        signals,
     }
 }
 
@@ -126,6 +133,40 @@ struct Unwatched {
     exit: Exit,
     /// Processes of it may still be alive.
     leftover: bool,
+    /// The SIGKILL that stopped what had started of it, if anything had.
+    signals: Vec<Signalled>,
+}
+
+impl Unwatched {
+    /// Nothing started, or nothing to say of it.
+    fn ended(exit: Exit) -> Unwatched {
+        Unwatched {
+            exit,
+            leftover: false,
+            signals: Vec::new(),
+        }
+    }
+
+    /// What `killed` stopped, sent by now, against `deadline`: noted, and
+    /// said at -vv.
+    fn killed(exit: Exit, killed: &tree::Killed, deadline: Stamp, log: &Log) -> Unwatched {
+        let sent = (killed.delivered > 0).then(|| {
+            let sent = Signalled::new(
+                false,
+                libc::SIGKILL,
+                killed.delivered,
+                deadline,
+                clock::now(),
+            );
+            log.debug(|| sent.entry(None));
+            sent
+        });
+        Unwatched {
+            exit,
+            leftover: !killed.empty,
+            signals: sent.into_iter().collect(),
+        }
+    }
 }
 
 /// Has the guard start the command; its pid.
@@ -139,10 +180,7 @@ fn start(a: &mut Attempts, deadline: Stamp) -> Result<libc::pid_t, Unwatched> {
                 a.config.program.describe(),
                 os_message(&e)
             ));
-            Err(Unwatched {
-                exit: child::exit_of_spawn_error(&e),
-                leftover: false,
-            })
+            Err(Unwatched::ended(child::exit_of_spawn_error(&e)))
         }
         Err(SpawnError::TooLate) => {
             a.log.error(format!(
@@ -151,10 +189,7 @@ fn start(a: &mut Attempts, deadline: Stamp) -> Result<libc::pid_t, Unwatched> {
                 a.config.name,
                 a.config.program.describe()
             ));
-            Err(Unwatched {
-                exit: Exit::Lost,
-                leftover: false,
-            })
+            Err(Unwatched::ended(Exit::Lost))
         }
         Err(SpawnError::Gone(why)) => {
             // It may have started the command before it died: whatever it
@@ -171,10 +206,12 @@ fn start(a: &mut Attempts, deadline: Stamp) -> Result<libc::pid_t, Unwatched> {
                     "some of its processes would not die: the lock is left to expire"
                 }
             ));
-            Err(Unwatched {
-                exit: Exit::Unavailable,
-                leftover: !killed.empty,
-            })
+            Err(Unwatched::killed(
+                Exit::Unavailable,
+                &killed,
+                deadline,
+                &a.log,
+            ))
         }
     }
 }
@@ -212,10 +249,12 @@ fn watch(
             // hold the lock blindly.
             let killed = tree::kill_all(a.guard.pid(), false, Some(Duration::from_secs(5)));
             a.log.error(format!("cannot watch the command: {e}"));
-            return Err(Unwatched {
-                exit: Exit::Unavailable,
-                leftover: !killed.empty,
-            });
+            return Err(Unwatched::killed(
+                Exit::Unavailable,
+                &killed,
+                deadline,
+                &a.log,
+            ));
         }
     };
     let mut tree = Tree {
@@ -367,6 +406,7 @@ mod tests {
             deadline: clock::now(),
             signalled,
             leftover: false,
+            signals: Vec::new(),
         }
     }
 

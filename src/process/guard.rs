@@ -37,7 +37,8 @@
 //! The guard enforces the lock's deadline too: every request to start the
 //! command carries the validity deadline, and redlock-run sends each new one
 //! after an extension. When `deadline - kill guard` passes with no newer one
-//! come, the guard SIGKILLs the tree itself, so a redlock-run that is stopped
+//! come (and a fifth of the kill guard more: see `Serving::new_deadline`),
+//! the guard SIGKILLs the tree itself, so a redlock-run that is stopped
 //! (SIGSTOP, a debugger) or wedged cannot keep the command running past the
 //! lock. Only a paused host (or a paused guard) can.
 //!
@@ -59,7 +60,7 @@ use rustix::io::Errno;
 use rustix::process::{Signal, WaitOptions};
 
 use crate::clock::{self, Stamp};
-use crate::process::{spawn, tree};
+use crate::process::{KillAt, spawn, tree};
 use crate::program::Program;
 use crate::signals::{self, How, SigSet};
 
@@ -73,9 +74,12 @@ pub(crate) enum Report {
     Empty,
     /// The guard itself went away before saying `Empty`.
     Gone,
-    /// The guard killed the tree at `deadline - kill guard`, no newer deadline
-    /// having come: the lock may be gone, whatever the command's status.
-    DeadlineKill,
+    /// The guard killed the tree at the deadline (see `Serving::new_deadline`),
+    /// no newer deadline having come: the lock may be gone, whatever the
+    /// command's status. How many processes its SIGKILL stopped (none when
+    /// redlock-run's own had done it), and how long before the deadline it
+    /// had gone out to them (ns; negative: after).
+    DeadlineKill { processes: usize, lead_ns: i64 },
     /// A process of the tree was stopped by the terminal (`sig`: SIGTSTP,
     /// SIGTTIN or SIGTTOU) and the guard has resumed the tree (terminal mode
     /// only).
@@ -105,8 +109,8 @@ pub(crate) struct Orders {
     /// More than one command may be started (--retry): the guard keeps the
     /// caller's stdio for them and waits for the next request after each.
     pub again: bool,
-    /// How long before the validity deadline the tree must be gone.
-    pub kill_guard: Duration,
+    /// When the tree must be gone, against the validity deadline.
+    pub kill: KillAt,
 }
 
 /// Why a command could not be started.
@@ -254,7 +258,7 @@ impl Guard {
     }
 
     /// Starts the command with `set` added to its environment; its pid. The
-    /// guard kills the tree by `deadline - kill guard` unless told of a newer
+    /// guard kills the tree by `deadline - 0.8 x kill guard` unless told of a newer
     /// deadline.
     pub(crate) fn spawn(
         &mut self,
@@ -319,7 +323,14 @@ pub(crate) fn read_report(pipe: &mut File) -> Report {
                 };
             }
             Ok((EMPTY, _)) => return Report::Empty,
-            Ok((DEADLINE_KILL, _)) => return Report::DeadlineKill,
+            Ok((DEADLINE_KILL, p)) => {
+                let processes = p.get(..4).map_or(0, |_| int(&p).max(0) as usize);
+                let lead_ns = p
+                    .get(4..12)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, i64::from_le_bytes);
+                return Report::DeadlineKill { processes, lead_ns };
+            }
             Ok((RESUMED, p)) => {
                 return Report::Resumed {
                     pid: int(&p),
@@ -447,9 +458,7 @@ impl Post {
     fn serve(&mut self, set: &[(String, String)], deadline: Option<Stamp>) {
         // Checked here, the last moment before the fork: the lock is only
         // as good as its deadline when the command starts.
-        if deadline
-            .is_some_and(|d| clock::now() >= d.checked_sub(self.orders.kill_guard).unwrap_or(d))
-        {
+        if deadline.is_some_and(|d| clock::now() >= self.orders.kill.due(d)) {
             // Unread only when redlock-run is gone; the control pipe's end
             // of file then ends the guard.
             let _ = write_frame(&mut self.report, TOO_LATE, &[]);
@@ -535,11 +544,17 @@ impl Post {
             Kill::First => {
                 // No newer deadline came: redlock-run is stopped or wedged,
                 // or its stop came too late. The lock may be gone now.
-                tree::signal_all(self.me, libc::SIGKILL);
+                let sent = tree::signal_all(self.me, libc::SIGKILL);
+                let lead = serving
+                    .deadline
+                    .map_or(0, |d| super::lead_ns(d, clock::now()));
                 // redlock-run exits 76 for it even when the command's own
                 // status looks like success (a leftover was what the guard
-                // stopped).
-                let _ = write_frame(&mut self.report, DEADLINE_KILL, &[]);
+                // stopped), and logs it.
+                let processes = u32::try_from(sent.delivered).unwrap_or(u32::MAX);
+                let mut p = processes.to_le_bytes().to_vec();
+                p.extend_from_slice(&lead.to_le_bytes());
+                let _ = write_frame(&mut self.report, DEADLINE_KILL, &p);
             }
             Kill::Again => {
                 tree::signal_all(self.me, libc::SIGKILL);
@@ -625,10 +640,12 @@ struct Resume {
 struct Serving {
     command: libc::pid_t,
     contain: bool,
-    kill_guard: Duration,
+    kill: KillAt,
     /// The command's wait status, once reaped.
     exited: Option<i32>,
-    /// When the tree is SIGKILLed unless a newer deadline comes.
+    /// The validity deadline redlock-run last sent, and when the tree is
+    /// SIGKILLed unless a newer one comes.
+    deadline: Option<Stamp>,
     kill_at: Option<Stamp>,
     killing: bool,
     /// Terminal mode: a job holding a lock cannot be suspended. The
@@ -651,8 +668,9 @@ impl Serving {
         let mut serving = Serving {
             command,
             contain: orders.contain,
-            kill_guard: orders.kill_guard,
+            kill: orders.kill,
             exited: None,
+            deadline: None,
             kill_at: None,
             killing: false,
             stop_seen: None,
@@ -667,9 +685,16 @@ impl Serving {
         serving
     }
 
-    /// The lock's validity deadline, as redlock-run last sent it.
+    /// The lock's validity deadline, as redlock-run last sent it. The guard
+    /// kills a fifth of the kill guard after redlock-run would: redlock-run's
+    /// own stop normally reaches the tree first (and the guard's SIGKILL then
+    /// passes the dying processes by), so that each process is killed once,
+    /// by one of them, and the log tells which; the guard is the backstop for
+    /// a redlock-run that stood still, four fifths of the guard before the
+    /// deadline.
     fn new_deadline(&mut self, deadline: Stamp) {
-        self.kill_at = Some(deadline.checked_sub(self.kill_guard).unwrap_or(deadline));
+        self.deadline = Some(deadline);
+        self.kill_at = Some(self.kill.due(deadline) + self.kill.before / BACKSTOP_LAG);
     }
 
     /// Whether this pass, at `now`, SIGKILLs the tree (contained only).
@@ -765,6 +790,11 @@ impl Serving {
         (r.empty && self.exited.is_some()).then_some(EMPTY)
     }
 }
+
+/// The guard's SIGKILL comes this fraction of the kill guard after
+/// redlock-run's (see `Serving::new_deadline`): 10 ms for the smallest
+/// guard, more than redlock-run's wake-up takes on a busy machine.
+const BACKSTOP_LAG: u32 = 5;
 
 /// The longest a poll waits for the deadline at once (see `Serving::wait`).
 const SLICE: Duration = Duration::from_millis(100);
@@ -909,15 +939,17 @@ fn release_stdio() {
 }
 
 impl Orders {
-    /// flags, kill guard (ns), the program's kind, its parts, the names to
+    /// flags, the kill schedule (before and after, ns), the program's kind, its parts, the names to
     /// remove; every part as [u32 length][bytes].
     fn encode(&self) -> io::Result<Vec<u8>> {
         use std::os::unix::ffi::OsStrExt;
         let flags =
             u8::from(self.terminal) | u8::from(self.contain) << 1 | u8::from(self.again) << 2;
         let mut out = vec![flags];
-        let nanos = u64::try_from(self.kill_guard.as_nanos()).unwrap_or(u64::MAX);
-        out.extend_from_slice(&nanos.to_le_bytes());
+        for d in [self.kill.before, self.kill.after] {
+            let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+            out.extend_from_slice(&nanos.to_le_bytes());
+        }
         let (kind, parts): (u8, Vec<&[u8]>) = match &self.program {
             Program::Shell(script) => (b's', vec![script.as_bytes()]),
             Program::Argv(argv) => (b'a', argv.iter().map(|a| a.as_bytes()).collect()),
@@ -937,7 +969,8 @@ impl Orders {
     fn decode(payload: &[u8]) -> Option<Orders> {
         use std::os::unix::ffi::OsStringExt;
         let (&flags, rest) = payload.split_first()?;
-        let (nanos, rest) = rest.split_first_chunk::<8>()?;
+        let (before, rest) = rest.split_first_chunk::<8>()?;
+        let (after, rest) = rest.split_first_chunk::<8>()?;
         let (&kind, mut rest) = rest.split_first()?;
         let mut list = || -> Option<Vec<Vec<u8>>> {
             let (n, after) = take_len(rest)?;
@@ -969,7 +1002,10 @@ impl Orders {
             terminal: flags & 1 != 0,
             contain: flags & 2 != 0,
             again: flags & 4 != 0,
-            kill_guard: Duration::from_nanos(u64::from_le_bytes(*nanos)),
+            kill: KillAt {
+                before: Duration::from_nanos(u64::from_le_bytes(*before)),
+                after: Duration::from_nanos(u64::from_le_bytes(*after)),
+            },
         })
     }
 }
@@ -1038,7 +1074,7 @@ mod tests {
                 terminal: true,
                 contain: false,
                 again: true,
-                kill_guard: Duration::from_millis(1500),
+                kill: KillAt::guard(Duration::from_millis(1500)),
             },
             Orders {
                 program: Program::Shell("echo 'a b' | tr a c".into()),
@@ -1046,7 +1082,10 @@ mod tests {
                 terminal: false,
                 contain: true,
                 again: false,
-                kill_guard: Duration::ZERO,
+                kill: KillAt {
+                    before: Duration::ZERO,
+                    after: Duration::from_millis(1),
+                },
             },
         ] {
             let bytes = orders.encode().expect("encode");
@@ -1077,7 +1116,7 @@ mod tests {
             terminal,
             contain,
             again: false,
-            kill_guard: ms(1_000),
+            kill: KillAt::guard(ms(1_000)),
         };
         Serving::new(4242, deadline, &orders)
     }
@@ -1091,18 +1130,19 @@ mod tests {
     }
 
     #[test]
-    fn the_tree_is_killed_a_guard_before_the_deadline_unless_a_newer_one_comes() {
+    fn the_tree_is_killed_four_fifths_of_a_guard_before_the_deadline_unless_a_newer_one_comes() {
+        // A 1 s guard: redlock-run kills at 9 s, the guard 200 ms later.
         let mut s = serving(true, Some(at(10_000)));
         assert_eq!(s.wait(at(0)), Some(SLICE), "in slices");
-        assert_eq!(s.wait(at(8_950)), Some(ms(50)));
-        assert_eq!(s.kill(at(8_999)), Kill::No);
+        assert_eq!(s.wait(at(9_150)), Some(ms(50)));
+        assert_eq!(s.kill(at(9_199)), Kill::No);
         s.new_deadline(at(20_000));
-        assert_eq!(s.kill(at(9_000)), Kill::No, "moved on");
-        assert_eq!(s.kill(at(19_000)), Kill::First, "reported once");
-        assert_eq!(s.kill(at(19_001)), Kill::Again);
-        assert_eq!(s.wait(at(19_001)), Some(KILL_AGAIN));
+        assert_eq!(s.kill(at(9_200)), Kill::No, "moved on");
+        assert_eq!(s.kill(at(19_200)), Kill::First, "reported once");
+        assert_eq!(s.kill(at(19_201)), Kill::Again);
+        assert_eq!(s.wait(at(19_201)), Some(KILL_AGAIN));
         s.new_deadline(at(60_000));
-        assert_eq!(s.kill(at(19_002)), Kill::Again, "too late: killing goes on");
+        assert_eq!(s.kill(at(19_202)), Kill::Again, "too late: killing goes on");
 
         let mut s = serving(false, Some(at(10_000)));
         assert_eq!(

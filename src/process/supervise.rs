@@ -11,12 +11,11 @@ use std::time::Duration;
 
 use crate::clock::{self, Stamp};
 use crate::exit::Exit;
-use crate::lock::redlock;
 use crate::log::{Log, ev};
-use crate::process::Job;
 use crate::process::events::{Event, Inbox};
 use crate::process::guard::{self, Report};
 use crate::process::heartbeat::Heartbeat;
+use crate::process::{Job, KillAt, Signalled, kill_schedule};
 use crate::process::{spawn, tree};
 
 /// Why the tree is being stopped.
@@ -92,12 +91,6 @@ impl Tree {
         sent.delivered
     }
 
-    /// SIGTERM, and SIGCONT so that a stopped process gets it (as timeout(1)).
-    fn terminate(&mut self, log: &Log) {
-        self.signal(libc::SIGTERM, log);
-        self.signal(libc::SIGCONT, log);
-    }
-
     /// Passes a new validity deadline on to the guard.
     fn tell_guard(&mut self, deadline: Stamp) {
         if let Some(ctrl) = self.control.as_mut() {
@@ -126,6 +119,8 @@ pub(crate) struct Supervised {
     /// Processes of the tree may still be alive: the lock must not be
     /// released (it expires by its TTL).
     pub leftover: bool,
+    /// Every signal redlock-run and its guard sent to the tree, in order.
+    pub signals: Vec<Signalled>,
 }
 
 /// Waits until the command's whole tree is gone, enforcing the lock's
@@ -148,7 +143,7 @@ pub(crate) fn supervise(
     let mut watch = Watch {
         course: Course::new(
             deadline,
-            redlock::kill_guard(config.ttl),
+            kill_schedule(config.ttl),
             config.kill_after,
             config.max_runtime.map(|t| started + t),
         ),
@@ -161,6 +156,7 @@ pub(crate) fn supervise(
         asked: 0,
         leftover: false,
         pauses: Pauses::new(started),
+        sent: Vec::new(),
     };
     let exit = watch.run(rx, heartbeat);
     Supervised {
@@ -168,6 +164,7 @@ pub(crate) fn supervise(
         deadline: watch.course.deadline,
         signalled: watch.signalled,
         leftover: watch.leftover,
+        signals: watch.sent,
     }
 }
 
@@ -178,8 +175,8 @@ pub(crate) fn supervise(
 struct Course {
     /// The validity deadline as the last extension left it.
     deadline: Stamp,
-    /// How long before the deadline the tree must be gone (`kill_guard`).
-    guard: Duration,
+    /// When the tree must be gone, against the deadline (`kill_schedule`).
+    kill: KillAt,
     /// --kill-after: from SIGTERM to SIGKILL.
     kill_after: Duration,
     /// When --max-runtime is reached.
@@ -201,13 +198,13 @@ struct Course {
 impl Course {
     fn new(
         deadline: Stamp,
-        guard: Duration,
+        kill: KillAt,
         kill_after: Duration,
         timeout_at: Option<Stamp>,
     ) -> Course {
         Course {
             deadline,
-            guard,
+            kill,
             kill_after,
             timeout_at,
             stop: None,
@@ -222,9 +219,7 @@ impl Course {
     /// The last moment anything of the tree may be alive, a guard before
     /// the deadline (see `kill_guard`); everything is scheduled from it.
     fn last(&self) -> Stamp {
-        self.deadline
-            .checked_sub(self.guard)
-            .unwrap_or(self.deadline)
+        self.kill.due(self.deadline)
     }
 
     /// When SIGTERM goes out for want of an extension.
@@ -373,6 +368,8 @@ struct Watch<'a> {
     leftover: bool,
     /// A time this loop did not run, since the last extension.
     pauses: Pauses,
+    /// The signals sent to the tree so far.
+    sent: Vec<Signalled>,
 }
 
 /// A loop that wakes every `SLICE` and did not run for longer than this was
@@ -499,8 +496,44 @@ impl Watch<'_> {
     /// the first.
     fn begin(&mut self, why: Stop, kill_by: Stamp) {
         if self.course.begin(why, kill_by) {
-            self.tree.terminate(self.log);
+            self.terminate();
         }
+    }
+
+    /// Sends `sig` to the tree, and notes and (at -vv) says when against the
+    /// deadline, after the signals went out; how many processes got it.
+    fn send(&mut self, sig: i32) -> usize {
+        let n = self.tree.signal(sig, self.log);
+        self.note(
+            Signalled::new(false, sig, n, self.course.deadline, clock::now()),
+            None,
+        );
+        n
+    }
+
+    /// SIGTERM, and SIGCONT so that a stopped process gets it (as
+    /// timeout(1)): one line for both.
+    fn terminate(&mut self) {
+        let n = self.tree.signal(libc::SIGTERM, self.log);
+        let term = Signalled::new(false, libc::SIGTERM, n, self.course.deadline, clock::now());
+        let n = self.tree.signal(libc::SIGCONT, self.log);
+        let cont = Signalled::new(false, libc::SIGCONT, n, self.course.deadline, clock::now());
+        self.note(term, Some(libc::SIGCONT));
+        if cont.processes > 0 {
+            self.sent.push(cont);
+        }
+    }
+
+    /// Keeps `sent` for the run's report and says it at -vv (`also`: a
+    /// signal that went out with it), if it reached any process: one that
+    /// found the tree gone, or dying already (the guard's SIGKILL came
+    /// first), sent nothing.
+    fn note(&mut self, sent: Signalled, also: Option<i32>) {
+        if sent.processes == 0 {
+            return;
+        }
+        self.sent.push(sent);
+        self.log.debug(|| sent.entry(also));
     }
 
     /// SIGKILL to the tree once it is due; true when the tree is known to
@@ -509,7 +542,10 @@ impl Watch<'_> {
         if self.course.kill_due().is_none_or(|k| now < k) {
             return false;
         }
-        let n = self.tree.signal(libc::SIGKILL, self.log);
+        // Said when it stopped anything: a repeat reaches only a process
+        // forked between a listing and the last kill, and the first none
+        // when the guard's came first.
+        let n = self.send(libc::SIGKILL);
         // The guard is gone: reaping is ours, and the tree is gone only when
         // waitpid says no child is left.
         if self.tree.guard == self.me && tree::reap_all() {
@@ -541,7 +577,7 @@ impl Watch<'_> {
     fn on_signal(&mut self, sig: i32) {
         self.signalled = Some(sig);
         if sig != libc::SIGINT && sig != libc::SIGTERM {
-            let n = self.tree.signal(sig, self.log);
+            let n = self.send(sig);
             self.log
                 .info(|| format!("passed signal {sig} on to {n} process(es)"));
             return;
@@ -557,13 +593,13 @@ impl Watch<'_> {
         };
         match self.asked {
             1 => {
-                let n = self.tree.signal(sig, self.log);
+                let n = self.send(sig);
                 self.log
                     .info(|| format!("passed signal {sig} on to {n} process(es)"));
             }
             2 => {
                 self.course.interrupt();
-                self.tree.terminate(self.log);
+                self.terminate();
                 let again = self.again();
                 self.log.notice(
                     ev(
@@ -607,7 +643,16 @@ impl Watch<'_> {
         match report {
             Report::Exited { status, empty } => return self.on_exited(status, empty),
             Report::Empty => return true,
-            Report::DeadlineKill => self.course.guard_killed = true,
+            Report::DeadlineKill { processes, lead_ns } => {
+                self.course.guard_killed = true;
+                let sent = Signalled {
+                    by_guard: true,
+                    signal: libc::SIGKILL,
+                    processes,
+                    lead_ns,
+                };
+                self.note(sent, None);
+            }
             Report::Resumed { pid, sig } => {
                 // The guard resumed the tree already; a process that keeps
                 // reading the terminal from the background is named once.
@@ -625,7 +670,7 @@ impl Watch<'_> {
                 self.log
                     .error("the guard process went away; killing the command's processes");
                 if term {
-                    self.tree.terminate(self.log);
+                    self.terminate();
                 }
             }
         }
@@ -673,13 +718,15 @@ impl Watch<'_> {
     /// Nobody can report the tree's end any more: it is ended here.
     fn lost_track(&mut self) -> Exit {
         let tree = &mut *self.tree;
-        let killed = if tree.contain {
+        let (killed, n) = if tree.contain {
             let reap = tree.guard == self.me;
-            tree::kill_all(tree.guard, reap, Some(Duration::from_secs(5))).empty
+            let killed = tree::kill_all(tree.guard, reap, Some(Duration::from_secs(5)));
+            (killed.empty, killed.delivered)
         } else {
-            tree.signal(libc::SIGKILL, self.log);
-            true
+            (true, tree.signal(libc::SIGKILL, self.log))
         };
+        let sent = Signalled::new(false, libc::SIGKILL, n, self.course.deadline, clock::now());
+        self.note(sent, None);
         self.leftover = !killed;
         self.log
             .error("lost track of the command; its processes were killed");
@@ -826,7 +873,7 @@ mod tests {
 
     /// A lock valid until 30 s, a 1 s guard, --kill-after 2 s.
     fn course(timeout_at: Option<Stamp>) -> Course {
-        Course::new(at(30_000), ms(1_000), ms(2_000), timeout_at)
+        Course::new(at(30_000), KillAt::guard(ms(1_000)), ms(2_000), timeout_at)
     }
 
     #[test]

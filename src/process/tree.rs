@@ -62,6 +62,9 @@ pub(crate) struct Sent {
     pub found: usize,
     /// Members that got the signal.
     pub delivered: usize,
+    /// Members passed by: dying of a SIGKILL already (sent before, by us or
+    /// the guard, or a fatal signal the kernel made one) or on their way out.
+    pub dying: usize,
     /// Members that refused it.
     pub refused: Vec<Unkillable>,
 }
@@ -125,9 +128,21 @@ fn read_proc(path: &str) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// State, parent and process group from a `/proc/PID/stat` (or a task's
-/// stat file).
-fn stat_fields(path: &str) -> Option<(u8, libc::pid_t, libc::pid_t)> {
+/// What a `/proc/PID/stat` (or a task's stat file) says of a process.
+struct Stat {
+    state: u8,
+    ppid: libc::pid_t,
+    pgrp: libc::pid_t,
+    /// The kernel's `PF_*` flags.
+    flags: u64,
+}
+
+/// The kernel's flag for a task on its exit path, from which it never
+/// returns to its program.
+const PF_EXITING: u64 = 0x4;
+
+/// [`Stat`] from the file at `path`.
+fn stat_fields(path: &str) -> Option<Stat> {
     let text = read_proc(path).ok()?;
     // The name in parentheses may hold anything, ')' included: the fields
     // that follow start after the last ')'.
@@ -136,16 +151,49 @@ fn stat_fields(path: &str) -> Option<(u8, libc::pid_t, libc::pid_t)> {
         .split(|b| *b == b' ')
         .filter(|f| !f.is_empty());
     let state = *fields.next()?.first()?;
-    let mut number = || std::str::from_utf8(fields.next()?).ok()?.parse().ok();
-    let ppid = number()?;
-    let pgrp = number()?;
-    Some((state, ppid, pgrp))
+    let mut number = || {
+        std::str::from_utf8(fields.next()?)
+            .ok()?
+            .parse::<i64>()
+            .ok()
+    };
+    let ppid = libc::pid_t::try_from(number()?).ok()?;
+    let pgrp = libc::pid_t::try_from(number()?).ok()?;
+    // session, tty, tpgid, then the flags.
+    let flags = (0..3).try_fold(0, |_, _| number()).and_then(|_| number());
+    Some(Stat {
+        state,
+        ppid,
+        pgrp,
+        flags: flags.and_then(|f| u64::try_from(f).ok()).unwrap_or(0),
+    })
 }
 
 /// State and parent of `pid` from `/proc/PID/stat` (or a task's stat file).
 fn stat_at(path: &str) -> Option<(u8, libc::pid_t)> {
-    let (state, ppid, _) = stat_fields(path)?;
-    Some((state, ppid))
+    let st = stat_fields(path)?;
+    Some((st.state, st.ppid))
+}
+
+/// Whether a signal would be wasted on live process `pid`: it is dying of
+/// a SIGKILL already (pending, the kernel's mark of a fatal signal) or its leader
+/// is on its way out (a leader that exited alone, `Zl`, leaves its other
+/// threads to run: no).
+fn dying(pid: libc::pid_t, st: &Stat) -> bool {
+    if st.flags & PF_EXITING != 0 && !dead(st.state) {
+        return true;
+    }
+    let Ok(text) = read_proc(&format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("SigPnd:")
+                .or_else(|| l.strip_prefix("ShdPnd:"))
+        })
+        .filter_map(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .any(|mask| mask & (1 << (libc::SIGKILL - 1)) != 0)
 }
 
 fn stat(pid: libc::pid_t) -> Option<(u8, libc::pid_t)> {
@@ -299,8 +347,8 @@ pub(crate) fn held_stop(root: libc::pid_t) -> Option<(libc::pid_t, i32)> {
 
 /// State and process group of `pid` from `/proc/PID/stat`.
 fn state_and_group(pid: libc::pid_t) -> Option<(u8, libc::pid_t)> {
-    let (state, _, group) = stat_fields(&format!("/proc/{pid}/stat"))?;
-    Some((state, group))
+    let st = stat_fields(&format!("/proc/{pid}/stat"))?;
+    Some((st.state, st.pgrp))
 }
 
 /// A terminal stop signal pending on `pid` (its own or its process's
@@ -330,7 +378,9 @@ pub(crate) fn descendants(root: libc::pid_t) -> Vec<Member> {
 /// first: a parent killed before its children were listed would hand them
 /// to the subreaper and out of the listing. Each member is then pinned again
 /// and its parent checked again (one of the tree's, or the subreaper it was
-/// re-parented to) before the signal goes through the pin.
+/// re-parented to) before the signal goes through the pin. It passes by a
+/// member that is dying already ([`dying`]), which no signal can reach any
+/// more: `delivered` counts the processes it reached, as the log says.
 pub(crate) fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
     let (live, known) = walk(root);
     let mut sent = Sent::default();
@@ -345,11 +395,15 @@ pub(crate) fn signal_all(root: libc::pid_t, sig: i32) -> Sent {
                 continue;
             }
         };
-        match stat(pid) {
-            Some((state, ppid)) if known.contains(&ppid) && alive(pid, state) => {}
+        let st = match stat_fields(&format!("/proc/{pid}/stat")) {
+            Some(st) if known.contains(&st.ppid) && alive(pid, st.state) => st,
             _ => continue,
-        }
+        };
         sent.found += 1;
+        if dying(pid, &st) {
+            sent.dying += 1;
+            continue;
+        }
         match send(pid, fd.as_ref(), sig) {
             Ok(()) => sent.delivered += 1,
             Err(Errno::PERM) => sent.refused.push(Unkillable {
@@ -384,6 +438,8 @@ pub(crate) fn reap_all() -> bool {
 pub(crate) struct Killed {
     /// Nothing of the tree is left.
     pub empty: bool,
+    /// Processes the SIGKILLs stopped (each once).
+    pub delivered: usize,
 }
 
 /// SIGKILLs every descendant of `root`, again and again, until none is left
@@ -397,17 +453,18 @@ pub(crate) fn kill_all(root: libc::pid_t, reap: bool, limit: Option<Duration>) -
     // Short while processes are dying; longer while only refusing or stuck
     // ones (another user's, uninterruptible) remain, which may be for long.
     let mut pause = Duration::from_micros(500);
+    let mut delivered = 0;
     loop {
         let sent = signal_all(root, libc::SIGKILL);
+        delivered += sent.delivered;
         let empty = if reap { reap_all() } else { sent.found == 0 };
-        if empty {
-            return Killed { empty: true };
-        }
-        if until.is_some_and(|u| clock::now() >= u) {
-            return Killed { empty: false };
+        if empty || until.is_some_and(|u| clock::now() >= u) {
+            return Killed { empty, delivered };
         }
         pause = if sent.delivered > 0 {
             Duration::from_micros(500)
+        } else if sent.dying > 0 {
+            (pause * 2).min(Duration::from_millis(5))
         } else {
             (pause * 2).min(Duration::from_millis(100))
         };

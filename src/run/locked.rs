@@ -15,13 +15,13 @@ use crate::lock::node::{self, Nodes};
 use crate::lock::redlock::{self, Verdict};
 use crate::lock::{Held, Lock, NodeOutcome, record};
 use crate::log::{Log, ev};
-use crate::process::Job;
 use crate::process::attempts::{self, Attempts, Ran};
 use crate::process::events::{Event, Events};
 use crate::process::guard::{Guard, Orders};
 use crate::process::heartbeat::heartbeat;
 use crate::process::spawn as child;
-use crate::report::Stats;
+use crate::process::{self, Job};
+use crate::report::{self, Stats};
 use crate::signals;
 use crate::text::os_message;
 
@@ -230,7 +230,7 @@ fn ready_the_guard(
         terminal,
         contain,
         again: config.retry > 0,
-        kill_guard: redlock::kill_guard(config.ttl),
+        kill: process::kill_schedule(config.ttl),
     };
     let guard = match guard {
         Some(g) => Ok(g),
@@ -275,6 +275,7 @@ fn let_go(lock: &Lock, config: &Config, ran: Ran, taken: &Taken, log: Log) -> Ex
         started_at,
         duration,
         leftover,
+        ..
     } = ran;
     if leftover {
         // Deleting the key now would let another holder start beside a
@@ -339,6 +340,7 @@ fn run_held(lock: &Arc<Lock>, held: Held, slotted: bool, a: &mut Attempts) -> Ra
         started_at: SystemTime::now(),
         duration: Duration::ZERO,
         leftover: false,
+        signals: Vec::new(),
     };
     if let Some(sig) = std::iter::from_fn(|| a.rx.try_next()).find_map(|e| match e {
         Event::Signal(s) => Some(s),
@@ -392,6 +394,13 @@ fn run_held(lock: &Arc<Lock>, held: Held, slotted: bool, a: &mut Attempts) -> Ra
         Arc::clone(a.stats),
     );
     let ran = attempts::run_with_retries(a, deadline, &mut heartbeat);
+    a.stats
+        .note_signals(ran.signals.iter().map(|s| report::Signal {
+            by: if s.by_guard { "guard" } else { "redlock-run" },
+            signal: signals::name(s.signal),
+            processes: s.processes,
+            before_deadline_ms: s.lead_ns as f64 / 1e6,
+        }));
     if a.terminal {
         // Normally done when the command exits; here too for the paths that
         // end supervision without that.

@@ -301,6 +301,7 @@ fn a_stopped_redlock_run_cannot_keep_a_leftover_past_the_lock() {
 
 /// `mark`: the leftover sleep's argument, one per test (they run at once).
 fn stopped_redlock_run(end: &str, mark: &str) {
+    let _timing = crate::support::room::timing();
     let cluster = Cluster::new(3);
     let dir = tempdir();
     let zl = build_c(dir.path(), "zl", ZL_C);
@@ -498,6 +499,8 @@ fn a_guard_killed_at_any_start_up_step_leaves_nothing_running() {
 
 #[test]
 fn a_tree_larger_than_the_descriptor_limit_is_killed_whole() {
+    // 2000 forks and their kill keep both cores busy for seconds.
+    let _hog = crate::support::room::hog();
     let cluster = Cluster::new(1);
     let dir = tempdir();
     let marker = "43.2000";

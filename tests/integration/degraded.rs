@@ -18,6 +18,11 @@ fn with_one_bad(cluster: &Cluster, proxy: &FaultProxy, bad_first: bool) -> Strin
     }
 }
 
+/// Less than the node timeout (1 s): a run that waited for the bad node
+/// took at least that long (the old code ~3 s). Beside the rest of the
+/// suite one run in five took up to 0.5 s, so the median carries the speed.
+const WAITED: Duration = Duration::from_millis(900);
+
 /// The median of `runs` timed runs of `test`.
 fn median_of(runs: usize, test: &Test) -> (Duration, Vec<crate::support::RunOutput>) {
     let mut outs: Vec<_> = (0..runs).map(|_| test.run()).collect();
@@ -46,7 +51,10 @@ fn a_stopped_or_black_holed_node_of_three_costs_nothing() {
     }
     let worst = outs.last().map(|o| o.elapsed).unwrap_or_default();
     eprintln!("1 of 3 stopped: median run {median:?}, worst {worst:?}");
-    assert!(worst < Duration::from_millis(300), "a run took {worst:?}");
+    assert!(
+        median < Duration::from_millis(300) && worst < WAITED,
+        "median {median:?}, worst {worst:?}"
+    );
 
     let proxy = FaultProxy::new(cluster[0].port());
     proxy.set_mode(Mode::BlackHole);
@@ -57,7 +65,10 @@ fn a_stopped_or_black_holed_node_of_three_costs_nothing() {
     }
     let worst = outs.last().map(|o| o.elapsed).unwrap_or_default();
     eprintln!("1 of 3 black-holed: median run {median:?}, worst {worst:?}");
-    assert!(worst < Duration::from_millis(300), "a run took {worst:?}");
+    assert!(
+        median < Duration::from_millis(300) && worst < WAITED,
+        "median {median:?}, worst {worst:?}"
+    );
     // -q silences the warning.
     let out = base(&urls, "blackholed", &dir)
         .args(["-q", "--", "true"])

@@ -1264,6 +1264,67 @@ fn report_of_a_successful_and_a_failed_run() {
     assert_eq!(doc.int("exit_code"), 3);
 }
 
+/// A lost lock with a command that ignores SIGTERM: at -vv one SIGTERM
+/// line and one SIGKILL line, each with its time before the validity
+/// deadline, and `--report` lists the same signals (SIGTERM, the SIGCONT
+/// that goes with it, SIGKILL), by whom and how long before it.
+#[test]
+fn signals_sent_to_the_command_are_said_with_their_time_and_reported() {
+    let _timing = crate::support::room::timing();
+    let cluster = Cluster::new(1);
+    let dir = tempdir();
+    let path = dir.join("lost.json");
+    // A 1 s TTL: the kill guard is 100 ms, and the guard's own SIGKILL, the
+    // backstop, comes 20 ms after redlock-run's, which has reached the tree
+    // by then however busy the machine.
+    let running = base(&cluster.urls(), "said", &dir)
+        .args(["--ttl", "1s", "--node-timeout", "100ms", "-vv", "--report"])
+        .arg(&path)
+        .args(["-c", "trap '' TERM; touch started; sleep 30"])
+        .spawn();
+    await_marker(&dir, "started", &running);
+    cluster[0].stop();
+    let out = running.wait();
+    cluster[0].cont();
+    out.assert_code(76);
+    let lines = |sig: &str| -> Vec<&str> {
+        out.stderr
+            .lines()
+            .filter(|l| l.starts_with(&format!("redlock-run: sent {sig}")))
+            .collect()
+    };
+    let (term, kill) = (lines("SIGTERM"), lines("SIGKILL"));
+    assert_eq!((term.len(), kill.len()), (1, 1), "{out}");
+    for line in [term[0], kill[0]] {
+        assert!(
+            line.ends_with(" ms before the validity deadline")
+                && line.contains(" to 2 processes, "),
+            "{line}\n{out}"
+        );
+    }
+    let doc = report(&path, &out);
+    assert_eq!(doc.len("signals_sent"), 3, "{}", doc.source);
+    for (i, sig) in ["SIGTERM", "SIGCONT", "SIGKILL"].into_iter().enumerate() {
+        assert_eq!(doc.str(&format!("signals_sent.{i}.signal")), sig);
+        assert_eq!(doc.str(&format!("signals_sent.{i}.by")), "redlock-run");
+        assert_eq!(doc.int(&format!("signals_sent.{i}.processes")), 2);
+        assert!(
+            doc.num(&format!("signals_sent.{i}.before_deadline_ms")) > 0.0,
+            "{}",
+            doc.source
+        );
+    }
+    // What -vv said, to the tenth of a millisecond.
+    let said: f64 = kill[0]
+        .split(", ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("{}", kill[0]));
+    let reported = doc.num("signals_sent.2.before_deadline_ms");
+    assert!((said - reported).abs() <= 0.05, "{said} vs {reported}");
+}
+
 #[test]
 fn report_of_a_busy_run() {
     let cluster = Cluster::new(3);

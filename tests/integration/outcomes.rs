@@ -1627,5 +1627,11 @@ fn unwritable_output_paths_are_usage_errors_before_anything_runs() {
             .args(["-c", "true"])
             .expect_code(0);
         assert!(locked.join("root.json").exists());
+    } else {
+        crate::support::not_run(
+            "outcomes::unwritable_output_paths_are_usage_errors_before_anything_runs (another \
+             user's file in a sticky directory; root not refused)",
+            "not root: no other user to run as",
+        );
     }
 }

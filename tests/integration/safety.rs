@@ -43,14 +43,14 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_run::lock::redlock::kill_guard;
-
-use crate::support::stalls::{Stall, Stalls, covering};
+use crate::support::room::{Room, Seat};
+use crate::support::stalls::{Seen, Stall, Stalls};
 use crate::support::timed::{
-    Proc, drift, instant_ns, lock_timeline, margin_ms, margin_ns_ms, realtime_ns, timely,
+    Proc, Sent, drift, instant_ns, late_stops, lock_timeline, margin_ns_ms, realtime_ns, sent,
+    timely,
 };
 use crate::support::{
-    Cluster, FaultProxy, Mode, TempDir, any_thread_alive, can_run, child_pids, kill_if_alive,
+    Cluster, FaultProxy, Mode, TempDir, can_run, kill_if_alive, last_cpus, look, not_run,
     pid_alive, process_state, proxied_urls, read_pid_file, send_signal, tempdir, wait_until,
     wait_until_every,
 };
@@ -582,10 +582,9 @@ fn section(run: u64, kind: Kind, shape: Shape, reader: bool) -> String {
 
 /// Whether any live (non-zombie) process is left in a process group, asked
 /// again and again by an observer. A look through all of /proc costs
-/// milliseconds, and the observers poll every millisecond or two at
-/// real-time priority (see `timely`): scanning that often, they would take
-/// the CPU from what they observe (redlock-run, its guard, the nodes, all
-/// under the normal policy) and make its kills late themselves. So the
+/// milliseconds, and the observers poll every millisecond or two: scanning
+/// that often, they would take the CPU from what they observe (redlock-run,
+/// its guard, the nodes) and make its kills late themselves. So the
 /// members the last scan found are checked first: while one of them lives
 /// (and is still in the group) the group does, and /proc is scanned again
 /// only once all of them are gone. A process of these sections enters a
@@ -642,9 +641,17 @@ fn live_in_group(pid: i32, pgid: i32) -> bool {
     (pid == pgid || f.len() > 3 && f[2] == pgid.to_string()) && can_run(pid)
 }
 
+/// The CPU the calling thread runs on.
+fn this_cpu() -> Option<usize> {
+    // SAFETY: no arguments; -1 on failure.
+    usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+}
+
 /// What process `pid` is doing, for a run's samples: its state and wait
-/// channel, its CPU time, switches and vruntime so far (`/proc/PID/sched`),
-/// the top of its kernel stack (root only) and its scheduling group.
+/// channel, its CPU time, switches and vruntime so far (`/proc/PID/sched`)
+/// and its scheduling group. Not its kernel stack: an observer that read a
+/// dying process's `/proc/PID/stack` stood still 107 ms, across the very
+/// kill it was dating.
 fn snapshot(pid: i32) -> String {
     let read = |what: &str| fs::read_to_string(format!("/proc/{pid}/{what}")).unwrap_or_default();
     let sched = read("sched")
@@ -657,14 +664,8 @@ fn snapshot(pid: i32) -> String {
         .filter_map(|l| l.split_whitespace().last())
         .collect::<Vec<_>>()
         .join("/");
-    let stack = read("stack")
-        .lines()
-        .take(4)
-        .filter_map(|l| l.split_whitespace().last())
-        .collect::<Vec<_>>()
-        .join(",");
     format!(
-        "{pid}:{}:{} [{sched}] [{stack}] {}",
+        "{pid}:{}:{} [{sched}] {}",
         process_state(pid).unwrap_or('-'),
         read("wchan"),
         read("autogroup").trim()
@@ -675,18 +676,22 @@ fn snapshot(pid: i32) -> String {
 // The workload
 // ---------------------------------------------------------------------------
 
-/// Shared by the workloads, held alone by each test here that dates a kill
-/// against a deadline, so that no such test runs beside a workload: a
-/// workload keeps both cores busy, and a kill that waited tens of
-/// milliseconds for a CPU there would be the host's doing, not redlock-run's.
-static HEAVY: std::sync::RwLock<()> = std::sync::RwLock::new(());
+/// Workloads three at a time, a full one (8 workers, the fault schedule)
+/// taking two shares and a negative control's (4 workers) one: each keeps
+/// about half a core busy, and more beside the rest of the suite starved the
+/// runs they watch. A test here whose tree's end is dated against a
+/// deadline by the harness takes it all, beside no workload: a tree that
+/// waited tens of milliseconds for a CPU there would be the host's doing,
+/// not redlock-run's. Each is a timing test too (`room::timing`).
+static HEAVY: Room = Room::new(6);
 
-fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
-    HEAVY.write().unwrap_or_else(|p| p.into_inner())
+fn alone() -> (Seat, Seat) {
+    (HEAVY.alone(), crate::support::room::timing())
 }
 
-fn beside_others() -> std::sync::RwLockReadGuard<'static, ()> {
-    HEAVY.read().unwrap_or_else(|p| p.into_inner())
+fn beside_others(settings: &Settings) -> (Seat, Seat) {
+    let share = if settings.workers >= 8 { 2 } else { 1 };
+    (HEAVY.take(share), crate::support::room::timing())
 }
 
 /// How soon after a SIGKILLed redlock-run has died its guard must have
@@ -744,11 +749,21 @@ struct RunRecord {
     /// Validity deadline minus the moment the critical section was seen gone
     /// (ms, positive = before), for runs stopped by redlock-run (76, 124).
     margin_ms: Option<f64>,
-    /// For a section gone after the deadline: the stall of the machine that
-    /// explains it (see `Stalls`), or of its observer, if there was one.
+    /// The signals redlock-run and its guard sent to the tree, as `-vv`
+    /// said them: each stop is judged by them, with no excuse.
+    sent: Vec<Sent>,
+    /// The CPUs the section's processes last ran on while the harness saw
+    /// them alive: where a stall could have kept them from dying.
+    cpus: Vec<usize>,
+    /// For a section gone after the deadline: the stall of a CPU where it
+    /// ran that covers the time from its last signal to its end, if there
+    /// was one (see `Stalls::excuse`).
     stall: Option<Stall>,
-    /// Its observer's own standstills while the run lasted.
-    froze: Vec<Stall>,
+    /// Its observer's own standstills while the run lasted (said, never an
+    /// excuse: an observer that stood still saw late what it saw).
+    froze: Vec<(i128, i128)>,
+    /// The CPU its observer ran on when it sent a special's signal.
+    observer_cpu: Option<usize>,
     /// Problems the harness saw (survivors, hangs).
     problems: Vec<String>,
     /// For a SIGKILLed redlock-run: when; how long it took to die (until
@@ -761,10 +776,11 @@ struct RunRecord {
     /// How long its section, SIGKILLed, waited for a CPU to finish dying
     /// (where the run lasted until it had).
     dying: Option<Duration>,
-    /// For a SIGKILL or SIGSTOP special: how long after its section entered
-    /// (by the section's own clock) the signal went out. Meant to be 50 ms;
-    /// an observer that stood still sends it late, and a section that ended
-    /// meanwhile has nothing left for the signal to act on.
+    /// For a SIGKILL or SIGSTOP special: when its signal went out, and how
+    /// long after its section entered (by the section's own clock). Meant to
+    /// be 50 ms; an observer that stood still sends it late, and a section
+    /// that ended meanwhile has nothing left for the signal to act on.
+    signalled_ns: Option<i128>,
     signal_after_entry: Option<Duration>,
     /// For a run stopped by redlock-run (76, 124) and for a special run: its
     /// stderr lines, each with its arrival after the spawn and in realtime
@@ -892,7 +908,7 @@ struct Outcome {
     elapsed: Duration,
     history: String,
     /// Stalls of the machine during the workload (see `Stalls`).
-    stalls: Vec<Stall>,
+    stalls: Seen,
 }
 
 fn millis(d: Duration) -> String {
@@ -901,8 +917,6 @@ fn millis(d: Duration) -> String {
 
 /// Runs one worker's loop until told to stop.
 fn worker(id: usize, urls: &str, settings: &Settings, dir: &Path, shared: &Shared) {
-    // Each worker dates its run's deaths and reaps: see `timely`.
-    timely();
     while !shared.stop.load(Ordering::SeqCst) {
         let record = one_run(id, urls, settings, dir, shared, None, None);
         shared
@@ -1000,21 +1014,26 @@ fn one_run(
     // exit_mmap beside two busy loops).
     let alive = |w: i32| can_run(w) || (shape == Shape::InCommand && group.alive(w));
     // This loop's own standstills (a pass more than `FROZE` after the one
-    // before): an observer that did not run cannot date what happened
-    // meanwhile. Beside busy loops one stood still 4.4 s while the CPU
-    // watchers ran on (its memory, and redlock-run's, paged back in by the
-    // host, as it seemed), and so did the redlock-run it watched.
+    // before), said with the run: an observer that did not run saw late what
+    // it saw, and that excuses nothing. Beside busy loops one stood still
+    // 4.4 s while the CPU watchers ran on (its memory, and redlock-run's,
+    // paged back in by the host, as it seemed).
     const FROZE: Duration = Duration::from_millis(100);
-    let mut froze: Vec<Stall> = Vec::new();
+    let mut froze: Vec<(i128, i128)> = Vec::new();
     let mut passed = realtime_ns();
+    // Where the section's processes last ran, while seen alive.
+    let mut cpus: Vec<usize> = Vec::new();
+    let mut observer_cpu: Option<usize> = None;
+    // When the section entered, and whether this observer has taken real
+    // time (see `timely`): only for a section that runs long enough to be
+    // stopped (a quarter of the TTL, before any stop can come) or that a
+    // special's signal has hit, until its end is seen.
+    let mut entered_at: Option<Instant> = None;
+    let mut real_time = false;
     let code = loop {
         let now = realtime_ns();
         if now - passed > FROZE.as_nanos() as i128 {
-            froze.push(Stall {
-                cpu: None,
-                from_ns: passed,
-                to_ns: now,
-            });
+            froze.push((passed, now));
         }
         passed = now;
         if let Some(code) = p.try_code() {
@@ -1026,6 +1045,7 @@ fn one_run(
                 .and_then(|s| s.trim().parse::<i32>().ok())
         {
             writer = Some(pid);
+            entered_at = Some(Instant::now());
             if let Some(tx) = entered {
                 let _ = tx.send(run);
             }
@@ -1035,33 +1055,62 @@ fn one_run(
         // it has its observation window widened by that scan (a clean-clone
         // CI run failed on an entry 3.9 ms inside a window that ended 16 ms
         // after redlock-run had reaped the tree and released).
-        if let Some(w) = writer
-            && shell_gone_ns.is_none()
-        {
-            let t = realtime_ns();
-            if can_run(w) {
-                shell_seen_ns = Some(t);
-            } else {
-                shell_gone_ns = Some(t);
-            }
-        }
-        if let Some(w) = writer
+        if !real_time
             && gone_at.is_none()
-            && !alive(w)
+            && (entered_at.is_some_and(|t| t.elapsed() >= ttl / 4)
+                || sigkilled.is_some()
+                || paused.is_some())
         {
-            gone_at = Some(Instant::now());
+            real_time = timely(true);
         }
         if let Some(w) = writer
-            && dying.is_none()
+            && (shell_gone_ns.is_none()
+                || gone_at.is_none()
+                || (dying_since.is_some() && dying.is_none()))
         {
-            match (dying_since, any_thread_alive(w)) {
-                (None, true) if !can_run(w) => dying_since = Some(Instant::now()),
-                (Some(t), false) => dying = Some(t.elapsed()),
-                _ => {}
+            // One look per pass, each /proc file read once: the observers'
+            // own reads were half of a workload's CPU.
+            let t = realtime_ns();
+            let seen = look(w);
+            if shell_gone_ns.is_none() {
+                if seen.can_run {
+                    shell_seen_ns = Some(t);
+                } else {
+                    shell_gone_ns = Some(t);
+                }
+            }
+            if gone_at.is_none() {
+                if seen.can_run || (shape == Shape::InCommand && group.alive(w)) {
+                    let mut on = seen.cpus;
+                    if shape == Shape::InCommand {
+                        let members = group.members.borrow();
+                        on.extend(
+                            members
+                                .iter()
+                                .filter(|&&m| m != w)
+                                .flat_map(|&m| last_cpus(m)),
+                        );
+                    }
+                    on.sort_unstable();
+                    on.dedup();
+                    if !on.is_empty() {
+                        cpus = on;
+                    }
+                } else {
+                    gone_at = Some(Instant::now());
+                }
+            }
+            if dying.is_none() {
+                match (dying_since, seen.any_thread_alive) {
+                    (None, true) if !seen.can_run => dying_since = Some(Instant::now()),
+                    (Some(t), false) => dying = Some(t.elapsed()),
+                    _ => {}
+                }
             }
         }
         if special == Some(Special::SigkillWrapper) && writer.is_some() && sigkilled.is_none() {
             thread::sleep(Duration::from_millis(50));
+            observer_cpu = this_cpu();
             send_signal(p.pid(), libc::SIGKILL);
             sigkilled = Some(Instant::now());
             signalled_ns = Some(realtime_ns());
@@ -1070,6 +1119,7 @@ fn one_run(
             match paused {
                 None => {
                     thread::sleep(Duration::from_millis(50));
+                    observer_cpu = this_cpu();
                     send_signal(p.pid(), libc::SIGSTOP);
                     paused = Some((Instant::now(), false));
                     signalled_ns = Some(realtime_ns());
@@ -1091,12 +1141,11 @@ fn one_run(
                 }
                 sampled = Some(Instant::now());
                 samples.push_back(format!(
-                    "{:>9.1?} ({}) sample: guard {} section {} kids {:?}",
+                    "{:>9.1?} ({}) sample: guard {} section {}",
                     p.spawned.elapsed(),
                     realtime_ns(),
                     guard.map_or("-".into(), snapshot),
                     snapshot(w),
-                    guard.map(child_pids).unwrap_or_default()
                 ));
             }
         }
@@ -1105,10 +1154,14 @@ fn one_run(
             send_signal(p.pid(), libc::SIGCONT);
             send_signal(p.pid(), libc::SIGKILL);
         }
-        thread::sleep(Duration::from_millis(if sigkilled.is_some() {
-            1
-        } else {
-            2
+        // Every millisecond or two while a section runs; every 10 ms while
+        // the run waits for the lock (most of its time), when only its exit
+        // and its section's start are looked for: seven waiting workers
+        // polling every 2 ms cost a third of a CPU in wake-ups alone.
+        thread::sleep(Duration::from_millis(match (writer, sigkilled) {
+            (_, Some(_)) => 1,
+            (Some(_), None) => 2,
+            (None, None) => 10,
         }));
     };
     let reaped = Instant::now();
@@ -1175,6 +1228,9 @@ fn one_run(
             p.stderr_text()
         ));
     }
+    if real_time {
+        timely(false);
+    }
     let lines = p.stderr();
     let (acquire, deadline) = lock_timeline(&lines, ttl);
     let said_exit_ns = lines
@@ -1226,10 +1282,14 @@ fn one_run(
         fault,
         cut_ns: None,
         margin_ms: None,
+        sent: sent(&lines),
+        cpus,
         stall: None,
         froze,
+        observer_cpu,
         log,
         dying,
+        signalled_ns,
         signal_after_entry,
         problems,
         sigkilled_ns: sigkilled.map(instant_ns),
@@ -1265,6 +1325,9 @@ struct Rig<'a> {
     /// The special runs' proxies, one per node.
     special: &'a [FaultProxy],
     dir: &'a Path,
+    /// The machine's stalls: the only thing that may explain a special's
+    /// signal that went out late.
+    stalls: &'a Stalls,
 }
 
 /// Injects `fault` and heals it. Returns once healed, with what did not take
@@ -1493,20 +1556,28 @@ fn special(
         }
         let (entered, code, run) = (record.entered, record.code, record.run);
         let late = record.signal_after_entry.filter(|&d| d > SIGNAL_IN_TIME);
+        // Its observer stood still, and a stall of the machine where it ran
+        // (or of every CPU) says so: measured, not guessed.
+        let stalled = record.signalled_ns.zip(late).and_then(|(sent, late)| {
+            let due = sent - late.as_nanos() as i128 + 50_000_000;
+            let cpus: Vec<usize> = record.observer_cpu.into_iter().collect();
+            rig.stalls.excuse(due, sent, &cpus)
+        });
         let log = record.log.join("\n");
         shared
             .records
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(record);
-        if let Some(late) = late
+        if let (Some(late), Some(stall)) = (late, stalled)
             && code != special.expected_code()
         {
             // The harness, not redlock-run: its signal came too late to
-            // act on the section it was meant for.
+            // act on the section it was meant for, the machine having
+            // stood still.
             tries.push(format!(
                 "run {run} exit {code}: its signal went out {late:?} after its section \
-                 entered, its observer having stood still"
+                 entered, {stall}"
             ));
             continue;
         }
@@ -1528,7 +1599,7 @@ fn special(
 }
 
 fn run_workload(settings: &Settings) -> Outcome {
-    let _load = beside_others();
+    let _load = beside_others(settings);
     let mut cluster = Cluster::new(settings.nodes);
     let dir = tempdir();
     fs::write(dir.join("counter"), "0\n").expect("counter");
@@ -1553,8 +1624,6 @@ fn run_workload(settings: &Settings) -> Outcome {
     let mut ineffective = Vec::new();
     let started = Instant::now();
     let stalls = Stalls::watch();
-    // The fault thread (this one) dates its cuts and the specials' ends.
-    timely();
     thread::scope(|s| {
         for id in 0..settings.workers {
             let (urls, shared, dir) = (
@@ -1589,6 +1658,7 @@ fn run_workload(settings: &Settings) -> Outcome {
             victim: &victim,
             special: &special_proxies,
             dir: dir.path(),
+            stalls: &stalls,
         };
         let mut round = 0usize;
         while !done(round) {
@@ -1713,13 +1783,14 @@ fn run_workload(settings: &Settings) -> Outcome {
             .flatten()
             .min();
         r.margin_ms = deadline.zip(r.gone_ns).map(|(d, g)| margin_ns_ms(d, g));
-        if let (Some(d), Some(g)) = (deadline, r.gone_ns)
+        // Only the time from the last stop's signal (its lead before the
+        // deadline, by the program's clock) to the end the harness saw.
+        if let (Some(d), Some(g), Some(last)) =
+            (deadline, r.gone_ns, r.sent.iter().rev().find(|s| s.stops()))
             && g >= d
         {
-            let kill_at = d - kill_guard(settings.ttl).as_nanos() as i128;
-            r.stall = stalls
-                .excuse(kill_at, g)
-                .or_else(|| covering(&r.froze, kill_at, g));
+            let signalled = d - (last.lead_ms * 1e6) as i128;
+            r.stall = stalls.excuse(signalled, g, &r.cpus);
         }
     }
     Outcome {
@@ -1730,7 +1801,7 @@ fn run_workload(settings: &Settings) -> Outcome {
         leftover_keys,
         elapsed,
         history,
-        stalls: stalls.seen(),
+        stalls: stalls.record(),
     }
 }
 
@@ -1894,8 +1965,9 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
     eprintln!(
         "[{label}] stalls of the machine (a CPU on which nothing of the suite's ran for over \
          5 ms): {}, the longest {:?}",
-        o.stalls.len(),
+        o.stalls.stalls.len(),
         o.stalls
+            .stalls
             .iter()
             .take(3)
             .map(|s| s.to_string())
@@ -1925,27 +1997,24 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
         r.lost_increments,
         r.anomalies
     );
-    // A stopped section dies a kill guard (200 ms here) before the deadline
+    // A stopped section dies a kill guard (100 ms here) before the deadline
     // and the next holder enters after the keys expire, while the harness
     // sees a death within a few ms: an entry inside that window is no proof
     // either way, so the workload does not accept one, unless the window is
-    // that long only because the machine or the observer stood still (the
-    // harness did not run to look: see `Stalls`, `run_one`), which is
-    // reported.
+    // that long only because a CPU where the section ran stood still (the
+    // harness did not run to look: see `Stalls`), which is reported. An
+    // observer that stood still on its own excuses nothing.
     let (unseen, ambiguous): (Vec<&String>, Vec<&String>) = r.ambiguous.iter().partition(|line| {
         holder_of(line)
             .and_then(|run| o.records.iter().find(|x| x.run == run))
             .and_then(|x| {
                 let hi = x.shell_gone_ns.unwrap_or(x.reaped_ns);
                 let lo = x.shell_seen_ns.unwrap_or(0).min(hi);
-                covering(&o.stalls, lo, hi).or_else(|| covering(&x.froze, lo, hi))
+                o.stalls.excuse(lo, hi, &x.cpus)
             })
             .is_some()
     });
-    eprintln!(
-        "[{label}] ambiguous entries a stall of the machine or of the observer kept from view: \
-         {unseen:?}"
-    );
+    eprintln!("[{label}] ambiguous entries a stall of the machine kept from view: {unseen:?}");
     assert!(
         ambiguous.is_empty(),
         "[{label}] entries within the observation window of a killed section's end: {ambiguous:?}"
@@ -1973,13 +2042,41 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
             dying.len()
         );
     }
+    // The program's own decisions: every stop signal redlock-run or its
+    // guard sent went out before the validity deadline, by the time each
+    // says, with no excuse at all.
+    let late_decisions: Vec<String> = o
+        .records
+        .iter()
+        .flat_map(|x| {
+            late_stops(&x.sent)
+                .into_iter()
+                .map(move |l| format!("run {}: {l}", x.run))
+        })
+        .collect();
+    let decisions: Vec<String> = o
+        .records
+        .iter()
+        .filter(|x| x.sent.iter().any(|s| s.stops()))
+        .map(|x| {
+            let stops: Vec<String> = x.sent.iter().map(|s| s.to_string()).collect();
+            format!("run {} exit {}: {}", x.run, x.code, stops.join("; "))
+        })
+        .collect();
+    eprintln!(
+        "[{label}] stops as redlock-run and its guard decided them (signal to processes, ms \
+         before the validity deadline): {decisions:?}"
+    );
+    assert!(
+        late_decisions.is_empty(),
+        "[{label}] stops decided at or after the validity deadline: {late_decisions:?}"
+    );
     // The promise is that no process of the tree runs after the validity
     // deadline: the margin must be positive, not merely within the drift the
-    // keys' expiry adds.
-    // A section late by no more than a stall of the machine itself (the
-    // host stopped a CPU: see `Stalls`) or of its observer (which then could
-    // not date its end) is reported, not held to it; a few of them at most,
-    // or the run measured nothing.
+    // keys' expiry adds. A section seen gone late is reported, not held to
+    // it, only when a stall of a CPU where it ran covers the time from its
+    // last stop's signal to its end but the slack (see `Stalls`); a few of
+    // them at most, or the run measured nothing.
     let stalled: BTreeMap<u64, Stall> = o
         .records
         .iter()
@@ -1994,9 +2091,18 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
         .iter()
         .map(|(run, s)| format!("run {run}: {s}"))
         .collect();
+    let froze: Vec<String> = o
+        .records
+        .iter()
+        .filter(|x| !x.froze.is_empty())
+        .map(|x| {
+            let longest = x.froze.iter().map(|(a, b)| b - a).max().unwrap_or(0);
+            format!("run {}: {:.1} ms", x.run, longest as f64 / 1e6)
+        })
+        .collect();
     eprintln!(
         "[{label}] stopped trees gone after the validity deadline: {} of {}; late by a stall \
-         of the machine or of the observer: {stalled:?}",
+         of the machine: {stalled:?}; observers that stood still (no excuse): {froze:?}",
         late.len(),
         margins.len()
     );
@@ -2086,10 +2192,12 @@ fn assert_coverage(label: &str, settings: &Settings, o: &Outcome) {
 fn short_settings(nodes: usize) -> Settings {
     Settings {
         // One pass through the schedule (the workload goes on until every
-        // fault was injected once) and 40 completed runs.
+        // fault was injected once) and at least 270 completed runs over 3
+        // nodes, 330 over 5, however busy the machine: a busy one runs
+        // fewer a second, and the workload goes on for them (up to 90 s).
         duration: Duration::ZERO,
         max_duration: Duration::from_secs(90),
-        min_ok: 40,
+        min_ok: if nodes == 3 { 270 } else { 330 },
         ..Settings::new(nodes)
     }
 }
@@ -2103,14 +2211,21 @@ fn soak_settings(nodes: usize) -> Settings {
     }
 }
 
-/// Short variant: one pass through the fault schedule over 3 and 5 nodes.
+/// Short variant: one pass through the fault schedule over 3 nodes (and,
+/// beside it, over 5).
 #[test]
-fn workload_under_faults_keeps_mutual_exclusion() {
-    for nodes in [3, 5] {
-        let settings = short_settings(nodes);
-        let o = run_workload(&settings);
-        report_and_assert(&format!("short/{nodes}"), &settings, &o);
-    }
+fn workload_under_faults_keeps_mutual_exclusion_on_3_nodes() {
+    let settings = short_settings(3);
+    let o = run_workload(&settings);
+    report_and_assert("short/3", &settings, &o);
+}
+
+/// Short variant over 5 nodes.
+#[test]
+fn workload_under_faults_keeps_mutual_exclusion_on_5_nodes() {
+    let settings = short_settings(5);
+    let o = run_workload(&settings);
+    report_and_assert("short/5", &settings, &o);
 }
 
 /// Readers and writers (`--shared`): half the workers are readers, and so is
@@ -2131,6 +2246,7 @@ fn workload_with_readers_and_writers_under_faults() {
             "sigstop redlock-run past the ttl",
         ],
         readers: vec![1, 3, 5, 7, SPECIAL_WORKER],
+        min_ok: 90,
         ..short_settings(3)
     };
     let o = run_workload(&settings);
@@ -2167,6 +2283,8 @@ fn negative_control_readers_on_another_lock() {
         workers: 4,
         faults: Vec::new(),
         duration: Duration::from_secs(4),
+        // As many runs as this control is there for, however busy the machine.
+        min_ok: 21,
         max_duration: Duration::from_secs(30),
         shapes: vec![Shape::InCommand],
         per_worker_args: (0..4)
@@ -2252,12 +2370,14 @@ fn read_outcome(dir: &TempDir, ends: &HashMap<u64, i128>) -> Report {
     check(&history, counter, &ends)
 }
 
-/// A contender loop: `-w` runs of the normal command until `until` (at least one).
+/// A contender loop: `-w` runs of the normal command until `until` (at least
+/// one), and on (for 30 s more at most) until the history holds
+/// `sections` critical sections: a busy machine runs fewer a second.
 fn contend(
     dir: &TempDir,
     urls: &str,
     first_run: u64,
-    until: Instant,
+    (until, sections): (Instant, usize),
     extra: &[&str],
 ) -> Vec<(u64, i32, i128)> {
     let mut out = Vec::new();
@@ -2272,7 +2392,12 @@ fn contend(
             .expect("contender hung");
         out.push((run, code, realtime_ns()));
         run += 1;
-        if Instant::now() >= until {
+        let entered = || {
+            fs::read_to_string(dir.join("history"))
+                .map_or(0, |h| h.lines().filter(|l| l.starts_with("enter ")).count())
+        };
+        let now = Instant::now();
+        if now >= until && (now >= until + Duration::from_secs(30) || entered() >= sections) {
             return out;
         }
     }
@@ -2289,6 +2414,8 @@ fn negative_control_without_containment() {
         workers: 4,
         faults: Vec::new(),
         duration: Duration::from_secs(4),
+        // As many runs as this control is there for, however busy the machine.
+        min_ok: 26,
         max_duration: Duration::from_secs(30),
         shapes: vec![Shape::Background, Shape::Daemon, Shape::Zl],
         env: vec![("REDLOCK_TEST_UNCONTAINED".into(), "1".into())],
@@ -2340,6 +2467,8 @@ fn negative_control_sigkilled_wrapper_without_a_guard() {
         workers: 4,
         faults: vec!["sigkill redlock-run"],
         duration: Duration::ZERO,
+        // As many runs as this control is there for, however busy the machine.
+        min_ok: 26,
         shapes: vec![Shape::InCommand],
         env: vec![("REDLOCK_TEST_UNCONTAINED".into(), "1".into())],
         ..Settings::new(3)
@@ -2375,6 +2504,8 @@ fn negative_control_paused_wrapper_without_containment() {
         workers: 4,
         faults: vec!["sigstop redlock-run past the ttl"],
         duration: Duration::ZERO,
+        // As many runs as this control is there for, however busy the machine.
+        min_ok: 12,
         shapes: vec![Shape::InCommand],
         env: vec![("REDLOCK_TEST_UNCONTAINED".into(), "1".into())],
         ..Settings::new(3)
@@ -2413,7 +2544,7 @@ fn negative_control_different_prefixes() {
             .map(|w| {
                 let (dir, urls) = (&dir, &urls);
                 let prefix = if w % 2 == 0 { "a:" } else { "b:" };
-                s.spawn(move || contend(dir, urls, w * 10_000, until, &["--prefix", prefix]))
+                s.spawn(move || contend(dir, urls, w * 10_000, (until, 110), &["--prefix", prefix]))
             })
             .collect();
         handles
@@ -2524,8 +2655,11 @@ fn negative_control_wrapper_stopped_past_ttl() {
     let mut a = Proc::spawn(
         dir.path(),
         &[
+            // Four TTLs: B, which waits for the key to expire and looks
+            // again within a second, must come in while it runs, however
+            // busy the machine (at 2.5 s, beside the suite, it once did not).
             args(&cluster.urls(), 1000, 100, &[]),
-            vec!["-c".into(), script(1, Kind::Slow(2500), Shape::InCommand)],
+            vec!["-c".into(), script(1, Kind::Slow(4000), Shape::InCommand)],
         ]
         .concat(),
     );
@@ -2568,7 +2702,7 @@ fn negative_control_wrapper_stopped_past_ttl() {
 /// either way the checker must find no overlap.
 #[test]
 fn acquire_frozen_near_and_past_the_ttl() {
-    let _alone = alone();
+    let _seat = (HEAVY.take(1), crate::support::room::timing());
     let cluster = Cluster::new(3);
     let dir = tempdir();
     prepare(&dir);
@@ -2582,11 +2716,13 @@ fn acquire_frozen_near_and_past_the_ttl() {
         .enumerate()
     {
         let run = 1 + i as u64;
-        // Each reply takes 2 x 80 ms through the proxies: the freeze at 60 ms
-        // lands inside the acquire round (--node-timeout 200ms).
+        // Each reply takes 2 x 80 ms through the proxies (--node-timeout
+        // 200ms): A is frozen 10 ms after it has connected to every node,
+        // inside its acquire round, however long its start took.
         for p in &proxies {
             p.set_mode(Mode::Delay(Duration::from_millis(80)));
         }
+        let accepted: Vec<usize> = proxies.iter().map(|p| p.accepted()).collect();
         let mut a = Proc::spawn(
             dir.path(),
             &[
@@ -2595,7 +2731,14 @@ fn acquire_frozen_near_and_past_the_ttl() {
             ]
             .concat(),
         );
-        thread::sleep(Duration::from_millis(60));
+        let connected = wait_until_every(Duration::from_secs(5), Duration::from_millis(1), || {
+            proxies
+                .iter()
+                .zip(&accepted)
+                .all(|(p, &n)| p.accepted() > n)
+        });
+        assert!(connected, "A never connected\n{}", a.stderr_text());
+        thread::sleep(Duration::from_millis(10));
         send_signal(a.pid(), libc::SIGSTOP);
         let frozen_at = Instant::now();
         // The delayed SETs reach the nodes while A is frozen.
@@ -2608,7 +2751,9 @@ fn acquire_frozen_near_and_past_the_ttl() {
             let (dir, urls) = (&dir, cluster.urls());
             let until = frozen_at + frozen + ttl;
             thread::scope(|s| {
-                let h = s.spawn(move || contend(dir, &urls, 1000 * run, until, &[]));
+                // 33 more sections a freeze: 130 in all.
+                let sections = 33 * run as usize;
+                let h = s.spawn(move || contend(dir, &urls, 1000 * run, (until, sections), &[]));
                 thread::sleep(frozen.saturating_sub(frozen_at.elapsed()));
                 for p in &proxies {
                     p.set_mode(Mode::Pass);
@@ -2722,56 +2867,127 @@ fn replies_black_holed_after_set_applied() {
         applied,
         "the SET never reached the nodes: the scenario is void"
     );
-    let b = contend(&dir, &cluster.urls(), 100, Instant::now(), &[]);
+    let b = contend(&dir, &cluster.urls(), 100, (Instant::now(), 0), &[]);
     assert_eq!(b.first().map(|x| x.1), Some(0), "contender after healing");
 }
 
-/// A command that ignores SIGTERM can only be ended by the SIGKILL. That
-/// used to be scheduled at the validity deadline itself, so the group
-/// vanished after the deadline by the supervisor's wake-up latency; it now
-/// goes out a guard before it (`redlock::kill_guard`). Regression test: A
-/// (TERM-ignoring) loses every node to a black hole while the nodes stay up
-/// for B, and A's group must be gone before the deadline every time. A run
-/// whose lateness a stall of the machine explains (`Stalls`) is reported and
-/// run again, up to four times; any other late run fails the test.
-#[test]
-fn term_ignoring_group_is_gone_before_the_validity_deadline() {
-    const HELD: usize = 8;
-    let _alone = alone();
-    // The poll below dates the group's end: see `timely`.
-    timely();
+/// One TERM-ignoring run that lost its lock, as the harness saw it.
+struct Lost {
+    run: u64,
+    code: i32,
+    /// The signals redlock-run and its guard said they sent to its tree.
+    sent: Vec<Sent>,
+    /// Its group seen gone, against the validity deadline its `-vv` lines
+    /// give (ms, positive: before).
+    margin: f64,
+    /// For a group seen gone late: a stall of a CPU where it ran that
+    /// covers the time from its SIGKILL to its end (see `Stalls::excuse`).
+    excuse: Option<Stall>,
+    /// What the group's members were doing near the deadline, and what
+    /// redlock-run said: shown for a run that went wrong.
+    detail: String,
+}
+
+impl Lost {
+    /// The stops it decided at or after the validity deadline, judged with
+    /// no excuse at all.
+    fn late(&self) -> Vec<String> {
+        late_stops(&self.sent)
+    }
+
+    /// Everything wrong with it: a late stop; other than one SIGTERM line
+    /// and one SIGKILL line (from redlock-run, or, where its own came a
+    /// fifth of the guard late, its guard's backstop beside or instead of
+    /// it, each process killed once: together they reach what the SIGTERM
+    /// did); a group seen gone after the deadline with no stall of its CPUs
+    /// to cover the kernel's part; an exit other than 76.
+    fn faults(&self) -> Vec<String> {
+        let mut faults = self.late();
+        let of = |sig: &str, guard: bool| {
+            let lines: Vec<&Sent> = self
+                .sent
+                .iter()
+                .filter(|s| s.signal == sig && s.by_guard == guard)
+                .collect();
+            (
+                lines.len(),
+                lines.iter().map(|s| s.processes).sum::<usize>(),
+            )
+        };
+        let (term, reached) = of("SIGTERM", false);
+        let (kill, killed) = of("SIGKILL", false);
+        let (backstop, also) = of("SIGKILL", true);
+        let one_kill = kill <= 1 && backstop <= 1 && kill + backstop >= 1;
+        if term != 1 || !one_kill || killed + also != reached {
+            faults.push(format!(
+                "not one SIGTERM and one SIGKILL line: {:?}",
+                self.sent
+            ));
+        }
+        if self.margin <= 0.0 && self.excuse.is_none() {
+            faults.push(format!(
+                "group gone {:.1} ms after the deadline",
+                -self.margin
+            ));
+        }
+        if self.code != 76 {
+            faults.push(format!("exit {}", self.code));
+        }
+        faults
+    }
+}
+
+/// `runs` runs of A, a TERM-ignoring command that loses every node to a
+/// black hole while the nodes stay up for B, which waits for the lock; A
+/// gets `env` (a negative control's switch). Each run as the harness saw
+/// it, and the checker's report on all of them.
+fn term_ignoring_lost(runs: u64, env: &[(&str, &str)]) -> (Vec<Lost>, Report) {
     let stalls = Stalls::watch();
     let cluster = Cluster::new(3);
     let dir = tempdir();
     prepare(&dir);
     let ttl = Duration::from_millis(500);
-    let guard = kill_guard(ttl);
     let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
     let a_urls = proxied_urls(&proxies);
-    let mut margins = Vec::new();
-    let mut excused = Vec::new();
-    let mut late = Vec::new();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let mut lost = Vec::new();
     let mut ends = HashMap::new();
-    for i in 0..(HELD as u64 + 4) {
-        if margins.len() == HELD {
-            break;
-        }
+    for i in 0..runs {
         let run = 2 * i + 1;
         for p in &proxies {
             p.set_mode(Mode::Pass);
         }
-        let mut a = Proc::spawn(
+        // -w: a first round slower than the 50 ms node timeout (a busy
+        // machine, the proxies' threads) is tried again, not a failed run.
+        let mut a = Proc::spawn_with(
             dir.path(),
             &[
-                args(&a_urls, 500, 50, &["-vv"]),
+                args(&a_urls, 500, 50, &["-vv", "-w", "3s"]),
                 vec![
                     "-c".into(),
                     script(run, Kind::IgnoresTerm, Shape::InCommand),
                 ],
             ]
             .concat(),
+            &env,
         );
-        let pgid = read_pid_file(&dir.join(format!("pid.{run}")), Duration::from_secs(10));
+        let pid_file = dir.join(format!("pid.{run}"));
+        let started = wait_until(Duration::from_secs(10), || {
+            fs::read_to_string(&pid_file).is_ok_and(|s| s.trim().parse::<i32>().is_ok())
+                || a.try_code().is_some()
+        });
+        if !started || a.try_code().is_some() {
+            let code = a.try_code();
+            a.drain(Duration::from_secs(5));
+            panic!(
+                "A's command did not start (exit {code:?})\n{}",
+                a.stderr_text()
+            );
+        }
+        let pgid = read_pid_file(&pid_file, Duration::from_secs(1));
         let mut b = Proc::spawn(
             dir.path(),
             &[
@@ -2783,100 +2999,184 @@ fn term_ignoring_group_is_gone_before_the_validity_deadline() {
         for p in &proxies {
             p.set_mode(Mode::BlackHole);
         }
-        // Polled every millisecond: seen gone at most ~1 ms late. What the
-        // group's members were doing is sampled every 10 ms, for a late run.
-        let polling = Instant::now();
-        let group = Group::default();
-        let mut samples: VecDeque<(Instant, String)> = VecDeque::new();
-        let (gone, gone_ns) = loop {
-            if !group.alive(pgid) {
-                break (Instant::now(), realtime_ns());
-            }
-            if samples
-                .back()
-                .is_none_or(|(t, _)| t.elapsed() >= Duration::from_millis(10))
-            {
-                let members = group
-                    .members
-                    .borrow()
-                    .iter()
-                    .map(|&p| snapshot(p))
-                    .collect::<Vec<_>>();
-                if samples.len() == 20 {
-                    samples.pop_front();
-                }
-                samples.push_back((Instant::now(), members.join("; ")));
-            }
-            assert!(
-                polling.elapsed() < Duration::from_secs(5),
-                "TERM-ignoring group never killed"
-            );
-            thread::sleep(Duration::from_millis(1));
-        };
+        let (gone_ns, cpus, samples) = watch_group(pgid);
         let code = a.wait_code(Duration::from_secs(5)).expect("A hung");
         let b_code = b.wait_code(Duration::from_secs(10)).expect("B hung");
         ends.insert(run, gone_ns);
         ends.insert(run + 1, realtime_ns());
-        let (_, deadline) = lock_timeline(&a.stderr(), ttl);
-        let deadline = deadline.expect("no deadline in -vv output");
-        let margin = margin_ms(deadline, gone);
-        assert_eq!((code, b_code), (76, 0), "{}", a.stderr_text());
-        if margin > 0.0 {
-            margins.push(margin);
-        } else if let Some(stall) = stalls.excuse(instant_ns(deadline - guard), gone_ns) {
-            excused.push(format!("{margin:+.1} ms ({stall})"));
-        } else {
-            let seen: Vec<String> = samples
-                .iter()
-                .filter(|(t, _)| *t + guard + Duration::from_millis(20) >= deadline)
-                .map(|(t, m)| format!("  {:+.1} ms: {m}", -margin_ms(deadline, *t)))
-                .collect();
-            late.push(format!(
-                "run {run}: gone {:.1} ms after the deadline (longest stall around it: {:?}); \
-                 the group's members, against the deadline:\n{}\n{}",
-                -margin,
-                stalls.longest_within(instant_ns(deadline - guard), gone_ns),
-                seen.join("\n"),
-                a.stderr_text()
-            ));
-            margins.push(margin);
-        }
-    }
-    let r = read_outcome(&dir, &ends);
-    eprintln!(
-        "TERM-ignoring group vs validity deadline (ttl 500ms, drift {:?}): margins {:?} ms; \
-         {} overlaps; runs a stall of the machine made late (stalls watched: {}): {excused:?}",
-        drift(ttl),
-        margins
+        assert!(a.drain(Duration::from_secs(5)), "A's stderr stayed open");
+        let lines = a.stderr();
+        let deadline = instant_ns(
+            lock_timeline(&lines, ttl)
+                .1
+                .expect("no deadline in -vv output"),
+        );
+        let sent = sent(&lines);
+        let margin = margin_ns_ms(deadline, gone_ns);
+        let excuse = sent
             .iter()
-            .map(|m| format!("{m:+.1}"))
-            .collect::<Vec<_>>(),
-        r.overlaps.len(),
-        stalls.watching
-    );
-    for o in &r.overlaps {
-        eprintln!("TERM-ignoring group: OVERLAP {o}");
+            .rev()
+            .find(|s| s.signal == "SIGKILL")
+            .filter(|_| margin <= 0.0)
+            .and_then(|kill| {
+                stalls.excuse(deadline - (kill.lead_ms * 1e6) as i128, gone_ns, &cpus)
+            });
+        assert_eq!(b_code, 0, "B\n{}", b.stderr_text());
+        let seen: Vec<String> = samples
+            .iter()
+            .map(|(t, m)| format!("  {:+.1} ms: {m}", margin_ns_ms(*t, deadline)))
+            .collect();
+        lost.push(Lost {
+            run,
+            code,
+            sent,
+            margin,
+            excuse,
+            detail: format!("{}\n{}", seen.join("\n"), a.stderr_text()),
+        });
     }
+    (lost, read_outcome(&dir, &ends))
+}
+
+/// Polls process group `pgid` every millisecond until none of it can run:
+/// when (realtime ns), the CPUs its members last ran on, and what they were
+/// doing the last 200 ms (sampled every 10 ms).
+fn watch_group(pgid: i32) -> (i128, Vec<usize>, VecDeque<(i128, String)>) {
+    // It dates the group's end: see `timely`.
+    let real_time = timely(true);
+    let seen = watch_group_polling(pgid);
+    if real_time {
+        timely(false);
+    }
+    seen
+}
+
+fn watch_group_polling(pgid: i32) -> (i128, Vec<usize>, VecDeque<(i128, String)>) {
+    let polling = Instant::now();
+    let group = Group::default();
+    let mut samples: VecDeque<(i128, String)> = VecDeque::new();
+    let mut cpus = Vec::new();
+    loop {
+        if !group.alive(pgid) {
+            return (realtime_ns(), cpus, samples);
+        }
+        let members = group.members.borrow().clone();
+        let on: Vec<usize> = members.iter().flat_map(|&m| last_cpus(m)).collect();
+        if !on.is_empty() {
+            cpus = on;
+        }
+        if samples
+            .back()
+            .is_none_or(|(t, _)| realtime_ns() - t >= 10_000_000)
+        {
+            let now: Vec<String> = members.iter().map(|&p| snapshot(p)).collect();
+            if samples.len() == 20 {
+                samples.pop_front();
+            }
+            samples.push_back((realtime_ns(), now.join("; ")));
+        }
+        assert!(
+            polling.elapsed() < Duration::from_secs(5),
+            "TERM-ignoring group never killed"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A command that ignores SIGTERM can only be ended by the SIGKILL, which
+/// goes out a kill guard before the validity deadline
+/// (`redlock::kill_guard`). A (TERM-ignoring) loses every node to a black
+/// hole while the nodes stay up for B. Each of 8 runs is judged where the
+/// program decided: `-vv` says one SIGTERM and one SIGKILL, each before the
+/// deadline, with no excuse; and the group, seen gone, is gone before the
+/// deadline, unless a stall of a CPU where it ran covers the kernel's part
+/// (from the SIGKILL to its end) but the slack. No run is run again.
+#[test]
+fn term_ignoring_group_is_gone_before_the_validity_deadline() {
+    let _alone = alone();
+    let (lost, r) = term_ignoring_lost(8, &[]);
+    let said: Vec<String> = lost
+        .iter()
+        .map(|l| {
+            let sent: Vec<String> = l.sent.iter().map(|s| s.to_string()).collect();
+            format!(
+                "run {}: [{}], group gone {:+.1} ms",
+                l.run,
+                sent.join("; "),
+                l.margin
+            )
+        })
+        .collect();
+    eprintln!(
+        "TERM-ignoring group vs validity deadline (ttl 500ms, drift {:?}; the signals as \
+         redlock-run said them, ms before the deadline): {said:#?}; {} overlaps; groups a \
+         stall made late: {:?}",
+        drift(Duration::from_millis(500)),
+        r.overlaps.len(),
+        lost.iter()
+            .filter_map(|l| l.excuse.map(|s| format!("run {}: {s}", l.run)))
+            .collect::<Vec<_>>()
+    );
     assert!(r.overlaps.is_empty(), "{:?}", r.overlaps);
+    let wrong: Vec<String> = lost
+        .iter()
+        .filter(|l| !l.faults().is_empty())
+        .map(|l| format!("run {}: {:?}\n{}", l.run, l.faults(), l.detail))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert!(
-        late.is_empty(),
-        "the group outlived the validity deadline: {margins:?}\n{}",
-        late.join("\n")
+        lost.iter().filter(|l| l.excuse.is_some()).count() <= 2,
+        "the machine stalled too often to measure"
     );
-    assert_eq!(
-        margins.len(),
-        HELD,
-        "the machine stalled in {} runs: too few measured",
-        excused.len()
+}
+
+/// A negative control for every test that judges a stop: a test build whose
+/// SIGKILL is planted where `plant` says (`REDLOCK_TEST_KILL_GUARD`,
+/// milliseconds before the deadline, negative: after). Each of 4
+/// TERM-ignoring runs must be caught by the check on the program's own
+/// decision, which no stall can excuse.
+fn a_late_kill_is_caught_on_every_run(plant: &str) {
+    let (lost, _) = term_ignoring_lost(4, &[("REDLOCK_TEST_KILL_GUARD", plant)]);
+    for l in &lost {
+        eprintln!(
+            "negative control (kill planted at {plant} ms): run {}: {:?}, caught: {:?}",
+            l.run,
+            l.sent.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            l.late()
+        );
+    }
+    let missed: Vec<String> = lost
+        .iter()
+        .filter(|l| l.late().is_empty())
+        .map(|l| format!("run {}: {}", l.run, l.detail))
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "a kill planted at {plant} ms was not caught:\n{}",
+        missed.join("\n")
     );
+}
+
+/// The kill guard set to zero: SIGKILL at the deadline itself.
+#[test]
+fn negative_control_a_kill_at_the_deadline_is_caught_on_every_run() {
+    a_late_kill_is_caught_on_every_run("0");
+}
+
+/// SIGKILL planned 1 ms after the deadline.
+#[test]
+fn negative_control_a_kill_1ms_after_the_deadline_is_caught_on_every_run() {
+    a_late_kill_is_caught_on_every_run("-1");
 }
 
 /// The stall watcher sees a CPU taken from it: a thread above it in real
 /// time, pinned to one CPU, spins there for 80 ms (as a host that stops
 /// the virtual CPU would take it), and the watcher of that CPU reports a
-/// stall that long, and so excuses a kill due at its start and seen at its
-/// end, but not one seen 30 ms after it ended. Not root (no real time): it
-/// watches nothing, so it excuses nothing.
+/// stall that long, and so excuses a tree that ran there, signalled at its
+/// start and seen gone at its end, but not one that ran on another CPU, nor
+/// one seen gone 30 ms after it ended. Not root (no real time): it watches
+/// nothing, so it excuses nothing, and this check is said to be skipped
+/// (and fails under `CI=true`).
 #[test]
 fn the_stall_watcher_sees_a_cpu_taken_from_it() {
     let _alone = alone();
@@ -2887,7 +3187,10 @@ fn the_stall_watcher_sees_a_cpu_taken_from_it() {
             !stalls.watching,
             "a watcher without real time would see the scheduler"
         );
-        eprintln!("not root: no real time, so no stall is watched or excused");
+        not_run(
+            "safety::the_stall_watcher_sees_a_cpu_taken_from_it",
+            "not root: no real time, so no stall is watched or excused",
+        );
         return;
     }
     assert!(
@@ -2921,10 +3224,14 @@ fn the_stall_watcher_sees_a_cpu_taken_from_it() {
     let stall = stalls.longest_within(from, to).expect("no stall seen");
     assert_eq!(stall.cpu, Some(0), "{stall:?}");
     assert!(stall.length() >= Duration::from_millis(75), "{stall:?}");
-    assert!(stalls.excuse(from, to).is_some(), "{stall:?}");
+    assert!(stalls.excuse(from, to, &[0]).is_some(), "{stall:?}");
     assert!(
-        stalls.excuse(from, to + 30_000_000).is_none(),
-        "a kill 30 ms after the stall is late on its own: {stall:?}"
+        stalls.excuse(from, to, &[1]).is_none(),
+        "a stall of CPU 0 does not keep a tree on CPU 1 from dying: {stall:?}"
+    );
+    assert!(
+        stalls.excuse(from, to + 30_000_000, &[0]).is_none(),
+        "a tree gone 30 ms after the stall is late on its own: {stall:?}"
     );
     eprintln!("stall watcher: {stall:?}, {:.1?}", stall.length());
 }
@@ -2932,10 +3239,13 @@ fn the_stall_watcher_sees_a_cpu_taken_from_it() {
 /// The SIGKILL for a command that ignores SIGTERM goes out a kill guard
 /// before the validity deadline, and the guard is TTL/10 within 50 ms..2 s:
 /// 50 ms (not 40) for a 400 ms TTL, 200 ms for 2 s, and (as the program
-/// states it in its schedule check) 2 s, not 3, for 30 s.
+/// states it in its schedule check) 2 s, not 3, for 30 s. Judged where the
+/// program decided, by its own clock (its `-vv` line), so it needs no quiet
+/// machine: a busy one only delays the kill's wake-up, which the best of
+/// three allows for.
 #[test]
 fn the_kill_guard_is_a_tenth_of_the_ttl_within_50ms_and_2s() {
-    let _alone = alone();
+    let _timing = crate::support::room::timing();
     let cluster = Cluster::new(3);
     let dir = tempdir();
     prepare(&dir);
@@ -2972,7 +3282,6 @@ fn the_kill_guard_is_a_tenth_of_the_ttl_within_50ms_and_2s() {
             let seen = wait_until_every(Duration::from_secs(5), Duration::from_millis(1), || {
                 !group.alive(pgid)
             });
-            let gone = Instant::now();
             let code = a.wait_code(Duration::from_secs(5));
             for node in cluster.iter() {
                 node.cont();
@@ -2984,24 +3293,26 @@ fn the_kill_guard_is_a_tenth_of_the_ttl_within_50ms_and_2s() {
                 a.stderr_text()
             );
             assert_eq!(code, Some(76), "{}", a.stderr_text());
-            let deadline = lock_timeline(&a.stderr(), ttl)
-                .1
-                .expect("no deadline in -vv output");
-            margins.push(margin_ms(deadline, gone));
+            assert!(a.drain(Duration::from_secs(5)), "its stderr stayed open");
+            let kill = sent(&a.stderr())
+                .into_iter()
+                .find(|s| s.signal == "SIGKILL")
+                .unwrap_or_else(|| panic!("no SIGKILL line\n{}", a.stderr_text()));
+            margins.push(kill.lead_ms);
             // The stale key the unreachable release left: this run is over.
             for node in cluster.iter() {
                 let _: () = node.cmd(&redis::cmd("FLUSHALL"));
             }
         }
         figures.push(format!("ttl {ttl:?}: {margins:.1?} ms"));
-        // The kill goes out at deadline - guard, and the group is seen gone
-        // a wake-up, a kill and a 1 ms poll later: never more than the guard
-        // before the deadline (10 ms allowed for the deadline's dating from
-        // log lines), and, at best of three, within 8 ms of it.
+        // The kill goes out at deadline - guard, a wake-up later: never more
+        // than the guard before the deadline (a tenth of a millisecond
+        // allowed for the line's rounding), and, at best of three, within
+        // 8 ms of it.
         let best = margins.iter().copied().fold(f64::MIN, f64::max);
         assert!(
-            margins.iter().all(|m| *m <= guard_ms + 10.0) && best >= guard_ms - 8.0,
-            "ttl {ttl:?}: group gone {margins:.1?} ms before the deadline, want about the \
+            margins.iter().all(|m| *m <= guard_ms + 0.1) && best >= guard_ms - 8.0,
+            "ttl {ttl:?}: SIGKILL {margins:.1?} ms before the deadline, want about the \
              {guard_ms} ms guard"
         );
     }
@@ -3014,7 +3325,7 @@ fn the_kill_guard_is_a_tenth_of_the_ttl_within_50ms_and_2s() {
         out.stderr.contains("drift - 2s kill guard"),
         "a 30 s TTL's kill guard should be 2 s\n{out}"
     );
-    eprintln!("kill guard: tree gone before the deadline by {figures:?}");
+    eprintln!("kill guard: SIGKILL before the deadline by {figures:?}");
 }
 
 /// A group kill aimed at redlock-run (a CI runner ending its job's process

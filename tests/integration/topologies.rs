@@ -767,14 +767,15 @@ fn without_replicas_a_failover_gives_a_second_holder() {
 /// A Redlock over three Sentinel groups; one fails over during the run.
 #[test]
 fn redlock_over_three_sentinel_groups_survives_a_failover() {
-    let groups: Vec<SentinelGroup> = (0..3)
-        .map(|i| {
-            SentinelGroup::builder()
-                .name(&format!("group{i}"))
-                .replicas(1)
-                .start()
-        })
-        .collect();
+    let groups = SentinelGroup::start_together(
+        (0..3)
+            .map(|i| {
+                SentinelGroup::builder()
+                    .name(&format!("group{i}"))
+                    .replicas(1)
+            })
+            .collect(),
+    );
     let url = groups
         .iter()
         .map(SentinelGroup::url)

@@ -1,6 +1,7 @@
 //! The probe's keys removed after it, on every node: DEL, and where the
 //! node refuses DEL (an ACL without it, which the probe's release has met
-//! already and said), PEXPIRE of a millisecond instead, so that nothing of
+//! already and said), PEXPIRE of 0 instead (the node deletes a key given no
+//! time left), so that nothing of
 //! the probe stays, its fence counter (which has no expiry) included. A
 //! node that keeps any of them is unfit, and they are named.
 
@@ -37,18 +38,19 @@ impl Request for Remove {
     }
 }
 
-/// Each of KEYS set to expire in a millisecond; the first PEXPIRE the node
+/// Each of KEYS given no time left, which deletes it at once (a millisecond
+/// left it to be listed a moment longer); the first PEXPIRE the node
 /// refuses, as `PEXPIRE: <error>`, else 1.
 const EXPIRE_SOON: &str = "\
 for _, k in ipairs(KEYS) do
-  local r = redis.pcall('PEXPIRE', k, 1)
+  local r = redis.pcall('PEXPIRE', k, 0)
   if type(r) == 'table' and r.err then
     return 'PEXPIRE: ' .. r.err
   end
 end
 return 1";
 
-/// The probe's keys made to expire at once, where DEL was refused: what the
+/// The probe's keys deleted by PEXPIRE, where DEL was refused: what the
 /// node refused, if it did.
 struct ExpireSoon {
     keys: Vec<Vec<u8>>,

@@ -26,7 +26,7 @@ use redis::{ErrorKind, FromRedisValue, ServerErrorKind};
 
 use super::certs::{Certs, NodeTls};
 use super::redis_node::{RedisNode, free_port};
-use super::{process_state, wait_until};
+use super::{process_state, wait_until_every};
 
 /// Number of hash slots in every Redis Cluster.
 pub const SLOTS: u16 = 16384;
@@ -302,7 +302,7 @@ impl RedisCluster {
         }
         // Until REPLICATE takes effect a replica is a master without slots,
         // which await_ok would accept.
-        let replicas_linked = wait_until(CONVERGE, || {
+        let replicas_linked = converge(|| {
             (b.masters..total).all(|r| role_of(&cluster.nodes[r]).is_some_and(|(_, up)| up))
         });
         assert!(
@@ -641,7 +641,7 @@ impl RedisCluster {
     /// master is killed this is the wait for its replica to take over.
     pub fn await_ok(&self) {
         let total = self.nodes.len();
-        let ok = wait_until(CONVERGE, || {
+        let ok = converge(|| {
             let live: Vec<usize> = (0..total).filter(|&i| self.is_up(i)).collect();
             let mut replica_ports = Vec::new();
             for &i in &live {
@@ -709,7 +709,7 @@ impl RedisCluster {
 
     /// Waits until `cond` holds for the CLUSTER NODES view of every live node.
     fn await_view(&self, what: &str, cond: impl Fn(&[NodeLine]) -> bool) {
-        let ok = wait_until(CONVERGE, || {
+        let ok = converge(|| {
             (0..self.nodes.len())
                 .filter(|&i| self.is_up(i))
                 .all(|i| self.try_view(i).is_ok_and(|lines| cond(&lines)))
@@ -788,4 +788,10 @@ pub fn role_of(node: &RedisNode) -> Option<(String, bool)> {
     let role = text(0)?;
     let linked = role == "slave" && text(3).is_some_and(|s| s == "connected");
     Some((role, linked))
+}
+
+/// Polls `cond` every 50 ms for up to [`CONVERGE`]: each check asks every
+/// node on a connection of its own, and every 10 ms that kept a core busy.
+fn converge(cond: impl FnMut() -> bool) -> bool {
+    wait_until_every(CONVERGE, std::time::Duration::from_millis(50), cond)
 }

@@ -27,6 +27,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -478,16 +479,26 @@ impl Running {
     pub fn wait_timeout(&mut self, limit: Duration) -> Option<RunOutput> {
         let child = self.child.as_mut().expect("process already waited for");
         let deadline = Instant::now() + limit;
+        // Woken by the exit itself, where the kernel has pidfds: a test
+        // that waits seconds for a run costs no wake-ups meanwhile.
+        let exited = super::pidfd(child.id() as i32);
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break status,
                 Ok(None) => {}
                 Err(e) => panic!("waiting for {}: {e}", self.description),
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 return None;
             }
-            std::thread::sleep(Duration::from_millis(2));
+            match &exited {
+                Some(fd) => super::await_readable(
+                    fd.as_raw_fd(),
+                    (deadline - now).min(Duration::from_millis(500)),
+                ),
+                None => std::thread::sleep(Duration::from_millis(2)),
+            }
         };
         let elapsed = self.started.elapsed();
         self.child = None;

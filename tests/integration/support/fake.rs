@@ -9,6 +9,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
@@ -61,14 +62,15 @@ impl FakeServer {
         let acceptor = std::thread::spawn(move || {
             let mut conns = Vec::new();
             while !s.load(Ordering::SeqCst) {
+                // In poll(2), not a polling loop; Drop wakes it.
+                super::await_readable(listener.as_raw_fd(), Duration::from_millis(200));
                 match listener.accept() {
+                    Ok(_) if s.load(Ordering::SeqCst) => break,
                     Ok((stream, _)) => {
                         let (s, r) = (Arc::clone(&s), Arc::clone(&r));
                         conns.push(std::thread::spawn(move || serve(stream, script, &s, &r)));
                     }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                     Err(_) => break,
                 }
             }
@@ -105,6 +107,7 @@ impl FakeServer {
 impl Drop for FakeServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
         if let Some(a) = self.acceptor.take() {
             let _ = a.join();
         }

@@ -10,6 +10,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -112,7 +113,10 @@ impl PingServer {
         };
         std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
+                // In poll(2), not a polling loop; Drop wakes it.
+                super::await_readable(listener.as_raw_fd(), Duration::from_millis(200));
                 match listener.accept() {
+                    Ok(_) if stop.load(Ordering::SeqCst) => break,
                     Ok((stream, _)) => {
                         let (requests, stop, tls) =
                             (Arc::clone(&requests), Arc::clone(&stop), tls.clone());
@@ -121,7 +125,7 @@ impl PingServer {
                             connection(stream, tls, answer, &requests, &stop);
                         });
                     }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    Err(_) => {}
                 }
             }
         });
@@ -156,6 +160,7 @@ impl PingServer {
 impl Drop for PingServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
     }
 }
 

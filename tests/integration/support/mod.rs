@@ -29,6 +29,7 @@ pub mod http;
 pub mod old_kernel;
 pub mod proxy;
 pub mod redis_node;
+pub mod room;
 pub mod sentinel;
 pub mod stalls;
 pub mod timed;
@@ -140,6 +141,31 @@ pub fn wait_until_every(
     }
 }
 
+/// Waits up to `timeout` for `fd` to be readable (a listener with a
+/// connection waiting, a pidfd whose process has exited): where the
+/// fixtures would otherwise poll every few milliseconds, each waiting
+/// thread wakes when there is something to do.
+pub fn await_readable(fd: std::os::fd::RawFd, timeout: Duration) {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut p, 1, ms) };
+}
+
+/// A pidfd for `pid` (Linux 5.3+; None before), to wait for its exit with
+/// [`await_readable`].
+pub fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags, and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a fresh descriptor, owned here.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
 /// A directory removed (recursively, best effort) on drop.
 #[derive(Debug)]
 pub struct TempDir {
@@ -175,6 +201,7 @@ impl Drop for TempDir {
 
 /// Creates a fresh, unique directory under `std::env::temp_dir()`.
 pub fn tempdir() -> TempDir {
+    room::running();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -252,6 +279,47 @@ pub fn sigkill_pending(pid: i32) -> bool {
         .any(|mask| mask & (1 << (libc::SIGKILL - 1)) != 0)
 }
 
+/// What an observer needs of process `pid` in one look, each /proc file
+/// read once: whether it can run code of its own ([`can_run`]), whether any
+/// thread of it is alive ([`any_thread_alive`]), and the CPUs its live
+/// threads last ran on ([`last_cpus`]).
+#[derive(Debug, Default)]
+pub struct Look {
+    pub can_run: bool,
+    pub any_thread_alive: bool,
+    pub cpus: Vec<usize>,
+}
+
+pub fn look(pid: i32) -> Look {
+    const PF_EXITING: u64 = 0x4;
+    let mut seen = Look::default();
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return seen;
+    };
+    let mut runs = false;
+    for e in tasks.filter_map(|e| e.ok()) {
+        let Ok(stat) = fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let f: Vec<&str> = stat
+            .rfind(')')
+            .map(|i| stat[i + 1..].split_whitespace().collect())
+            .unwrap_or_default();
+        if f.len() < 37 || matches!(f[0], "Z" | "X") {
+            continue;
+        }
+        seen.any_thread_alive = true;
+        runs |= f[6]
+            .parse::<u64>()
+            .is_ok_and(|flags| flags & PF_EXITING == 0);
+        seen.cpus.extend(f[36].parse::<usize>());
+    }
+    seen.cpus.sort_unstable();
+    seen.cpus.dedup();
+    seen.can_run = runs && pid > 0 && !sigkill_pending(pid);
+    seen
+}
+
 /// Whether process `pid` can still run code of its own: it is not dying of
 /// SIGKILL ([`sigkill_pending`]) and a thread of it is alive and not on its
 /// way out (`PF_EXITING`, set in `/proc/PID/task/TID/stat`'s flags when the
@@ -295,6 +363,43 @@ pub fn process_state(pid: i32) -> Option<char> {
     rest.split_whitespace().next()?.chars().next()
 }
 
+/// The CPU each live thread of `pid` last ran on (field 39 of
+/// `/proc/PID/task/TID/stat`): where a stall could have kept it from dying
+/// (see `stalls::Stalls::excuse`).
+pub fn last_cpus(pid: i32) -> Vec<usize> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut cpus: Vec<usize> = tasks
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let stat = fs::read_to_string(e.path().join("stat")).ok()?;
+            // After the command name, field 39 is the 37th.
+            stat[stat.rfind(')')? + 1..]
+                .split_whitespace()
+                .nth(36)?
+                .parse()
+                .ok()
+        })
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    cpus
+}
+
+/// A check that cannot run here (it needs root, or real-time priority):
+/// said by name, straight to stderr past the harness's capture, so that a
+/// run that skipped it shows it; under `CI=true` (CI runs as root, where
+/// everything can run) it fails instead.
+pub fn not_run(check: &str, why: &str) {
+    let line = format!("{check}: SKIPPED: {why}");
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{line}, and CI=true: in CI every check must run"
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
+}
+
 /// Parent pid of `pid` from `/proc/PID/stat`.
 pub fn parent_pid(pid: i32) -> Option<i32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -309,11 +414,23 @@ pub fn process_name(pid: i32) -> Option<String> {
         .map(|s| s.trim_end().to_string())
 }
 
-/// The guard (`redlock-guard`) of redlock-run `wrapper`, once forked.
+/// The guard (`redlock-guard`) of redlock-run `wrapper`, once forked:
+/// found among its children in `/proc/PID/task/TID/children` (a scan of all
+/// of /proc, which the safety workload's observers would otherwise do once
+/// per run, costs milliseconds).
 pub fn guard_of(wrapper: i32) -> Option<i32> {
-    child_pids(wrapper)
-        .into_iter()
-        .find(|&p| process_name(p).as_deref() == Some("redlock-guard"))
+    let tasks = fs::read_dir(format!("/proc/{wrapper}/task")).ok()?;
+    let kids: Vec<i32> = tasks
+        .filter_map(|e| e.ok())
+        .filter_map(|e| fs::read_to_string(e.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect();
+    kids.into_iter()
+        .find(|&p| process_name(p).as_deref() == Some("redlock-guard") && pid_alive(p))
 }
 
 /// Live (non-zombie) direct children of `ppid`, found by scanning `/proc`.

@@ -141,6 +141,11 @@ impl FaultProxy {
 impl Drop for FaultProxy {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::SeqCst);
+        // Wakes the acceptor from its poll at once.
+        let _ = TcpStream::connect_timeout(
+            &SocketAddr::from(([127, 0, 0, 1], self.port)),
+            Duration::from_secs(1),
+        );
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.join();
         }
@@ -161,14 +166,18 @@ fn spawn_worker(shared: &Arc<Shared>, name: String, f: impl FnOnce() + Send + 's
 
 fn accept_loop(listener: TcpListener, target: SocketAddr, shared: Arc<Shared>) {
     while !shared.stopping() {
+        // Waits in poll(2) rather than polling accept: a proxy idle for most
+        // of a test must not cost wake-ups (every 2 ms, over the suite's
+        // hundreds of proxies, was CPU the timing tests then lacked). Drop
+        // wakes it with a connection of its own.
+        super::await_readable(listener.as_raw_fd(), Duration::from_millis(200));
         match listener.accept() {
+            Ok(_) if shared.stopping() => return,
             Ok((client, _)) => {
                 shared.accepted.fetch_add(1, Ordering::SeqCst);
                 handle_connection(client, target, &shared);
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
-                std::thread::sleep(Duration::from_millis(2));
-            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {}
             Err(e) => {
                 eprintln!("proxy: accept failed: {e}");
                 std::thread::sleep(TICK);

@@ -34,6 +34,7 @@ use super::cluster::role_of;
 use super::redis_node::{
     RedisNode, free_port, helper_client, scheme_url, sentinel_command, server_pid, url_encode,
 };
+use super::room::{Room, Seat};
 use super::{TempDir, tempdir, wait_until, wait_until_every};
 
 /// Upper bound for the group to form, and for a failover to be seen done.
@@ -146,35 +147,37 @@ pub struct SentinelGroup {
     sentinel_password: Option<String>,
     startup: Duration,
     tls: Option<NodeTls>,
-    // Dropped last, once every process of the group is gone. Groups run one
-    // at a time: several at once on 2 cores (each 3 sentinels and 3 data
-    // nodes, tests polling them) starved one another into spurious
-    // failovers and replicas that acknowledged late.
+    // Dropped last, once every process of the group is gone. Three groups
+    // at a time: with the fixtures polling every 10 ms, several at once on
+    // 2 cores (each 3 sentinels and 3 data nodes) starved one another into
+    // spurious failovers and replicas that acknowledged late; polled every
+    // 50 ms, three are as quiet as one was.
     _alone: Alone,
 }
 
-static ONE_GROUP_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static GROUPS: Room = Room::new(3);
 
 thread_local! {
     static HOLDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// [`ONE_GROUP_AT_A_TIME`], taken by a thread's first group; a test that
-/// forms several groups (Redlock over groups) holds it once for all of them.
-struct Alone(Option<std::sync::MutexGuard<'static, ()>>);
+/// A seat in [`GROUPS`], taken by a thread's first group; a test that
+/// forms several groups (Redlock over groups, [`SentinelGroup::start_together`])
+/// takes the whole room once for all of them.
+struct Alone(Option<Seat>);
 
 impl Alone {
     fn take() -> Alone {
+        Alone::of(|| GROUPS.take(1))
+    }
+
+    fn of(seat: impl FnOnce() -> Seat) -> Alone {
         if HOLDING.with(|h| h.get()) {
             return Alone(None);
         }
-        // A test that panicked while holding it leaves the lock poisoned,
-        // not the next group's processes.
-        let guard = ONE_GROUP_AT_A_TIME
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let seat = seat();
         HOLDING.with(|h| h.set(true));
-        Alone(Some(guard))
+        Alone(Some(seat))
     }
 }
 
@@ -206,46 +209,69 @@ impl SentinelGroup {
         SentinelGroup::builder().start()
     }
 
+    /// Several groups formed side by side: each group's processes are
+    /// started from this thread (a server dies with the thread that started
+    /// it), and their waits (for the replicas, then for the sentinels to
+    /// find one another, seconds of each) overlap. They hold the whole of
+    /// [`GROUPS`] for as long as the first of them lives.
+    pub fn start_together(builders: Vec<SentinelBuilder>) -> Vec<SentinelGroup> {
+        let alone = Alone::of(|| GROUPS.alone());
+        let mut groups = SentinelGroup::form_all(builders);
+        if let Some(first) = groups.first_mut() {
+            first._alone = alone;
+        }
+        groups
+    }
+
     fn form(b: SentinelBuilder) -> SentinelGroup {
         let alone = Alone::take();
+        let mut group = SentinelGroup::form_all(vec![b])
+            .pop()
+            .expect("one group formed");
+        group._alone = alone;
+        group
+    }
+
+    /// Starts every group's data nodes, waits for all their replicas, then
+    /// starts and settles every group's sentinels.
+    fn form_all(builders: Vec<SentinelBuilder>) -> Vec<SentinelGroup> {
         let began = Instant::now();
-        let mut args = vec![
-            // Replicas sync at once (7.0's diskless default waits 5 s for
-            // more replicas; 6.2 would write an RDB file).
-            "--repl-diskless-sync",
-            "yes",
-            "--repl-diskless-sync-delay",
-            "0",
-        ];
-        if let Some(pw) = &b.data_password {
-            // Every data node may become a replica after a failover.
-            args.extend(["--masterauth", pw]);
-        }
-        let pw = b.data_password.as_deref();
-        let tls = b.tls.as_ref();
-        let primary = RedisNode::start_with_tls(&args, pw, tls, free_port);
-        let primary_port = primary.port().to_string();
-        let mut data = vec![primary];
-        for _ in 0..b.replicas {
-            let mut replica_args = args.clone();
-            replica_args.extend(["--replicaof", "127.0.0.1", &primary_port]);
-            data.push(RedisNode::start_with_tls(&replica_args, pw, tls, free_port));
-        }
+        let staged: Vec<(SentinelBuilder, Vec<RedisNode>)> = builders
+            .into_iter()
+            .map(|b| {
+                let data = start_data(&b);
+                (b, data)
+            })
+            .collect();
         let linked = wait_until(CONVERGE, || {
-            data[1..]
-                .iter()
-                .all(|n| role_of(n).is_some_and(|(_, up)| up))
+            staged.iter().all(|(_, data)| {
+                data[1..]
+                    .iter()
+                    .all(|n| role_of(n).is_some_and(|(_, up)| up))
+            })
         });
         assert!(
             linked,
             "the replicas did not sync with the primary within {CONVERGE:?}"
         );
+        let mut groups: Vec<SentinelGroup> = staged
+            .into_iter()
+            .map(|(b, data)| SentinelGroup::watched(b, data))
+            .collect();
+        for group in &mut groups {
+            group.settle();
+            group.startup = began.elapsed();
+        }
+        groups
+    }
 
+    /// `data` under three new sentinels (tried up to three times).
+    fn watched(b: SentinelBuilder, data: Vec<RedisNode>) -> SentinelGroup {
         let mut last_error = String::new();
         for _attempt in 0..3 {
             match start_sentinels(&b, &data) {
                 Ok(sentinels) => {
-                    let mut group = SentinelGroup {
+                    return SentinelGroup {
                         name: b.name.clone(),
                         sentinels,
                         data,
@@ -253,11 +279,8 @@ impl SentinelGroup {
                         sentinel_password: b.sentinel_password.clone(),
                         startup: Duration::ZERO,
                         tls: b.tls.clone(),
-                        _alone: alone,
+                        _alone: Alone(None),
                     };
-                    group.settle();
-                    group.startup = began.elapsed();
-                    return group;
                 }
                 Err(e) => last_error = e,
             }
@@ -514,12 +537,13 @@ impl SentinelGroup {
         );
     }
 
-    /// Polls `cond` for up to [`CONVERGE`]: every 10 ms, or every 100 ms on
+    /// Polls `cond` for up to [`CONVERGE`]: every 50 ms, or every 100 ms on
     /// TLS, where each check is several TLS handshakes (the harness's rustls
-    /// is a debug build: polled every 10 ms, they kept a core busy and slowed
-    /// the very failover being watched).
+    /// is a debug build). Each check opens a connection to every sentinel
+    /// and node: polled every 10 ms, they kept a core busy and slowed the
+    /// very failover being watched.
     fn poll(&self, cond: impl FnMut() -> bool) -> bool {
-        let every = if self.tls.is_some() { 100 } else { 10 };
+        let every = if self.tls.is_some() { 100 } else { 50 };
         wait_until_every(CONVERGE, Duration::from_millis(every), cond)
     }
 
@@ -771,6 +795,33 @@ fn quote(s: &str) -> String {
 /// Writes the three sentinels' files and starts them; each must answer as
 /// itself (INFO's process_id). On failure the started ones are killed (by
 /// drop) and the reason returned, so the caller can try new ports.
+/// A group's primary and replicas, started (not yet linked).
+fn start_data(b: &SentinelBuilder) -> Vec<RedisNode> {
+    let mut args = vec![
+        // Replicas sync at once (7.0's diskless default waits 5 s for
+        // more replicas; 6.2 would write an RDB file).
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ];
+    if let Some(pw) = &b.data_password {
+        // Every data node may become a replica after a failover.
+        args.extend(["--masterauth", pw]);
+    }
+    let pw = b.data_password.as_deref();
+    let tls = b.tls.as_ref();
+    let primary = RedisNode::start_with_tls(&args, pw, tls, free_port);
+    let primary_port = primary.port().to_string();
+    let mut data = vec![primary];
+    for _ in 0..b.replicas {
+        let mut replica_args = args.clone();
+        replica_args.extend(["--replicaof", "127.0.0.1", &primary_port]);
+        data.push(RedisNode::start_with_tls(&replica_args, pw, tls, free_port));
+    }
+    data
+}
+
 fn start_sentinels(b: &SentinelBuilder, data: &[RedisNode]) -> Result<Vec<SentinelProc>, String> {
     let mut ports: Vec<u16> = Vec::new();
     while ports.len() < 3 {

@@ -12,20 +12,26 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::cmd::{BIN, child_rules};
 use super::{send_signal, wait_until};
 
-/// Makes the calling thread a real-time one (SCHED_FIFO) where that is
-/// allowed (root, as in CI), so that what it observes (a process seen gone, a
-/// log line's arrival) is dated within its poll period even while the rest of
-/// the suite keeps both cores busy; a thread of the normal policy can wait
-/// tens of milliseconds for a CPU then, and an observer that late makes a
-/// timely kill look late. What it starts runs under the normal policy again
-/// (SCHED_RESET_ON_FORK): redlock-run itself is measured as users run it.
-/// Elsewhere it does nothing and says false.
-pub fn timely() -> bool {
-    let param = libc::sched_param { sched_priority: 10 };
+/// Puts the calling thread in real time (SCHED_FIFO, below the stall
+/// watchers) with `on`, or back to the normal policy, where that is allowed
+/// (root, as in CI; elsewhere it does nothing and says false). An observer
+/// takes it only for the moments it dates (a tree's end near its deadline):
+/// there a thread of the normal policy on a busy machine stood still for
+/// hundreds of milliseconds and saw a timely kill late; observers in real
+/// time all the time took the CPUs from what they watched and froze for a
+/// second at a time themselves. What it starts runs under the normal policy
+/// (SCHED_RESET_ON_FORK): redlock-run is measured as users run it.
+pub fn timely(on: bool) -> bool {
+    let (policy, priority) = if on {
+        (libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, 10)
+    } else {
+        (libc::SCHED_OTHER, 0)
+    };
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
     // SAFETY: this thread's policy, a valid parameter block.
-    unsafe {
-        libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) == 0
-    }
+    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
 }
 
 /// A `redlock-run` whose stderr lines are timestamped as they arrive.
@@ -75,7 +81,6 @@ impl Proc {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let (out, sink) = (child.stderr.take().expect("piped"), Arc::clone(&lines));
         let reader = thread::spawn(move || {
-            timely();
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
                 let now = Instant::now();
@@ -232,4 +237,107 @@ pub fn lock_timeline(
         }
     }
     (acquire, deadline)
+}
+
+/// A signal redlock-run (or its guard) sent to the command's tree, as its
+/// `-vv` line says: "sent SIGKILL to 3 processes, 49.8 ms before the
+/// validity deadline" (or "the guard sent ...", "... after the ...").
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sent {
+    pub by_guard: bool,
+    pub signal: String,
+    pub processes: usize,
+    /// How long before the deadline, by the program's own clock (negative:
+    /// after it).
+    pub lead_ms: f64,
+    /// When the line arrived: the signal had gone out before.
+    pub arrived: Instant,
+}
+
+impl Sent {
+    /// A signal that stops the tree (not one passed on, not SIGCONT).
+    pub fn stops(&self) -> bool {
+        self.signal == "SIGTERM" || self.signal == "SIGKILL"
+    }
+}
+
+impl std::fmt::Display for Sent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}{} to {}, {:+.1} ms",
+            if self.by_guard { "the guard's " } else { "" },
+            self.signal,
+            self.processes,
+            self.lead_ms
+        )
+    }
+}
+
+/// Every signal line in `lines`.
+pub fn sent(lines: &[(Instant, String)]) -> Vec<Sent> {
+    lines
+        .iter()
+        .filter_map(|(t, l)| parse_sent(l.strip_prefix("redlock-run: ")?, *t))
+        .collect()
+}
+
+fn parse_sent(line: &str, arrived: Instant) -> Option<Sent> {
+    let (by_guard, rest) = match line.strip_prefix("the guard sent ") {
+        Some(rest) => (true, rest),
+        None => (false, line.strip_prefix("sent ")?),
+    };
+    let (signal, rest) = rest.split_once(' ')?;
+    let rest = rest.strip_prefix("(then SIGCONT) ").unwrap_or(rest);
+    let (count, rest) = rest.strip_prefix("to ")?.split_once(' ')?;
+    let (_, rest) = rest.split_once(", ")?;
+    let (ms, rest) = rest.split_once(" ms ")?;
+    let ms: f64 = ms.parse().ok()?;
+    let lead_ms = match rest {
+        "before the validity deadline" => ms,
+        "after the validity deadline" => -ms,
+        _ => return None,
+    };
+    Some(Sent {
+        by_guard,
+        signal: signal.to_string(),
+        processes: count.parse().ok()?,
+        lead_ms,
+        arrived,
+    })
+}
+
+/// The stops (SIGTERM, SIGKILL) in `sent` that did not go out before the
+/// validity deadline: the program's own decision, judged with no excuse.
+pub fn late_stops(sent: &[Sent]) -> Vec<String> {
+    sent.iter()
+        .filter(|s| s.stops() && s.lead_ms <= 0.0)
+        .map(|s| format!("{s}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_lines_read_back() {
+        let now = Instant::now();
+        let lines = vec![
+            (now, "redlock-run: sent SIGTERM (then SIGCONT) to 2 processes, 216.0 ms before the validity deadline".to_string()),
+            (now, "redlock-run: the guard sent SIGKILL to 1 process, 0.3 ms after the validity deadline".to_string()),
+            (now, "redlock-run: sent SIGKILL somewhere".to_string()),
+        ];
+        let got = sent(&lines);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(
+            (got[0].signal.as_str(), got[0].processes, got[0].lead_ms),
+            ("SIGTERM", 2, 216.0)
+        );
+        assert!(got[1].by_guard && got[1].lead_ms == -0.3);
+        assert_eq!(
+            late_stops(&got),
+            vec!["the guard's SIGKILL to 1, -0.3 ms".to_string()]
+        );
+    }
 }

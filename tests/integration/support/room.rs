@@ -1,0 +1,114 @@
+//! Room for tests that must not all run at once: each takes a share of a
+//! fixed capacity for as long as it runs, and waits while there is not
+//! enough left; a test that must run with none of the others takes all of
+//! it.
+//!
+//! The harness runs many tests side by side (`RUST_TEST_THREADS`, set in
+//! `.cargo/config.toml`): most of them wait on servers and timeouts, and a
+//! test waiting for a room holds a harness thread. So that those waits do
+//! not take turns from the rest, and the rest do not all run at once, a
+//! test also takes a place in [`RUNNING`] when it first makes a directory
+//! or starts a server, holds it until it ends, and gives it back while it
+//! waits for another room: the threads are many, the tests at work few.
+//! Those that keep the CPUs busy (the safety workloads, a tree of
+//! thousands of processes) and those that must not run beside them are
+//! queued only against each other in rooms of their own.
+
+use std::cell::RefCell;
+use std::sync::{Condvar, Mutex};
+
+pub struct Room {
+    used: Mutex<usize>,
+    freed: Condvar,
+    capacity: usize,
+}
+
+/// A share of a [`Room`], given back when dropped.
+pub struct Seat {
+    room: &'static Room,
+    share: usize,
+}
+
+impl Room {
+    pub const fn new(capacity: usize) -> Room {
+        Room {
+            used: Mutex::new(0),
+            freed: Condvar::new(),
+            capacity,
+        }
+    }
+
+    /// Waits until `share` (at most the capacity) is free, and takes it;
+    /// the test's place in [`RUNNING`] is given back meanwhile.
+    pub fn take(&'static self, share: usize) -> Seat {
+        let place = PLACE.with(|p| p.borrow_mut().take());
+        let seat = self.wait_for(share);
+        if place.is_some() {
+            drop(place);
+            running();
+        }
+        seat
+    }
+
+    /// All of it: no other test of this room runs meanwhile.
+    pub fn alone(&'static self) -> Seat {
+        self.take(self.capacity)
+    }
+
+    fn wait_for(&'static self, share: usize) -> Seat {
+        let share = share.min(self.capacity);
+        // A test that panicked holding a seat has given it back (Drop);
+        // the lock itself is never held across a test.
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        while *used + share > self.capacity {
+            used = self.freed.wait(used).unwrap_or_else(|p| p.into_inner());
+        }
+        *used += share;
+        Seat { room: self, share }
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        let mut used = self.room.used.lock().unwrap_or_else(|p| p.into_inner());
+        *used -= self.share;
+        self.room.freed.notify_all();
+    }
+}
+
+/// Tests at work at once. Eight on two cores: the suite's tests mostly wait,
+/// and more at once made those that time a kill or a node's answer late.
+static RUNNING: Room = Room::new(8);
+
+thread_local! {
+    /// The place of the test this thread runs (libtest runs each test on a
+    /// thread of its own, which ends with it).
+    static PLACE: RefCell<Option<Seat>> = const { RefCell::new(None) };
+}
+
+/// Takes this test's place in [`RUNNING`], once: called where a test first
+/// makes a directory or starts a server.
+pub fn running() {
+    if PLACE.with(|p| p.borrow().is_some()) {
+        return;
+    }
+    let seat = RUNNING.wait_for(1);
+    PLACE.with(|p| *p.borrow_mut() = Some(seat));
+}
+
+/// The machine's CPUs as the suite shares them: a test that keeps them busy
+/// for seconds (forking thousands of processes) takes all of it, and a test
+/// whose assertions are about timing (a kill before a deadline, a latency)
+/// takes a seat, so that no such test runs beside such a load. Everything
+/// else runs beside both.
+static CPUS: Room = Room::new(8);
+
+/// For a test that keeps the CPUs busy: beside no timing test.
+pub fn hog() -> Seat {
+    CPUS.alone()
+}
+
+/// For a test that judges timing: beside no hog.
+pub fn timing() -> Seat {
+    CPUS.take(1)
+}
