@@ -412,8 +412,10 @@ impl Lock {
         // as long again as the quorum took, so that a second name of a
         // server whose first name granted is heard too in a healthy round
         // (its answer is a moment behind), while a stopped node costs one
-        // quorum's time, not its whole overdue time.
-        if round.verdict == Verdict::Quorum && self.nodes.len() > 1 {
+        // quorum's time, not its whole overdue time. A quorum that refused
+        // waits as long too: a node a moment behind it is not named as
+        // silent in a busy run's warning.
+        if matches!(round.verdict, Verdict::Quorum | Verdict::Refused) && self.nodes.len() > 1 {
             // The round has listened that long already (see
             // `quorum::fan_out`).
             let cap = round.decided_at + round.elapsed;

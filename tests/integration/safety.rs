@@ -1997,13 +1997,14 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
         r.lost_increments,
         r.anomalies
     );
-    // A stopped section dies a kill guard (100 ms here) before the deadline
-    // and the next holder enters after the keys expire, while the harness
-    // sees a death within a few ms: an entry inside that window is no proof
-    // either way, so the workload does not accept one, unless the window is
-    // that long only because a CPU where the section ran stood still (the
-    // harness did not run to look: see `Stalls`), which is reported. An
-    // observer that stood still on its own excuses nothing.
+    // A stopped section dies a kill guard (200 ms at the workload's 2 s
+    // TTL) before the deadline and the next holder enters after the keys
+    // expire, while the harness sees a death within a few ms: an entry
+    // inside that window is no proof either way, so the workload does not
+    // accept one, unless the window is that long only because a CPU where
+    // the section ran stood still (the harness did not run to look: see
+    // `Stalls`), which is reported. An observer that stood still on its own
+    // excuses nothing.
     let (unseen, ambiguous): (Vec<&String>, Vec<&String>) = r.ambiguous.iter().partition(|line| {
         holder_of(line)
             .and_then(|run| o.records.iter().find(|x| x.run == run))
