@@ -240,6 +240,14 @@ impl<T: Read + Write + Send> ReadWrite for T {}
 
 /// One request: its head, then as much body as Content-Length says. None
 /// when the connection closes (or the server stops) first.
+/// A read that timed out goes on, unless the server is stopping.
+fn go_on(e: &std::io::Error, stop: &AtomicBool) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    ) && !stop.load(Ordering::SeqCst)
+}
+
 fn read_request(io: &mut BufReader<Box<dyn ReadWrite>>, stop: &AtomicBool) -> Option<Request> {
     let mut head = Vec::new();
     let mut line = String::new();
@@ -253,16 +261,7 @@ fn read_request(io: &mut BufReader<Box<dyn ReadWrite>>, stop: &AtomicBool) -> Op
                 }
                 head.push(line.trim_end().to_string());
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                if stop.load(Ordering::SeqCst) {
-                    return None;
-                }
-            }
+            Err(e) if go_on(&e, stop) => {}
             Err(_) => return None,
         }
     }
@@ -284,16 +283,7 @@ fn read_request(io: &mut BufReader<Box<dyn ReadWrite>>, stop: &AtomicBool) -> Op
         match io.read(&mut body[read..]) {
             Ok(0) => return None,
             Ok(n) => read += n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                if stop.load(Ordering::SeqCst) {
-                    return None;
-                }
-            }
+            Err(e) if go_on(&e, stop) => {}
             Err(_) => return None,
         }
     }
