@@ -187,11 +187,21 @@ pub(crate) fn apply(args: Vec<OsString>) -> Result<Applied, Error> {
         return Ok(unchanged(args));
     };
     let text = file::read(&path, found)?;
-    let loaded = parse::parse(&text, &path, &command_for_keys())?;
-    file::check_secrets(&path, &loaded)?;
+    if parse::sets_nothing(&text) {
+        return Ok(Applied {
+            file: Some((path, found)),
+            ..unchanged(args)
+        });
+    }
     if matches.is_none() {
         matches = lenient(&mut cmd, &args);
     }
+    // The command the arguments were read with is the run's: the file's
+    // keys are read against it too (a command built is a good part of a
+    // run's start-up).
+    let keys = cmd.get_or_insert_with(command_for_keys);
+    let loaded = parse::parse(&text, &path, keys)?;
+    file::check_secrets(&path, &loaded)?;
     // Arguments clap cannot make sense of: nothing is put in, and the
     // parse that follows says what is wrong with them.
     let (Some(m), Some(cmd)) = (matches, cmd) else {

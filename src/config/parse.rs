@@ -121,6 +121,22 @@ impl Loaded {
     }
 }
 
+/// Whether `text` sets nothing (comments alone, as in the package's example,
+/// or empty lock tables): such a file needs no command to be read against.
+/// A file that does not parse is not empty: reading it says what is wrong.
+pub(super) fn sets_nothing(text: &str) -> bool {
+    toml::from_str::<toml::Table>(text).is_ok_and(|top| {
+        top.iter().all(|(key, value)| {
+            key == "lock"
+                && value.as_table().is_some_and(|locks| {
+                    locks
+                        .values()
+                        .all(|t| t.as_table().is_some_and(toml::Table::is_empty))
+                })
+        })
+    })
+}
+
 /// Reads `text` (the file at `path`) against the options of `cmd`.
 pub(super) fn parse(text: &str, path: &Path, cmd: &Command) -> Result<Loaded, Error> {
     let at = |offset: usize, what: String| Error::At {
@@ -375,6 +391,17 @@ mod tests {
 
     fn read(text: &str) -> Result<Loaded, String> {
         parse(text, Path::new("/etc/c.toml"), &cmd()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_file_of_comments_or_empty_tables_sets_nothing() {
+        assert!(sets_nothing(""));
+        assert!(sets_nothing("# ttl = \"5s\"\n\n# [lock.\"x\"]\n"));
+        assert!(sets_nothing("[lock.\"x\"]\n"));
+        assert!(!sets_nothing("ttl = \"5s\"\n"));
+        assert!(!sets_nothing("[lock.\"x\"]\nttl = \"5s\"\n"));
+        assert!(!sets_nothing("lock = 3\n"));
+        assert!(!sets_nothing("ttl = \n"), "a file that does not parse");
     }
 
     #[test]

@@ -345,7 +345,11 @@ impl Lock {
     /// one is taken. Busy only when every slot is.
     pub fn acquire(&self, queue: &Queue, log: &Log) -> Acquired {
         let mut order: Vec<usize> = (0..self.slots.len()).collect();
-        order.shuffle(&mut rand::rng());
+        // One slot (no --limit) needs no shuffle, nor the thread's generator
+        // seeded for it (its CPU feature check is slow in a VM).
+        if order.len() > 1 {
+            order.shuffle(&mut rand::rng());
+        }
         let mut busy: Option<Busy> = None;
         for slot in order {
             self.held.store(slot, Relaxed);

@@ -536,7 +536,12 @@ impl State {
         // (see `Node::uncounted`).
         let asked = (!self.push).then(|| {
             let ticket = self.ticket();
-            link.send(Tag::Ticket(ticket), &server::questions(), 2, Duration::ZERO);
+            link.send(
+                Tag::Ticket(ticket),
+                &server::questions(),
+                server::ANSWERS,
+                Duration::ZERO,
+            );
             ticket
         });
         self.data.push(Data {
