@@ -25,7 +25,7 @@ use crate::process::events::{Event, Events, Inbox};
 use crate::process::guard::{Guard, SpawnError};
 use crate::process::heartbeat::Heartbeat;
 use crate::process::spawn as child;
-use crate::process::supervise::{Supervised, Tree, supervise};
+use crate::process::supervise::{Started, Supervised, Tree, supervise};
 use crate::process::tree;
 use crate::process::{Job, Signalled};
 use crate::report::Stats;
@@ -82,7 +82,7 @@ pub(crate) fn run_with_retries(
     let mut leftover = false;
     let mut signals = Vec::new();
     let exit = loop {
-        let started = clock::now();
+        let started = Started::now();
         let pid = match start(a, deadline) {
             Ok(pid) => pid,
             Err(not) => {
@@ -238,7 +238,7 @@ fn log_started(a: &Attempts, attempts: u32, pid: libc::pid_t) {
 fn watch(
     a: &mut Attempts,
     pid: libc::pid_t,
-    started: Stamp,
+    started: Started,
     deadline: Stamp,
     heartbeat: &mut Heartbeat,
 ) -> Result<Supervised, Unwatched> {

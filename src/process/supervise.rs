@@ -134,7 +134,7 @@ pub(crate) struct Supervised {
 pub(crate) fn supervise(
     tree: &mut Tree,
     config: &Job,
-    started: Stamp,
+    started: Started,
     deadline: Stamp,
     rx: &Inbox,
     heartbeat: &mut Heartbeat,
@@ -145,7 +145,7 @@ pub(crate) fn supervise(
             deadline,
             kill_schedule(config.ttl),
             config.kill_after,
-            config.max_runtime.map(|t| started + t),
+            config.max_runtime.map(|t| started.boot + t),
         ),
         tree,
         config,
@@ -377,6 +377,23 @@ struct Watch<'a> {
 /// was suspended.
 const PAUSED: Duration = Duration::from_secs(1);
 
+/// When a command started, on both clocks: a gap between them later tells
+/// a suspended host (only CLOCK_BOOTTIME ran) from a stopped redlock-run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Started {
+    pub(crate) boot: Stamp,
+    pub(crate) mono: std::time::Instant,
+}
+
+impl Started {
+    pub(crate) fn now() -> Started {
+        Started {
+            boot: clock::now(),
+            mono: std::time::Instant::now(),
+        }
+    }
+}
+
 /// The loop's own gaps, which explain a lock lost for want of an extension.
 struct Pauses {
     /// The last turn of the loop, on CLOCK_BOOTTIME and CLOCK_MONOTONIC
@@ -390,11 +407,9 @@ struct Pauses {
 impl Pauses {
     /// From `started`, when the command started: a stop that came before
     /// the loop's first turn is a gap too.
-    fn new(started: Stamp) -> Pauses {
-        let (boot, mono) = (clock::now(), std::time::Instant::now());
-        let behind = boot.saturating_duration_since(started);
+    fn new(started: Started) -> Pauses {
         Pauses {
-            last: (started, mono.checked_sub(behind).unwrap_or(mono)),
+            last: (started.boot, started.mono),
             seen: None,
         }
     }
