@@ -411,19 +411,20 @@ pub(crate) fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
          {worst_all:?}; from redlock-run's death: median {median:?}, worst {worst:?}"
     );
     // docs/safety.md states median 6.5 ms, worst 10.7 ms from the kill
-    // (release build; this debug build measured 4.7-6.4 ms medians beside
+    // (release build; this debug build measured 3.8-6.4 ms medians beside
     // the rest of the suite). Allowed from the death: about twice the
-    // median, and 10 times the worst (a loaded 2-core machine can keep the
-    // guard off a CPU for a few scheduler ticks), still far inside any TTL;
-    // a guard that noticed the death only by its 100 ms poll would fail both.
-    // One try in 50 beside the whole suite took 162 ms: the next to worst
-    // carries the bound, the worst stays far inside any TTL.
-    let next = guard[guard.len() - 2];
+    // median; a guard that noticed the death only by its 100 ms poll would
+    // fail the median and the 90th percentile.
+    // Beside the whole suite (eight tests at work on two cores) one or two
+    // tries in 50 took 120 to 360 ms: the median and the 90th percentile
+    // carry the bounds, the worst stays far inside any TTL.
+    let p90 = guard[guard.len() * 9 / 10];
     assert!(
         median <= Duration::from_millis(15)
-            && next <= Duration::from_millis(100)
-            && worst <= Duration::from_millis(500),
-        "from redlock-run's death: median {median:?}, worst {worst:?}: {guard:?}"
+            && p90 <= Duration::from_millis(50)
+            && worst <= Duration::from_secs(1),
+        "from redlock-run's death: median {median:?}, 90th percentile {p90:?}, worst \
+         {worst:?}: {guard:?}"
     );
 }
 
