@@ -313,15 +313,6 @@ impl Link {
         Some(self.tls.as_ref()?.peer_certificates()?.first()?.to_vec())
     }
 
-    /// Whether the connection is still being made: its TCP connect or its
-    /// TLS handshake under way.
-    pub(super) fn connecting(&self) -> bool {
-        matches!(
-            self.phase,
-            Phase::Connecting { .. } | Phase::Handshaking { .. }
-        )
-    }
-
     /// Whether the link can still carry requests.
     pub(super) fn alive(&self) -> bool {
         !matches!(self.phase, Phase::Down | Phase::Stillborn(_))

@@ -322,11 +322,10 @@ pub(crate) enum Fared {
     /// Not a single answer, and none due any more: its requests failed,
     /// or have waited longer than the node timeout.
     Silent,
-    /// Not a single answer yet, its connection still being made (a TLS
-    /// handshake) and its oldest request within the node timeout: the run
-    /// was shorter than the node's connect, which says nothing against the
-    /// node. A node that took the request and said nothing (stopped, a
-    /// black hole) is `Silent`.
+    /// Not a single answer yet, its oldest request within the node timeout:
+    /// the run was shorter than the node had to answer (a TLS handshake, a
+    /// busy host), which says nothing against the node. A stopped node is
+    /// named by a run that lasts longer than its node timeout.
     Pending,
 }
 
@@ -426,9 +425,7 @@ impl Node {
             (None, Some(e), _) => Fared::SatOut(e.clone()),
             (None, None, true) => Fared::Answered,
             (None, None, false) => match state.waiting_since() {
-                Some(since) if state.connecting() && since.elapsed() < self.timeout => {
-                    Fared::Pending
-                }
+                Some(since) if since.elapsed() < self.timeout => Fared::Pending,
                 _ => Fared::Silent,
             },
         }

@@ -287,16 +287,6 @@ impl State {
         self.done.remove(at).map(|(_, r)| r)
     }
 
-    /// Whether a connection of the node's is still being made (a TCP
-    /// connect, a TLS handshake): its requests have not reached a server.
-    pub(super) fn connecting(&self) -> bool {
-        self.data
-            .iter()
-            .map(|d| &d.link)
-            .chain(self.probes.iter().map(|p| &p.link))
-            .any(Link::connecting)
-    }
-
     /// When the oldest request not yet answered (nor given up on) was made.
     pub(super) fn waiting_since(&self) -> Option<Instant> {
         let waiting = self.waiting.iter().map(|r| r.submitted);
