@@ -147,10 +147,12 @@ fn leftovers_kill_stops_the_whole_tree_within_kill_after_then_releases() {
             &script,
         ])
         .run();
+    // The command's status first: a run that never started it wrote no
+    // pid files, and its output says why.
+    out.assert_code(4);
     let pids = tree_pids(&dir);
     let gone = pids.iter().all(|&p| !pid_alive(p));
     reap_all(&pids);
-    out.assert_code(4);
     assert!(gone, "leftovers {pids:?} survived --leftovers kill\n{out}");
     assert!(
         out.elapsed >= Duration::from_millis(650) && out.elapsed < Duration::from_secs(3),
