@@ -19,9 +19,10 @@ const TTL: &str = "4s";
 const TTL_D: Duration = Duration::from_secs(4);
 
 /// The holder's command: notes when it starts and when it ends (a SIGTERM
-/// ends it too), and otherwise runs for longer than any test waits.
-const HOLD: &str = "date +%s%N > a.start; trap 'date +%s%N > a.end; exit 0' TERM; \
-                    sleep 60 & wait; date +%s%N > a.end";
+/// ends it too), and otherwise runs for longer than any test waits. Its
+/// clock is bash's own (no `date` to fork): on a busy machine the SIGKILL
+/// that follows the SIGTERM caught a forked `date` before it wrote.
+const HOLD: &str = r#"exec bash -c 'now() { echo "${EPOCHREALTIME/./}000"; }; now > a.start; trap "now > a.end; exit 0" TERM; sleep 60 & wait; now > a.end'"#;
 
 /// A run of lock `job` on `urls` with the grace at its default, in `dir`.
 fn run(urls: &str, dir: &TempDir) -> Test {
