@@ -1430,9 +1430,8 @@ pub struct NodeOutcome {
 
 impl NodeOutcome {
     /// Why the node counts as failed in this run: it failed a request, or
-    /// never answered the acquire while the run lasted (a run that ended
-    /// while its connection was still being made, within its node timeout,
-    /// is no fault of the node's: `Fared::Pending`).
+    /// never answered the acquire within its node timeout (a run that ended
+    /// sooner is no fault of the node's: `Fared::Pending`).
     /// The closing warning names these nodes and `--metrics-file` counts
     /// them: one definition.
     pub(crate) fn failure(&self) -> Option<String> {

@@ -256,7 +256,6 @@ fn whole_tree(wrapper: i32) -> Vec<i32> {
 /// Also run on a simulated old kernel (`old_kernel.rs`).
 #[test]
 pub(crate) fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
-    let _timing = crate::support::room::timing();
     let cluster = Cluster::new(3);
     let proxies: Vec<FaultProxy> = cluster.iter().map(|n| FaultProxy::new(n.port())).collect();
     let urls = proxied_urls(&proxies);
@@ -361,7 +360,6 @@ pub(crate) fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
 /// Also run on a simulated old kernel (`old_kernel.rs`).
 #[test]
 pub(crate) fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
-    let _timing = crate::support::room::timing();
     let node = RedisNode::start();
     let mut times = Vec::new();
     for i in 0..50 {

@@ -301,7 +301,6 @@ fn a_stopped_redlock_run_cannot_keep_a_leftover_past_the_lock() {
 
 /// `mark`: the leftover sleep's argument, one per test (they run at once).
 fn stopped_redlock_run(end: &str, mark: &str) {
-    let _timing = crate::support::room::timing();
     let cluster = Cluster::new(3);
     let dir = tempdir();
     let zl = build_c(dir.path(), "zl", ZL_C);

@@ -1270,7 +1270,6 @@ fn report_of_a_successful_and_a_failed_run() {
 /// that goes with it, SIGKILL), by whom and how long before it.
 #[test]
 fn signals_sent_to_the_command_are_said_with_their_time_and_reported() {
-    let _timing = crate::support::room::timing();
     let cluster = Cluster::new(1);
     let dir = tempdir();
     let path = dir.join("lost.json");

@@ -682,16 +682,16 @@ fn snapshot(pid: i32) -> String {
 /// runs they watch. A test here whose tree's end is dated against a
 /// deadline by the harness takes it all, beside no workload: a tree that
 /// waited tens of milliseconds for a CPU there would be the host's doing,
-/// not redlock-run's. Each is a timing test too (`room::timing`).
+/// not redlock-run's.
 static HEAVY: Room = Room::new(6);
 
-fn alone() -> (Seat, Seat) {
-    (HEAVY.alone(), crate::support::room::timing())
+fn alone() -> Seat {
+    HEAVY.alone()
 }
 
-fn beside_others(settings: &Settings) -> (Seat, Seat) {
+fn beside_others(settings: &Settings) -> Seat {
     let share = if settings.workers >= 8 { 2 } else { 1 };
-    (HEAVY.take(share), crate::support::room::timing())
+    HEAVY.take(share)
 }
 
 /// How soon after a SIGKILLed redlock-run has died its guard must have
@@ -2704,7 +2704,7 @@ fn negative_control_wrapper_stopped_past_ttl() {
 /// either way the checker must find no overlap.
 #[test]
 fn acquire_frozen_near_and_past_the_ttl() {
-    let _seat = (HEAVY.take(1), crate::support::room::timing());
+    let _seat = HEAVY.take(1);
     let cluster = Cluster::new(3);
     let dir = tempdir();
     prepare(&dir);
@@ -3247,7 +3247,6 @@ fn the_stall_watcher_sees_a_cpu_taken_from_it() {
 /// three allows for.
 #[test]
 fn the_kill_guard_is_a_tenth_of_the_ttl_within_50ms_and_2s() {
-    let _timing = crate::support::room::timing();
     let cluster = Cluster::new(3);
     let dir = tempdir();
     prepare(&dir);

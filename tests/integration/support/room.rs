@@ -97,11 +97,6 @@ pub fn running() {
     PLACE.with(|p| *p.borrow_mut() = Some(seat));
 }
 
-/// The tests that judge timing (a kill before a deadline, a latency), as
-/// many as may be at work: a seat marks one, and a hog runs beside none of
-/// them, since it takes every place in [`RUNNING`].
-static CPUS: Room = Room::new(8);
-
 /// For a test that keeps both CPUs busy for seconds (forking thousands of
 /// processes): every place in [`RUNNING`], so that no other test is at work
 /// beside it (a Cluster fixture's 2 s helper connection timed out beside
@@ -111,9 +106,4 @@ pub fn hog() {
     drop(own);
     let all = RUNNING.wait_for(RUNNING.capacity);
     PLACE.with(|p| *p.borrow_mut() = Some(all));
-}
-
-/// For a test that judges timing.
-pub fn timing() -> Seat {
-    CPUS.take(1)
 }
