@@ -69,7 +69,10 @@ impl Room {
         *self.set.get_or_init(|| match self.knob.map(std::env::var) {
             None | Some(Err(_)) => self.capacity,
             Some(Ok(n)) => n.parse().ok().filter(|&n| n > 0).unwrap_or_else(|| {
-                panic!("{}={n:?}: not a number above 0", self.knob.unwrap_or_default())
+                panic!(
+                    "{}={n:?}: not a number above 0",
+                    self.knob.unwrap_or_default()
+                )
             }),
         })
     }
