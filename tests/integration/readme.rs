@@ -156,6 +156,14 @@ fn readme_examples_run() {
             out.status.code(),
             String::from_utf8_lossy(&out.stderr)
         );
+        // Looked at at once: the examples after it may take longer than the
+        // 30 s it holds on a busy machine.
+        if ex.contains("-k rotate --hold") {
+            assert!(
+                node.exists(lock_key("rotate")),
+                "--hold keeps the lock: {ex}"
+            );
+        }
         if admin {
             continue;
         }
@@ -182,8 +190,7 @@ fn readme_examples_run() {
             && pinged.iter().any(|(m, p)| m == "POST" && p.ends_with("/0")),
         "the --ping example: {pinged:?}"
     );
-    // --hold and --once-per leave what they promise; the plain locks are gone.
-    assert!(node.exists(lock_key("rotate")), "--hold keeps the lock");
+    // --once-per leaves what it promises; the plain locks are gone.
     assert!(!node.exists(lock_key("report")));
     assert!(
         node.keys()

@@ -641,6 +641,35 @@ fn live_in_group(pid: i32, pgid: i32) -> bool {
     (pid == pgid || f.len() > 3 && f[2] == pgid.to_string()) && can_run(pid)
 }
 
+/// `p`'s exit status within `limit`; else a panic that shows what it and
+/// every process under it were doing (state, wait channel, CPU time) and
+/// its stderr, so that a hang on a busy machine says where it stood.
+fn exit_within(p: &mut Proc, limit: Duration, who: &str) -> i32 {
+    if let Some(code) = p.wait_code(limit) {
+        return code;
+    }
+    let mut tree = vec![p.pid()];
+    let mut i = 0;
+    while let Some(&pid) = tree.get(i) {
+        tree.extend(crate::support::child_pids(pid));
+        tree.extend(
+            fs::read_dir(format!("/proc/{pid}/task"))
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|&t| t != pid),
+        );
+        i += 1;
+    }
+    tree.dedup();
+    let seen: Vec<String> = tree.iter().map(|&pid| snapshot(pid)).collect();
+    panic!(
+        "{who} still running after {limit:?}:\n  {}\n{}",
+        seen.join("\n  "),
+        p.stderr_text()
+    );
+}
+
 /// The CPU the calling thread runs on.
 fn this_cpu() -> Option<usize> {
     // SAFETY: no arguments; -1 on failure.
@@ -2602,9 +2631,9 @@ fn restart_under_a_hold(grace: &str) -> (i32, i32, Report, String) {
         ]
         .concat(),
     );
-    let b_code = b.wait_code(Duration::from_secs(10)).expect("B hung");
+    let b_code = exit_within(&mut b, Duration::from_secs(10), "B");
     let b_end = realtime_ns();
-    let a_code = a.wait_code(Duration::from_secs(10)).expect("A hung");
+    let a_code = exit_within(&mut a, Duration::from_secs(10), "A");
     let a_end = realtime_ns();
     let r = read_outcome(&dir, &HashMap::from([(1, a_end), (2, b_end)]));
     (a_code, b_code, r, b.stderr_text())
@@ -2677,11 +2706,11 @@ fn negative_control_wrapper_stopped_past_ttl() {
         ]
         .concat(),
     );
-    let b_code = b.wait_code(Duration::from_secs(10)).expect("B hung");
+    let b_code = exit_within(&mut b, Duration::from_secs(10), "B");
     let b_end = realtime_ns();
     send_signal(a.pid(), libc::SIGCONT);
     send_signal(guard, libc::SIGCONT);
-    let a_code = a.wait_code(Duration::from_secs(10)).expect("A hung");
+    let a_code = exit_within(&mut a, Duration::from_secs(10), "A");
     let a_end = realtime_ns();
     let r = read_outcome(&dir, &HashMap::from([(1, a_end), (2, b_end)]));
     eprintln!(
@@ -2764,7 +2793,7 @@ fn acquire_frozen_near_and_past_the_ttl() {
                 h.join().expect("contender")
             })
         };
-        let code = a.wait_code(Duration::from_secs(10)).expect("A hung");
+        let code = exit_within(&mut a, Duration::from_secs(10), "A");
         ends.insert(run, realtime_ns());
         for (r, _, t) in &contender {
             ends.insert(*r, *t);
@@ -3002,8 +3031,8 @@ fn term_ignoring_lost(runs: u64, env: &[(&str, &str)]) -> (Vec<Lost>, Report) {
             p.set_mode(Mode::BlackHole);
         }
         let (gone_ns, cpus, samples) = watch_group(pgid);
-        let code = a.wait_code(Duration::from_secs(5)).expect("A hung");
-        let b_code = b.wait_code(Duration::from_secs(10)).expect("B hung");
+        let code = exit_within(&mut a, Duration::from_secs(5), "A");
+        let b_code = exit_within(&mut b, Duration::from_secs(10), "B");
         ends.insert(run, gone_ns);
         ends.insert(run + 1, realtime_ns());
         assert!(a.drain(Duration::from_secs(5)), "A's stderr stayed open");

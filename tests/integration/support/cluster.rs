@@ -753,10 +753,20 @@ impl RedisCluster {
             .expect("every node of the cluster is down")
     }
 
+    /// Tried once more after a timeout: the fixture's commands may be
+    /// repeated, and a TLS node forming beside a busy suite once took more
+    /// than the helper's 2 s to answer CLUSTER REPLICATE.
     fn cmd<T: FromRedisValue>(&self, i: usize, cmd: &redis::Cmd) -> T {
-        self.nodes[i]
-            .try_cmd(cmd)
-            .unwrap_or_else(|e| panic!("on cluster node {i} (port {}): {e}", self.nodes[i].port()))
+        let node = &self.nodes[i];
+        node.try_cmd(cmd)
+            .or_else(|e| {
+                if e.is_timeout() {
+                    node.try_cmd(cmd)
+                } else {
+                    Err(e)
+                }
+            })
+            .unwrap_or_else(|e| panic!("on cluster node {i} (port {}): {e}", node.port()))
     }
 
     fn ok(&self, i: usize, cmd: &redis::Cmd) {
