@@ -3269,8 +3269,8 @@ fn the_stall_watcher_sees_a_cpu_taken_from_it() {
 
 /// The SIGKILL for a command that ignores SIGTERM goes out a kill guard
 /// before the validity deadline, and the guard is TTL/10 within 50 ms..2 s:
-/// 50 ms (not 40) for a 400 ms TTL, 200 ms for 2 s, and (as the program
-/// states it in its schedule check) 2 s, not 3, for 30 s. Judged where the
+/// 50 ms (not 40) for a 400 ms TTL, 200 ms for 2 s, and 2 s, not 3, for
+/// 30 s, as the program states it in its schedule check. Judged where the
 /// program decided, by its own clock (its `-vv` line), so it needs no quiet
 /// machine: a busy one only delays the kill's wake-up, which the best of
 /// three allows for.
@@ -3282,8 +3282,28 @@ fn the_kill_guard_is_a_tenth_of_the_ttl_within_50ms_and_2s() {
     let urls = cluster.urls();
     let mut run = 0;
     let mut figures = Vec::new();
-    for (ttl_ms, nt_ms, guard_ms) in [(400u64, 30u64, 50.0), (2000, 100, 200.0)] {
+    for (ttl_ms, nt_ms, guard_ms, kill_after) in
+        [(400u64, 30u64, 50.0, "200ms"), (2000, 100, 200.0, "1s")]
+    {
         let ttl = Duration::from_millis(ttl_ms);
+        // The plan, as the program states it when a --kill-after leaves the
+        // heartbeat too little time.
+        let plan = crate::support::Test::new()
+            .args(["-r", &urls, "-k", NAME, "-t", &format!("{ttl_ms}ms")])
+            .args([
+                "--node-timeout",
+                &format!("{nt_ms}ms"),
+                "--kill-after",
+                kill_after,
+            ])
+            .args(["--", "true"])
+            .run();
+        plan.assert_code(64);
+        assert!(
+            plan.stderr
+                .contains(&format!("drift - {guard_ms}ms kill guard")),
+            "ttl {ttl:?}: the kill guard should be {guard_ms} ms\n{plan}"
+        );
         let mut margins = Vec::new();
         for _ in 0..3 {
             run += 1;
@@ -3337,11 +3357,12 @@ fn the_kill_guard_is_a_tenth_of_the_ttl_within_50ms_and_2s() {
         figures.push(format!("ttl {ttl:?}: {margins:.1?} ms"));
         // The kill goes out at deadline - guard, a wake-up later: never more
         // than the guard before the deadline (a tenth of a millisecond
-        // allowed for the line's rounding), and, at best of three, within
-        // 8 ms of it.
+        // allowed for the line's rounding), always before it, and, at best
+        // of three, within 15 ms of the guard: beside two busy loops the
+        // deciding thread woke 8-11 ms late on each of three runs.
         let best = margins.iter().copied().fold(f64::MIN, f64::max);
         assert!(
-            margins.iter().all(|m| *m <= guard_ms + 0.1) && best >= guard_ms - 8.0,
+            margins.iter().all(|m| *m <= guard_ms + 0.1 && *m > 0.0) && best >= guard_ms - 15.0,
             "ttl {ttl:?}: SIGKILL {margins:.1?} ms before the deadline, want about the \
              {guard_ms} ms guard"
         );
