@@ -648,20 +648,22 @@ fn exit_within(p: &mut Proc, limit: Duration, who: &str) -> i32 {
     if let Some(code) = p.wait_code(limit) {
         return code;
     }
-    let mut tree = vec![p.pid()];
-    let mut i = 0;
-    while let Some(&pid) = tree.get(i) {
-        tree.extend(crate::support::child_pids(pid));
-        tree.extend(
-            fs::read_dir(format!("/proc/{pid}/task"))
+    // Every thread of every process: /proc/PID/task lists the process too.
+    let tree: Vec<i32> = std::iter::once(p.pid())
+        .chain(crate::support::descendant_pids(p.pid()))
+        .flat_map(|pid| {
+            let threads: Vec<i32> = fs::read_dir(format!("/proc/{pid}/task"))
                 .into_iter()
                 .flatten()
                 .filter_map(|t| t.ok()?.file_name().to_str()?.parse::<i32>().ok())
-                .filter(|&t| t != pid),
-        );
-        i += 1;
-    }
-    tree.dedup();
+                .collect();
+            if threads.is_empty() {
+                vec![pid]
+            } else {
+                threads
+            }
+        })
+        .collect();
     let seen: Vec<String> = tree.iter().map(|&pid| snapshot(pid)).collect();
     panic!(
         "{who} still running after {limit:?}:\n  {}\n{}",

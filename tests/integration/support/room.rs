@@ -20,10 +20,11 @@ use std::sync::{Condvar, Mutex, OnceLock};
 pub struct Room {
     used: Mutex<usize>,
     freed: Condvar,
-    capacity: usize,
-    /// A variable that may set another capacity, read once.
+    /// The capacity where `knob` (a variable) does not set another.
+    default: usize,
     knob: Option<&'static str>,
-    set: OnceLock<usize>,
+    /// The capacity, read once.
+    capacity: OnceLock<usize>,
 }
 
 /// A share of a [`Room`], given back when dropped.
@@ -42,9 +43,9 @@ impl Room {
         Room {
             used: Mutex::new(0),
             freed: Condvar::new(),
-            capacity,
+            default: capacity,
             knob,
-            set: OnceLock::new(),
+            capacity: OnceLock::new(),
         }
     }
 
@@ -66,15 +67,17 @@ impl Room {
     }
 
     fn capacity(&'static self) -> usize {
-        *self.set.get_or_init(|| match self.knob.map(std::env::var) {
-            None | Some(Err(_)) => self.capacity,
-            Some(Ok(n)) => n.parse().ok().filter(|&n| n > 0).unwrap_or_else(|| {
-                panic!(
-                    "{}={n:?}: not a number above 0",
-                    self.knob.unwrap_or_default()
-                )
-            }),
-        })
+        *self
+            .capacity
+            .get_or_init(|| match self.knob.map(std::env::var) {
+                None | Some(Err(_)) => self.default,
+                Some(Ok(n)) => n.parse().ok().filter(|&n| n > 0).unwrap_or_else(|| {
+                    panic!(
+                        "{}={n:?}: not a number above 0",
+                        self.knob.unwrap_or_default()
+                    )
+                }),
+            })
     }
 
     fn wait_for(&'static self, share: usize) -> Seat {
