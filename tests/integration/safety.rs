@@ -11,9 +11,20 @@
 //! `write(2)` by the shell, so lines never interleave):
 //!
 //! ```text
+//! witness <free|held> <token> <run>
 //! enter <ns> <token> <run>
 //! exit <ns> <token> <run> <value read>
 //! ```
+//!
+//! The witness is the kernel's word: on entry each section takes a
+//! non-blocking flock(2) on one file (shared for a --shared reader), on a
+//! descriptor its whole process tree inherits and never closes. The kernel
+//! frees it only once every process holding it has closed its files on the
+//! way out, so an entry that found it free proves that no process of an
+//! earlier section that held it could still run code. It settles entries the
+//! harness's own look at /proc cannot (see [`check`]); "held" proves nothing
+//! by itself (a killed process holds its files while the kernel frees its
+//! memory, seen taking seconds on a loaded host).
 //!
 //! `<ns>` is `date +%s%N`: CLOCK_REALTIME in nanoseconds. All processes run
 //! on this one machine and the suite steps no clock, so realtime is as good
@@ -93,6 +104,12 @@ struct Report {
     /// running: inside the harness's observation window of its death (last
     /// seen alive, first seen dead]. Neither proven nor excluded.
     ambiguous: Vec<String>,
+    /// Entries inside such a window that the witness settled: found free,
+    /// with every section that may still have run holding it.
+    witnessed: usize,
+    /// Entries that found the witness held: a process of an earlier section
+    /// had not yet closed its files (running on, or still dying).
+    witness_held: usize,
     lost_increments: u64,
     /// Malformed or inconsistent history (never expected).
     anomalies: Vec<String>,
@@ -113,6 +130,9 @@ impl Report {
 ///   lock or `--timeout` redlock-run kills the command's whole tree before it
 ///   exits; when redlock-run itself is SIGKILLed its guard does). A cut-short
 ///   run with no known end extends to +infinity.
+/// * An entry that only the latest ends make an overlap is ambiguous, unless
+///   it found the witness free and every section it may have overlapped held
+///   it: then those were gone before it entered.
 /// * Overlap: sorted by enter time, every critical section must start after
 ///   the latest end of all earlier ones.
 /// * Lost increments: completed runs, in enter order, must read strictly
@@ -127,6 +147,8 @@ fn check(history: &str, counter: u64, ends: &HashMap<u64, (i128, i128)>) -> Repo
     };
     let mut by_run: BTreeMap<u64, Interval> = BTreeMap::new();
     let mut tokens: HashMap<u64, String> = HashMap::new();
+    // Run -> whether its entry found the witness free (and so held it).
+    let mut witness: HashMap<u64, bool> = HashMap::new();
     for (lineno, line) in history.lines().enumerate() {
         let f: Vec<&str> = line.split(' ').collect();
         // A reader's lines end in `r`.
@@ -134,6 +156,18 @@ fn check(history: &str, counter: u64, ends: &HashMap<u64, (i128, i128)>) -> Repo
             [rest @ .., "r"] => (rest, true),
             all => (all, false),
         };
+        if let ["witness", state @ ("free" | "held"), token, run] = f
+            && let Ok(run) = run.parse::<u64>()
+        {
+            if tokens.entry(run).or_insert_with(|| token.to_string()) != token
+                || witness.insert(run, *state == "free").is_some()
+            {
+                report
+                    .anomalies
+                    .push(format!("line {}: witness {line:?} conflicts", lineno + 1));
+            }
+            continue;
+        }
         let parsed = match f {
             ["enter", ns, token, run] => ns
                 .parse::<i128>()
@@ -196,15 +230,32 @@ fn check(history: &str, counter: u64, ends: &HashMap<u64, (i128, i128)>) -> Repo
     let certain = overlaps(&intervals, |i| {
         i.exit.or_else(|| ends.get(&i.run).map(|e| e.0))
     });
-    let possible = overlaps(&intervals, |i| {
-        i.exit.or_else(|| ends.get(&i.run).map(|e| e.1))
-    });
-    report.ambiguous = possible
-        .into_iter()
-        .filter(|p| !certain.iter().any(|c| c.0 == p.0))
-        .map(|p| p.1)
-        .collect();
+    let latest_end = |i: &Interval| i.exit.or_else(|| ends.get(&i.run).map(|e| e.1));
+    let possible = overlaps(&intervals, latest_end);
+    let free = |run: u64| witness.get(&run) == Some(&true);
+    for (run, line) in possible {
+        if certain.iter().any(|c| c.0 == run) {
+            continue;
+        }
+        let Some(me) = intervals.iter().find(|i| i.run == run) else {
+            continue;
+        };
+        // Every earlier section it may not run beside whose latest end
+        // comes after its entry.
+        let mut blockers = intervals.iter().filter(|i| {
+            i.run != run
+                && (i.enter, i.run) < (me.enter, me.run)
+                && !(i.reader && me.reader)
+                && latest_end(i).is_none_or(|e| e > me.enter)
+        });
+        if free(run) && blockers.all(|i| free(i.run)) {
+            report.witnessed += 1;
+        } else {
+            report.ambiguous.push(line);
+        }
+    }
     report.overlaps = certain.into_iter().map(|c| c.1).collect();
+    report.witness_held = witness.values().filter(|&&free| !free).count();
     report.reader_overlaps = reader_overlaps(&intervals);
 
     // Only writers increment: their reads must rise.
@@ -330,6 +381,33 @@ fn checker_finds_overlaps_and_lost_increments() {
     );
     let r = check(h, 1, &HashMap::from([(1, (450, 550))]));
     assert_eq!((r.overlaps.len(), r.ambiguous.len()), (0, 1), "{r:?}");
+    // The witness settles it only when both held it: b found it free after
+    // a had taken it.
+    let ends = HashMap::from([(1, (450, 550))]);
+    let witnessed = format!("witness free a 1\n{h}witness free b 2\n");
+    let r = check(&witnessed, 1, &ends);
+    assert!(r.clean() && r.ambiguous.is_empty(), "{r:?}");
+    assert_eq!(r.witnessed, 1, "{r:?}");
+    for unsettled in [
+        format!("witness free a 1\n{h}witness held b 2\n"),
+        format!("witness held a 1\n{h}witness free b 2\n"),
+        format!("{h}witness free b 2\n"),
+    ] {
+        let r = check(&unsettled, 1, &ends);
+        assert_eq!(
+            (r.ambiguous.len(), r.witnessed),
+            (1, 0),
+            "{unsettled}: {r:?}"
+        );
+    }
+    // It never clears an entry seen beside a live section.
+    let r = check(&witnessed, 1, &HashMap::from([(1, (510, 550))]));
+    assert_eq!(r.overlaps.len(), 1, "{r:?}");
+    assert!(
+        !check(&format!("{witnessed}witness free b 2\n"), 1, &ends)
+            .anomalies
+            .is_empty()
+    );
     // Counter short of completed runs; malformed lines.
     assert_eq!(
         check("enter 1 a 1\nexit 2 a 1 0\n", 0, &HashMap::new()).lost_increments,
@@ -428,6 +506,7 @@ const ZL_C: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -487,6 +566,14 @@ int main(int argc, char **argv) {
     nap_ms = atol(argv[2]);
     reader = argc > 5 && atoi(argv[5]);
     if (atoi(argv[3])) signal(SIGTERM, SIG_IGN);
+    /* The witness (see the module's docs), inherited by the grandchild. */
+    int w = open("witness", O_WRONLY | O_APPEND | O_CREAT, 0644);
+    int free_ = w >= 0 && flock(w, (reader ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0;
+    const char *token = getenv("REDLOCK_TOKEN");
+    char line[256];
+    snprintf(line, sizeof line, "witness %s %s %s%s\n", free_ ? "free" : "held",
+             token ? token : "-", run, reader ? " r" : "");
+    append(line);
     char path[64];
     if (atoi(argv[4])) {
         pid_t gc = fork();
@@ -551,8 +638,12 @@ fn section(run: u64, kind: Kind, shape: Shape, reader: bool) -> String {
         // counter (seen on a loaded machine), which reads as a reset.
         ("", " echo $((n+1)) > counter.$$ && mv counter.$$ counter;")
     };
+    // The witness first, so that a grandchild holds it too.
+    let shared = if reader { " -s" } else { "" };
     let cs = format!(
-        "{pre}echo $$ > pid.{run}; \
+        "exec 9>>witness; if flock -n{shared} 9; then w=free; else w=held; fi; \
+         echo \"witness $w $REDLOCK_TOKEN {run}{mark}\" >> history; \
+         {pre}echo $$ > pid.{run}; \
          E=$(date +%s%N); echo \"enter $E $REDLOCK_TOKEN {run}{mark}\" >> history; \
          n=$(cat counter); sleep {nap};{write} \
          X=$(date +%s%N); echo \"exit $X $REDLOCK_TOKEN {run} $n{mark}\" >> history"
@@ -1893,14 +1984,16 @@ fn report_and_assert(label: &str, settings: &Settings, o: &Outcome) {
     eprintln!("[{label}] faults injected: {injected} {:?}", o.faults);
     eprintln!(
         "[{label}] critical sections: {} entered, {} completed, {} cut short; counter {}; \
-         overlaps {}; ambiguous (within the harness's observation latency) {}; \
-         lost increments {}; anomalies {}",
+         overlaps {}; ambiguous (within the harness's observation latency) {}, and {} more \
+         the witness settled; witness found held {}; lost increments {}; anomalies {}",
         r.entered,
         r.completed,
         r.cut_short,
         r.counter,
         r.overlaps.len(),
         r.ambiguous.len(),
+        r.witnessed,
+        r.witness_held,
         r.lost_increments,
         r.anomalies.len()
     );
@@ -2588,15 +2681,21 @@ fn negative_control_different_prefixes() {
     let ends: HashMap<u64, i128> = results.iter().flatten().map(|(r, _, t)| (*r, *t)).collect();
     let r = read_outcome(&dir, &ends);
     eprintln!(
-        "negative control (prefixes): {} critical sections, {} overlaps, {} lost increments",
+        "negative control (prefixes): {} critical sections, {} overlaps, {} lost increments, \
+         witness found held {}",
         r.entered,
         r.overlaps.len(),
-        r.lost_increments
+        r.lost_increments,
+        r.witness_held
     );
     assert!(r.entered >= 10, "too few runs to judge: {r:?}");
     assert!(
         !r.overlaps.is_empty() && r.lost_increments > 0,
         "the checker missed two unrelated locks: {r:?}"
+    );
+    assert!(
+        r.witness_held > 0,
+        "the witness missed two unrelated locks: {r:?}"
     );
 }
 
