@@ -34,6 +34,8 @@ pub const SLOTS: u16 = 16384;
 /// Upper bound for forming the cluster or agreeing on a change; generous,
 /// because other test binaries load the same two cores.
 const CONVERGE: Duration = Duration::from_secs(30);
+/// How long a fixture's command on a node that is up may take.
+const NODE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How a [`RedisCluster`] is laid out; see [`RedisCluster::builder`].
 #[derive(Clone, Debug)]
@@ -753,20 +755,25 @@ impl RedisCluster {
             .expect("every node of the cluster is down")
     }
 
-    /// Tried once more after a timeout: the fixture's commands may be
-    /// repeated, and a TLS node forming beside a busy suite once took more
-    /// than the helper's 2 s to answer CLUSTER REPLICATE.
+    /// With a longer timeout than the helpers': in clean-clone CI runs a TLS
+    /// node forming beside a busy suite took over 2 s to answer CLUSTER
+    /// REPLICATE, and twice over 2 s to accept a connection for
+    /// SET-CONFIG-EPOCH. Its process state is told with a failure.
     fn cmd<T: FromRedisValue>(&self, i: usize, cmd: &redis::Cmd) -> T {
         let node = &self.nodes[i];
-        node.try_cmd(cmd)
-            .or_else(|e| {
-                if e.is_timeout() {
-                    node.try_cmd(cmd)
-                } else {
-                    Err(e)
-                }
-            })
-            .unwrap_or_else(|e| panic!("on cluster node {i} (port {}): {e}", node.port()))
+        let asked = Instant::now();
+        node.try_cmd_within(cmd, NODE_TIMEOUT).unwrap_or_else(|e| {
+            let (state, wchan) = node.pid().map_or((None, None), |pid| {
+                let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).ok();
+                (process_state(pid), wchan)
+            });
+            panic!(
+                "on cluster node {i} (port {}), after {:?}: {e}; its process in state \
+                 {state:?}, waiting in {wchan:?}",
+                node.port(),
+                asked.elapsed(),
+            )
+        })
     }
 
     fn ok(&self, i: usize, cmd: &redis::Cmd) {

@@ -251,16 +251,29 @@ impl RedisNode {
 
     /// Opens a fresh connection with short timeouts.
     pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
+        self.connection_within(HELPER_TIMEOUT)
+    }
+
+    fn connection_within(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
         let client = helper_client(&self.url(), self.tls.as_ref())?;
-        let con = client.get_connection_with_timeout(HELPER_TIMEOUT)?;
-        con.set_read_timeout(Some(HELPER_TIMEOUT))?;
-        con.set_write_timeout(Some(HELPER_TIMEOUT))?;
+        let con = client.get_connection_with_timeout(timeout)?;
+        con.set_read_timeout(Some(timeout))?;
+        con.set_write_timeout(Some(timeout))?;
         Ok(con)
     }
 
     /// Runs `cmd` on a fresh connection, returning the Redis result.
     pub fn try_cmd<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> redis::RedisResult<T> {
-        let mut con = self.connection()?;
+        self.try_cmd_within(cmd, HELPER_TIMEOUT)
+    }
+
+    /// [`Self::try_cmd`] with its own timeout, for a node known to be up.
+    pub fn try_cmd_within<T: FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        timeout: Duration,
+    ) -> redis::RedisResult<T> {
+        let mut con = self.connection_within(timeout)?;
         cmd.query(&mut con)
     }
 
