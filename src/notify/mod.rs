@@ -27,6 +27,8 @@ pub(crate) use hook::run as run_hook;
 pub(crate) use url::{PingUrl, mask};
 
 use http::{Client, Delivery};
+use rand::TryRng;
+use rand::rngs::SysRng;
 
 /// How long after the end's deadline the start ping's outcome is still
 /// waited for (see `Pings::finish`).
@@ -35,7 +37,12 @@ const START_GRACE: Duration = Duration::from_millis(200);
 /// A run's id: a random UUID (version 4). The service pairs a run's start
 /// ping with its end ping by it.
 pub(crate) fn run_id() -> String {
-    let mut b: [u8; 16] = rand::random();
+    // From the OS, as the lock's token: the thread's generator, seeded for
+    // this alone, checks CPU features first (CPUID traps to a VM's host).
+    let mut b = [0u8; 16];
+    if SysRng.try_fill_bytes(&mut b).is_err() {
+        b = rand::random();
+    }
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
