@@ -228,6 +228,16 @@ fn a_second_sigint_stops_a_tree_whose_child_ignores_sigint() {
         .args(["-c", "sleep 20 & echo $! > child; wait"])
         .spawn();
     let child = pid_in(&dir, "child");
+    // The shell ignores SIGINT in its background child before the exec: a
+    // SIGINT sent before then (a clean-clone CI run) reaches the shell's
+    // own handler in the child.
+    assert!(
+        crate::support::wait_until(crate::support::START, || {
+            std::fs::read_to_string(format!("/proc/{child}/comm"))
+                .is_ok_and(|c| c.trim() == "sleep")
+        }),
+        "the background child never ran sleep"
+    );
     running.signal(libc::SIGINT);
     assert!(
         crate::support::wait_until(crate::support::START, || running
