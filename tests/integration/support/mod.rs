@@ -363,6 +363,19 @@ pub fn process_state(pid: i32) -> Option<char> {
     rest.split_whitespace().next()?.chars().next()
 }
 
+/// Whether every file of `pid` is closed: no thread of it has a descriptor
+/// left (or it is gone). A SIGKILLed process's leader turns zombie while
+/// its last thread still frees the memory; only after that are its files,
+/// and so its pipes, closed.
+pub fn files_closed(pid: i32) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks
+        .filter_map(|e| e.ok())
+        .all(|e| fs::read_dir(e.path().join("fd")).map_or(true, |mut fds| fds.next().is_none()))
+}
+
 /// The CPU each live thread of `pid` last ran on (field 39 of
 /// `/proc/PID/task/TID/stat`): where a stall could have kept it from dying
 /// (see `stalls::Stalls::excuse`).
