@@ -894,18 +894,18 @@ fn least_privilege_users_work_on_a_cluster_and_a_sentinel_group() {
         group.master_name()
     );
     base(&url, "acl", &dir)
-        // A heartbeat (at 2 s) included; a node timeout that a loaded
-        // machine's WAIT fits in.
+        // A heartbeat (at 3.3 s) included; a node timeout that a loaded
+        // machine's WAIT fits in (a CI run's took over 600 ms once).
         .args([
             "--replicas",
             "1",
             "--fence",
             "-t",
-            "6s",
+            "10s",
             "--node-timeout",
-            "600ms",
+            "1s",
         ])
-        .args(["-c", "sleep 2.5"])
+        .args(["-c", "sleep 4"])
         .expect_code(0);
     crate::support::Test::new()
         .args(["status", "-r", &url, "-k", "acl"])
