@@ -516,12 +516,15 @@ fn forwarded_signals_reach_every_process_of_the_tree() {
             "trap \"touch got.{name}; exit 0\" USR1; echo $$ > {name}.pid; while :; do sleep 0.05; done"
         )
     };
+    // The main shell sets its trap first: the test signals once the three
+    // others have written their pids (a CI run's signal came before a trap
+    // set after them).
     let script = format!(
-        "sh -c '{}' & setsid sh -c '{}' & ( setsid sh -c '{}' & ); {}",
+        "trap 'touch got.main' USR1; sh -c '{}' & setsid sh -c '{}' & ( setsid sh -c '{}' & ); {}",
         handler("bg"),
         handler("sid"),
         handler("daemon"),
-        "trap 'touch got.main' USR1; while [ ! -e got.main ]; do sleep 0.05; done; wait"
+        "while [ ! -e got.main ]; do sleep 0.05; done; wait"
     );
     let running = base(&node.url(), "signals-tree", &dir)
         .args(["-c", &script])
