@@ -199,11 +199,13 @@ fn int(payload: &[u8]) -> i32 {
 /// Where /proc cannot be read (a chroot without it) the count cannot be
 /// had, and the fork goes ahead as the order of the steps allows.
 fn single_threaded() -> io::Result<()> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+    // The directory's link count is two plus its threads: one stat(2)
+    // rather than reading the directory.
+    let Ok(task) = rustix::fs::stat("/proc/self/task") else {
         return Ok(());
     };
-    match tasks.count() {
-        1 => Ok(()),
+    match task.st_nlink.saturating_sub(2) {
+        0 | 1 => Ok(()),
         n => Err(io::Error::other(format!(
             "redlock-run runs {n} threads by now, and the guard may only be forked \
              from one"
