@@ -361,7 +361,11 @@ pub(crate) fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
 #[test]
 pub(crate) fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
     let node = RedisNode::start();
+    let stalls = Stalls::watch();
     let mut times = Vec::new();
+    // Per try: from the close of redlock-run's files to the tree seen gone,
+    // that interval in realtime ns, and the CPUs the last of it ran on.
+    let mut tries: Vec<(Duration, i128, i128, Vec<usize>)> = Vec::new();
     for i in 0..50 {
         let dir = tempdir();
         let name = format!("sigkill-{i}");
@@ -391,17 +395,16 @@ pub(crate) fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
             files_closed(wrapper)
         });
         let died_at = Instant::now();
-        let gone = await_gone(&all, Duration::from_secs(2));
+        let gone = await_gone_from(&all, Duration::from_secs(2));
         reap_all(&all);
         drop(running);
         assert!(died, "try {i}: redlock-run did not die of SIGKILL in 5 s");
-        let gone = gone.unwrap_or_else(|| {
+        let (gone, cpus) = gone.unwrap_or_else(|| {
             panic!("try {i}: something of {all:?} outlived a SIGKILLed redlock-run")
         });
-        times.push((
-            gone.duration_since(killed),
-            gone.saturating_duration_since(died_at),
-        ));
+        let guard_part = gone.saturating_duration_since(died_at);
+        times.push((gone.duration_since(killed), guard_part));
+        tries.push((guard_part, instant_ns(died_at), instant_ns(gone), cpus));
     }
     let pick = |f: fn(&(Duration, Duration)) -> Duration| {
         let mut v: Vec<Duration> = times.iter().map(f).collect();
@@ -410,10 +413,32 @@ pub(crate) fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
     };
     let (median_all, worst_all, _) = pick(|t| t.0);
     let (median, worst, guard) = pick(|t| t.1);
+    // A try over the bound passes only if the host stood still: a watcher
+    // saw the CPUs the tree last ran on (or every CPU) stalled over all of
+    // it but the slack, so that nothing of the suite's, the guard included,
+    // could run. The median and the 90th percentile are never excused.
+    let bound = Duration::from_secs(1);
+    let over: Vec<(bool, String)> = tries
+        .iter()
+        .filter(|t| t.0 > bound)
+        .map(
+            |(d, from, to, cpus)| match stalls.excuse(*from, *to, cpus) {
+                Some(stall) => (true, format!("{d:?}, excused: {stall}")),
+                None => (
+                    false,
+                    format!(
+                        "{d:?} on CPUs {cpus:?}, not excused (longest stall around it: {:?})",
+                        stalls.longest_within(*from, *to)
+                    ),
+                ),
+            },
+        )
+        .collect();
     eprintln!(
         "SIGKILL of redlock-run to whole tree gone (background job, setsid'd child, \
          double-forked daemon, the guard), 50 tries: median {median_all:?}, worst \
-         {worst_all:?}; from redlock-run's files closing: median {median:?}, worst {worst:?}"
+         {worst_all:?}; from redlock-run's files closing: median {median:?}, worst {worst:?}; \
+         over {bound:?}: {over:?}"
     );
     // docs/safety.md states median 6.5 ms, worst 10.7 ms from the kill
     // (release build; this debug build measured 3.8-6.4 ms medians beside
@@ -427,9 +452,9 @@ pub(crate) fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
     assert!(
         median <= Duration::from_millis(15)
             && p90 <= Duration::from_millis(50)
-            && worst <= Duration::from_secs(1),
-        "from redlock-run's files closing: median {median:?}, 90th percentile {p90:?}, worst \
-         {worst:?}: {guard:?}"
+            && over.iter().all(|(excused, _)| *excused),
+        "from redlock-run's files closing: median {median:?}, 90th percentile {p90:?}, \
+         worst {worst:?}, over {bound:?}: {over:?}: {guard:?}"
     );
 }
 
