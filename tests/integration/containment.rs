@@ -361,11 +361,18 @@ pub(crate) fn lost_lock_and_timeout_reach_setsid_and_daemon_processes() {
 #[test]
 pub(crate) fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
     let node = RedisNode::start();
+    /// One try: from the SIGKILL and from the close of redlock-run's files
+    /// to the tree seen gone; that close and end in realtime ns; the CPUs
+    /// the last of the tree ran on.
+    struct Try {
+        from_kill: Duration,
+        from_close: Duration,
+        closed_ns: i128,
+        gone_ns: i128,
+        cpus: Vec<usize>,
+    }
     let stalls = Stalls::watch();
-    let mut times = Vec::new();
-    // Per try: from the close of redlock-run's files to the tree seen gone,
-    // that interval in realtime ns, and the CPUs the last of it ran on.
-    let mut tries: Vec<(Duration, i128, i128, Vec<usize>)> = Vec::new();
+    let mut tries = Vec::new();
     for i in 0..50 {
         let dir = tempdir();
         let name = format!("sigkill-{i}");
@@ -402,17 +409,21 @@ pub(crate) fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
         let (gone, cpus) = gone.unwrap_or_else(|| {
             panic!("try {i}: something of {all:?} outlived a SIGKILLed redlock-run")
         });
-        let guard_part = gone.saturating_duration_since(died_at);
-        times.push((gone.duration_since(killed), guard_part));
-        tries.push((guard_part, instant_ns(died_at), instant_ns(gone), cpus));
+        tries.push(Try {
+            from_kill: gone.duration_since(killed),
+            from_close: gone.saturating_duration_since(died_at),
+            closed_ns: instant_ns(died_at),
+            gone_ns: instant_ns(gone),
+            cpus,
+        });
     }
-    let pick = |f: fn(&(Duration, Duration)) -> Duration| {
-        let mut v: Vec<Duration> = times.iter().map(f).collect();
+    let pick = |f: fn(&Try) -> Duration| {
+        let mut v: Vec<Duration> = tries.iter().map(f).collect();
         v.sort();
         (v[v.len() / 2], v[v.len() - 1], v)
     };
-    let (median_all, worst_all, _) = pick(|t| t.0);
-    let (median, worst, guard) = pick(|t| t.1);
+    let (median_all, worst_all, _) = pick(|t| t.from_kill);
+    let (median, worst, guard) = pick(|t| t.from_close);
     // A try over the bound passes only if the host stood still: a watcher
     // saw the CPUs the tree last ran on (or every CPU) stalled over all of
     // it but the slack, so that nothing of the suite's, the guard included,
@@ -420,19 +431,21 @@ pub(crate) fn sigkill_of_redlock_run_takes_the_whole_tree_down() {
     let bound = Duration::from_secs(1);
     let over: Vec<(bool, String)> = tries
         .iter()
-        .filter(|t| t.0 > bound)
-        .map(
-            |(d, from, to, cpus)| match stalls.excuse(*from, *to, cpus) {
+        .filter(|t| t.from_close > bound)
+        .map(|t| {
+            let d = t.from_close;
+            match stalls.excuse(t.closed_ns, t.gone_ns, &t.cpus) {
                 Some(stall) => (true, format!("{d:?}, excused: {stall}")),
                 None => (
                     false,
                     format!(
-                        "{d:?} on CPUs {cpus:?}, not excused (longest stall around it: {:?})",
-                        stalls.longest_within(*from, *to)
+                        "{d:?} on CPUs {:?}, not excused (longest stall around it: {:?})",
+                        t.cpus,
+                        stalls.longest_within(t.closed_ns, t.gone_ns)
                     ),
                 ),
-            },
-        )
+            }
+        })
         .collect();
     eprintln!(
         "SIGKILL of redlock-run to whole tree gone (background job, setsid'd child, \

@@ -233,8 +233,7 @@ fn a_second_sigint_stops_a_tree_whose_child_ignores_sigint() {
     // own handler in the child.
     assert!(
         crate::support::wait_until(crate::support::START, || {
-            std::fs::read_to_string(format!("/proc/{child}/comm"))
-                .is_ok_and(|c| c.trim() == "sleep")
+            crate::support::process_name(child).is_some_and(|c| c == "sleep")
         }),
         "the background child never ran sleep"
     );
