@@ -12,9 +12,16 @@ pub(crate) struct Stamp(Duration);
 
 /// Now, on CLOCK_BOOTTIME.
 pub(crate) fn now() -> Stamp {
-    // CLOCK_BOOTTIME exists on every Linux since 2.6.39: the call cannot
-    // fail (rustix's form of it has no error to return).
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    // glibc's call, through the vDSO it has already found (rustix's would
+    // look the vDSO up again, in each process). CLOCK_BOOTTIME exists on
+    // every Linux since 2.6.39: the call cannot fail, and a zeroed time
+    // stands in if it ever did.
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
     let d = Duration::new(
         ts.tv_sec.max(0) as u64,
         ts.tv_nsec.clamp(0, 999_999_999) as u32,

@@ -175,7 +175,7 @@ fn poll_either(
     };
     // At least a millisecond: a timeout that rounds to zero would spin.
     let timeout =
-        left.and_then(|d| rustix::time::Timespec::try_from(d.max(Duration::from_millis(1))).ok());
+        left.and_then(|d| rustix::event::Timespec::try_from(d.max(Duration::from_millis(1))).ok());
     rustix::io::retry_on_intr(|| rustix::event::poll(&mut fds[..len], timeout.as_ref()))?;
     Ok(!fds[0].revents().is_empty())
 }

@@ -228,14 +228,42 @@ pub(crate) fn is_ignored(sig: i32) -> bool {
     }
 }
 
-/// Whether the caller left SIGPIPE ignored, as noted before `main`.
+/// Whether the caller left SIGPIPE ignored, as noted by `start`.
 static CALLER_IGNORES_SIGPIPE: AtomicBool = AtomicBool::new(false);
 
-/// Notes the caller's SIGPIPE disposition. To be called before `main`
-/// (from `.init_array`): the Rust runtime sets SIGPIPE to ignored for itself
-/// before `main` runs, and the command must get the caller's, not that.
-pub fn note_caller_sigpipe() {
+/// What the Rust runtime would do before `main`, less the stack guard (see
+/// main.rs): notes the caller's SIGPIPE disposition for the command, then
+/// ignores SIGPIPE here (a closed pipe is an error, not a death), and puts
+/// /dev/null on any of descriptors 0-2 that is closed, so that no file we
+/// open becomes standard output.
+pub fn start() {
     CALLER_IGNORES_SIGPIPE.store(is_ignored(libc::SIGPIPE), Ordering::Relaxed);
+    let _ = set_disposition(libc::SIGPIPE, true);
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: a valid array of three entries; poll only writes `revents`.
+    if unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) } < 0 {
+        return;
+    }
+    for fd in fds.iter().filter(|p| p.revents & libc::POLLNVAL != 0) {
+        // SAFETY: a constant C string; the lowest free descriptor is the
+        // closed one, since 0-2 are filled in order.
+        let got = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+        if got != fd.fd {
+            // SAFETY: as the runtime does: no standard descriptors, no run.
+            unsafe { libc::abort() };
+        }
+    }
+}
+
+/// What the Rust runtime would do after `main`: standard output's buffer
+/// written out.
+pub fn finish() {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
 }
 
 /// The caller's SIGPIPE disposition: ignored (true) or default.

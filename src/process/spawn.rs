@@ -24,8 +24,8 @@ pub(crate) struct Env<'a> {
 /// Starts the command from the guard (`parent`) in a process group of its
 /// own, with the terminal's foreground when `terminal`, and with the signal
 /// state redlock-run was started with: `mask` blocked, every signal the
-/// caller ignored still ignored (SIGPIPE included, which the Rust runtime
-/// ignores for itself before `main`), every other one at its default.
+/// caller ignored still ignored (SIGPIPE included, which redlock-run
+/// ignores for itself from its start), every other one at its default.
 ///
 /// The child shares the guard's memory until it execs (`clone` with
 /// `CLONE_VM | CLONE_VFORK`, as posix_spawn does it): no page tables are
@@ -171,8 +171,8 @@ fn prepare(req: &Exec) -> io::Result<()> {
             rustix::termios::tcsetpgrp(rustix::stdio::stdin(), rustix::process::getpid())
         });
     }
-    // The Rust runtime ignores SIGPIPE for itself: the caller's
-    // disposition for the command.
+    // redlock-run ignores SIGPIPE for itself (`signals::start`): the
+    // caller's disposition for the command.
     signals::set_disposition(libc::SIGPIPE, req.ignore_pipe)?;
     tie_to(req.parent)
 }

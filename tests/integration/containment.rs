@@ -652,6 +652,36 @@ fn the_command_keeps_its_own_view() {
     );
 }
 
+/// Started with its standard descriptors closed (`<&- >&- 2>&-`, as some
+/// daemons and cron lines do), redlock-run puts /dev/null on each before it
+/// opens anything: the command gets /dev/null there, not one of redlock-run's
+/// own pipes or sockets.
+#[test]
+fn closed_standard_descriptors_reach_the_command_as_dev_null() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let mut command = crate::support::cmd::command("sh");
+    command
+        .args(["-c", r#"exec "$0" "$@" <&- >&- 2>&-"#])
+        .arg(BIN)
+        .args(["-r", &node.url(), "-k", "closed-fds"])
+        .args(["-c", &format!("echo $$ > pid; {WAIT_FOR_GO}")])
+        .current_dir(dir.path());
+    let mut child = command.spawn().expect("spawn sh");
+    let shell = read_pid_file(&dir.join("pid"), START);
+    let fds: Vec<String> = (0..3)
+        .map(|fd| match fs::read_link(format!("/proc/{shell}/fd/{fd}")) {
+            Ok(target) => target.display().to_string(),
+            Err(e) => format!("fd {fd}: {e}"),
+        })
+        .collect();
+    touch(&dir, "go");
+    let status = child.wait().expect("wait");
+    assert_eq!(fds, ["/dev/null"; 3], "the command's standard descriptors");
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(node.keys().is_empty(), "keys left: {:?}", node.keys());
+}
+
 #[test]
 fn a_guard_killed_on_its_own_leaves_nothing_running() {
     let node = RedisNode::start();

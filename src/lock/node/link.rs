@@ -555,7 +555,8 @@ impl Link {
 
     /// Reads what the server sent and hands out the whole replies.
     fn read(&mut self, events: &mut Vec<Event>) -> Result<(), Broken> {
-        let mut chunk = vec![0u8; CHUNK];
+        // On the stack: a run's few replies then touch no new heap pages.
+        let mut chunk = [0u8; CHUNK];
         loop {
             let n = match self.read_some(&mut chunk) {
                 Ok(0) => {
