@@ -228,16 +228,21 @@ pub(crate) fn is_ignored(sig: i32) -> bool {
     }
 }
 
-/// Whether the caller left SIGPIPE ignored, as noted by `start`.
+/// Whether the caller left SIGPIPE ignored, as noted before `main`.
 static CALLER_IGNORES_SIGPIPE: AtomicBool = AtomicBool::new(false);
 
-/// What the Rust runtime would do before `main`, less the stack guard (see
-/// main.rs): notes the caller's SIGPIPE disposition for the command, then
-/// ignores SIGPIPE here (a closed pipe is an error, not a death), and puts
-/// /dev/null on any of descriptors 0-2 that is closed, so that no file we
-/// open becomes standard output.
-pub fn start() {
+/// Notes the caller's SIGPIPE disposition. To be called before `main`
+/// (from `.init_array`): the Rust runtime, where it runs, sets SIGPIPE to
+/// ignored for itself before `main`, and the command must get the caller's.
+pub fn note_caller_sigpipe() {
     CALLER_IGNORES_SIGPIPE.store(is_ignored(libc::SIGPIPE), Ordering::Relaxed);
+}
+
+/// What the Rust runtime does before `main`, less the stack guard (see
+/// main.rs): SIGPIPE ignored (a closed pipe is an error, not a death), and
+/// /dev/null put on any of descriptors 0-2 that is closed, so that no file
+/// opened later becomes standard output. Harmless after the runtime's own.
+pub fn start() {
     let _ = set_disposition(libc::SIGPIPE, true);
     let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
         fd,
