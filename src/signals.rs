@@ -16,7 +16,7 @@
 
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Signals passed on to the command's process tree.
@@ -253,13 +253,20 @@ pub fn start() {
     if unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) } < 0 {
         return;
     }
-    for fd in fds.iter().filter(|p| p.revents & libc::POLLNVAL != 0) {
-        // SAFETY: a constant C string; the lowest free descriptor is the
-        // closed one, since 0-2 are filled in order.
-        let got = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
-        if got != fd.fd {
-            // SAFETY: as the runtime does: no standard descriptors, no run.
-            unsafe { libc::abort() };
+    for closed in fds.iter().filter(|p| p.revents & libc::POLLNVAL != 0) {
+        // Not close-on-exec: the command inherits it. The lowest free
+        // descriptor is the closed one, since 0-2 are filled in order.
+        let null = rustix::fs::open(
+            "/dev/null",
+            rustix::fs::OFlags::RDWR,
+            rustix::fs::Mode::empty(),
+        );
+        match null {
+            Ok(fd) if fd.as_raw_fd() == closed.fd => {
+                let _ = fd.into_raw_fd();
+            }
+            // As the runtime does: no standard descriptors, no run.
+            _ => std::process::abort(),
         }
     }
 }

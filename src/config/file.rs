@@ -23,7 +23,7 @@
 use std::fs::Metadata;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::Error;
 use super::parse::Loaded;
@@ -155,69 +155,39 @@ fn trusted(path: &Path, meta: &Metadata) -> Result<(), Error> {
 /// leads to (through symbolic links) are both checked: a link in an open
 /// directory can be switched as easily as a file.
 fn trusted_path(path: &Path) -> Result<(), Error> {
-    if let Some(dirs) = plain_dirs(path) {
-        return dirs
-            .iter()
-            .try_for_each(|(dir, meta)| trusted_dir(path, dir, meta));
-    }
     let given = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let mut dirs = vec![
+    let mut dirs = [
         std::fs::canonicalize(given).ok(),
         std::fs::canonicalize(path)
             .ok()
             .and_then(|p| p.parent().map(Path::to_path_buf)),
     ];
-    dirs.dedup();
+    // Without a link on the way, both are one directory: checked once.
+    if dirs[0] == dirs[1] {
+        dirs[1] = None;
+    }
     for dir in dirs.iter().flatten().flat_map(|d| d.ancestors()) {
-        if let Ok(meta) = std::fs::metadata(dir) {
-            trusted_dir(path, dir, &meta)?;
+        let Ok(d) = std::fs::metadata(dir) else {
+            continue;
+        };
+        let dmode = d.mode() & 0o7777;
+        if !ours(d.uid()) {
+            return Err(Error::DirOwner {
+                path: path.to_path_buf(),
+                dir: dir.to_path_buf(),
+                uid: d.uid(),
+            });
         }
-    }
-    Ok(())
-}
-
-/// The directories above `path` with their metadata, when `path` is
-/// absolute and none of its parts is a symbolic link or `..`: then the
-/// path as given is the path the file is at, and one lstat(2) a part finds
-/// both (resolving links costs a readlink(2) and a stat(2) a part). None
-/// otherwise.
-fn plain_dirs(path: &Path) -> Option<Vec<(&Path, Metadata)>> {
-    if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
-        return None;
-    }
-    let mut dirs = Vec::new();
-    for part in path.ancestors() {
-        let meta = std::fs::symlink_metadata(part).ok()?;
-        if meta.file_type().is_symlink() {
-            return None;
+        if dmode & 0o022 != 0 && dmode & 0o1000 == 0 {
+            return Err(Error::Writable {
+                path: path.to_path_buf(),
+                mode: dmode,
+                dir: Some(dir.to_path_buf()),
+            });
         }
-        if part != path {
-            dirs.push((part, meta));
-        }
-    }
-    Some(dirs)
-}
-
-/// Refuses `dir`, on the way to `path`, that others than root and the user
-/// who runs may write (unless sticky) or that neither owns.
-fn trusted_dir(path: &Path, dir: &Path, meta: &Metadata) -> Result<(), Error> {
-    let dmode = meta.mode() & 0o7777;
-    if !ours(meta.uid()) {
-        return Err(Error::DirOwner {
-            path: path.to_path_buf(),
-            dir: dir.to_path_buf(),
-            uid: meta.uid(),
-        });
-    }
-    if dmode & 0o022 != 0 && dmode & 0o1000 == 0 {
-        return Err(Error::Writable {
-            path: path.to_path_buf(),
-            mode: dmode,
-            dir: Some(dir.to_path_buf()),
-        });
     }
     Ok(())
 }
