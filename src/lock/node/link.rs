@@ -363,12 +363,21 @@ impl Link {
     /// Does what can be done now without waiting: connects, handshakes,
     /// writes, reads, and notices deadlines; what happened goes to `events`.
     pub(super) fn progress(&mut self, now: Instant, events: &mut Vec<Event>) {
-        if let Err(broken) = self.step(now, events) {
+        if let Err(broken) = self.step(now, events, true) {
             self.fail(broken, events);
         }
     }
 
-    fn step(&mut self, now: Instant, events: &mut Vec<Event>) -> Result<(), Broken> {
+    /// As `progress`, but reads no reply: a request goes onto the wire at
+    /// once, and the replies wait for the next `progress`, so that one
+    /// node's reply is not read before the other nodes are asked.
+    pub(super) fn push(&mut self, now: Instant, events: &mut Vec<Event>) {
+        if let Err(broken) = self.step(now, events, false) {
+            self.fail(broken, events);
+        }
+    }
+
+    fn step(&mut self, now: Instant, events: &mut Vec<Event>, read: bool) -> Result<(), Broken> {
         if let Phase::Stillborn(b) = &self.phase {
             return Err(b.clone());
         }
@@ -382,9 +391,11 @@ impl Link {
             return Ok(());
         }
         self.write(now)?;
-        self.read(events)?;
-        // A set-up answered just now lets the requests behind it go.
-        self.write(now)?;
+        if read {
+            self.read(events)?;
+            // A set-up answered just now lets the requests behind it go.
+            self.write(now)?;
+        }
         for o in self.owed.iter_mut() {
             if !o.overdue && o.deadline.is_some_and(|d| now >= d) {
                 o.overdue = true;

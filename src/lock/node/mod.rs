@@ -804,9 +804,17 @@ pub(crate) fn step(states: &mut [(&Node, &mut State)], until: Instant) {
         .fold(until, Instant::min);
     let left = wake.saturating_duration_since(now);
     if !left.is_zero() {
-        let mut fds: Vec<rustix::event::PollFd<'_>> = states
+        let interest: Vec<_> = states.iter().flat_map(|(_, s)| s.interest()).collect();
+        // Every request written, every node at work: the time to get ready
+        // for their replies.
+        if interest
             .iter()
-            .flat_map(|(_, s)| s.interest())
+            .all(|(_, f)| *f == rustix::event::PollFlags::IN)
+        {
+            resp::warm();
+        }
+        let mut fds: Vec<rustix::event::PollFd<'_>> = interest
+            .into_iter()
             .map(|(fd, flags)| rustix::event::PollFd::from_borrowed_fd(fd, flags))
             .collect();
         if let Ok(ts) = rustix::event::Timespec::try_from(left) {

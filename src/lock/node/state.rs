@@ -421,7 +421,7 @@ impl State {
             // Written now if it can be: a round that does not wait for this
             // node still gets its request onto the wire.
             let mut events = Vec::new();
-            link.progress(now, &mut events);
+            link.push(now, &mut events);
             let steps = self.data[at].steps.clone();
             self.flight.push((req, place.clone()));
             for e in events {
