@@ -242,14 +242,15 @@ fn calls(node: &RedisNode, name: &str) -> u64 {
 }
 
 /// --durable on Valkey with appendfsync everysec: each vote (the acquire,
-/// then each extension) waits for the node's disk through WAITAOF.
+/// then each extension) waits for the node's disk through WAITAOF. A 3 s
+/// TTL gives each WAITAOF 150 ms: a busy CI machine's fsync took over 75.
 #[test]
 fn durable_waits_for_valkeys_disk_with_waitaof() {
     let node = RedisNode::start_valkey(&["--appendonly", "yes", "--appendfsync", "everysec"]);
     let dir = tempdir();
     let before = calls(&node, "waitaof");
     let out = base(&node.url(), "job", &dir)
-        .args(["--durable", "-t", "1500ms", "-c", "sleep 0.8"])
+        .args(["--durable", "-t", "3s", "-c", "sleep 1.6"])
         .expect_code(0);
     let after = calls(&node, "waitaof");
     assert!(
