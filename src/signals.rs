@@ -249,6 +249,8 @@ pub fn start() {
         events: 0,
         revents: 0,
     });
+    // libc's poll, not rustix's: that one takes borrowed descriptors, and
+    // these may be closed, which is what is asked.
     // SAFETY: a valid array of three entries; poll only writes `revents`.
     if unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) } < 0 {
         return;
