@@ -19,15 +19,23 @@
 // Queue steps run under pcall: an ACL that denies them costs fairness, never
 // a lock or a release.
 macro_rules! queue_lua {
-    () => {
+    (now_ms) => {
         "\
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+"
+    };
+    (reader) => {
+        "\
 local function reader(id)
   return string.byte(id, 1) == 114
 end
+"
+    };
+    (front) => {
+        "\
 local function front(q, w, n, now)
   local live, i, lapse, readers = {}, 0, false, true
   while #live < n or readers do
@@ -50,6 +58,10 @@ local function front(q, w, n, now)
   end
   return live, lapse
 end
+"
+    };
+    (writer_waits) => {
+        "\
 local function writer_waits(q, w, now)
   local i = 0
   while true do
@@ -68,12 +80,20 @@ local function writer_waits(q, w, now)
     end
   end
 end
+"
+    };
+    (wake_front) => {
+        "\
 local function wake_front(q, w, ch, n)
   local live = front(q, w, n, now_ms())
   for _, id in ipairs(live) do
     redis.call('PUBLISH', ch .. ':' .. id, '')
   end
 end
+"
+    };
+    (wake) => {
+        "\
 local function wake(q, w, ch, n)
   if redis.call('EXISTS', q) == 1 then
     wake_front(q, w, ch, n)
@@ -95,13 +115,17 @@ end
 // node then counts as failed and is undone). A plain acquire that may not
 // read the set goes on: the same ACL could not have written an entry.
 macro_rules! slots_lua {
-    () => {
+    (keep_for) => {
         "\
 local function keep_for(k, ms)
   if redis.call('PTTL', k) < ms then
     redis.call('PEXPIRE', k, ms)
   end
 end
+"
+    };
+    (live) => {
+        "\
 local function live(s, rec)
   if redis.call('EXISTS', s) == 0 then
     return {}
@@ -116,12 +140,24 @@ local function live(s, rec)
   end
   return redis.call('ZRANGE', s, '(' .. now, '+inf', 'BYSCORE')
 end
+"
+    };
+    (slot_holders) => {
+        "\
 local function slot_holders(s)
   return live(s, false)
 end
+"
+    };
+    (slot_limit) => {
+        "\
 local function slot_limit(m)
   return tonumber(string.match(m, '^(%d+):') or '0')
 end
+"
+    };
+    (hold_slot) => {
+        "\
 local function hold_slot(s, member, ms, now)
   redis.call('ZADD', s, now + ms, member)
   keep_for(s, ms)
@@ -140,11 +176,15 @@ end
 // share and the lock are never live at once (docs/design.md, "Readers and
 // writers", has the quorum argument).
 macro_rules! readers_lua {
-    () => {
+    (live_readers) => {
         "\
 local function live_readers(r, rec)
   return live(r, rec)
 end
+"
+    };
+    (share_left) => {
+        "\
 local function share_left(r, token, now)
   return tonumber(redis.call('ZSCORE', r, token) or '0') - now
 end
@@ -226,8 +266,9 @@ end
 // HSTRLEN; under an ACL without them, HGETALL); a JSON record too long is
 // answered as {"truncated":<its size>}, which says so and parses.
 macro_rules! bounded_lua {
-    () => {
-        "local function bounded_hash(k)
+    (bounded_hash) => {
+        "\
+local function bounded_hash(k)
   local names = redis.pcall('HKEYS', k)
   if type(names) ~= 'table' or names.err then
     return redis.pcall('HGETALL', k)
@@ -249,6 +290,10 @@ macro_rules! bounded_lua {
   end
   return out
 end
+"
+    };
+    (bounded_field) => {
+        "\
 local function bounded_field(k, f)
   local n = redis.pcall('HSTRLEN', k, f)
   if type(n) == 'number' and n > 8192 then
@@ -256,12 +301,20 @@ local function bounded_field(k, f)
   end
   return redis.pcall('HGET', k, f)
 end
+"
+    };
+    (bounded_json) => {
+        "\
 local function bounded_json(s)
   if type(s) == 'string' and #s > 8192 then
     return '{\"truncated\":' .. #s .. '}'
   end
   return s
 end
+"
+    };
+    (bounded_value) => {
+        "\
 local function bounded_value(s)
   if type(s) == 'string' and #s > 8192 then
     return string.sub(s, 1, 8192)
@@ -334,13 +387,20 @@ end
 /// (HGETALL of KEYS[2], under pcall), so that a busy run can say who holds it
 /// without a request of its own}.
 pub(super) const ACQUIRE: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
-    readers_lua!(),
+    queue_lua!(now_ms),
+    queue_lua!(reader),
+    queue_lua!(front),
+    queue_lua!(writer_waits),
+    slots_lua!(keep_for),
+    slots_lua!(live),
+    slots_lua!(slot_holders),
+    slots_lua!(slot_limit),
+    slots_lua!(hold_slot),
+    readers_lua!(live_readers),
     counter_lua!(),
     "local token, mode, n = ARGV[1], ARGV[5], tonumber(ARGV[7])\n",
     "local place, lapse_ahead = false, false\n",
-    bounded_lua!(),
+    bounded_lua!(bounded_hash),
     gate_lua!(),
     "\
 local value = redis.call('GET', KEYS[1])
@@ -422,12 +482,19 @@ return {1}"
 /// checked as such. The queue (KEYS[5], KEYS[6]) as `gate_lua` says, ARGV[5]
 /// to ARGV[7] as for ACQUIRE. The answer as ACQUIRE's.
 pub(super) const ACQUIRE_SHARED: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
-    readers_lua!(),
+    queue_lua!(now_ms),
+    queue_lua!(reader),
+    queue_lua!(front),
+    queue_lua!(writer_waits),
+    slots_lua!(keep_for),
+    slots_lua!(live),
+    slots_lua!(slot_holders),
+    slots_lua!(slot_limit),
+    slots_lua!(hold_slot),
+    readers_lua!(share_left),
     "local token, mode, n = ARGV[1], ARGV[5], tonumber(ARGV[7])\n",
     "local place, lapse_ahead = false, false\n",
-    bounded_lua!(),
+    bounded_lua!(bounded_hash),
     gate_lua!(),
     "\
 local ttl = tonumber(ARGV[2])
@@ -469,8 +536,10 @@ return {1}"
 /// `status`: the --limit N that live holders of the lock's slots took
 /// (KEYS[1], the largest); false when none.
 pub(super) const LIMIT_OF: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
+    queue_lua!(now_ms),
+    slots_lua!(live),
+    slots_lua!(slot_holders),
+    slots_lua!(slot_limit),
     "\
 local best = false
 for _, m in ipairs(slot_holders(KEYS[1])) do
@@ -497,8 +566,9 @@ return {1}";
 /// `retake`). 1 extended, -1 no key here, 0 another token; a PEXPIRE the
 /// node refuses is answered `PEXPIRE: <error>`.
 pub(super) const EXTEND: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
+    queue_lua!(now_ms),
+    slots_lua!(keep_for),
+    slots_lua!(hold_slot),
     "\
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
@@ -522,9 +592,10 @@ return 0"
 /// lapsed or missing entry is never re-created here: a writer may have taken
 /// the node since (see `retake`). 1 extended, -1 no share here.
 pub(super) const EXTEND_SHARED: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
-    readers_lua!(),
+    queue_lua!(now_ms),
+    slots_lua!(keep_for),
+    slots_lua!(hold_slot),
+    readers_lua!(share_left),
     "\
 local ttl, now = tonumber(ARGV[2]), now_ms()
 if share_left(KEYS[1], ARGV[1], now) > 0 then
@@ -543,9 +614,11 @@ return -1"
 /// share: not while the lock's key (KEYS[1]) or a --limit slot (KEYS[2]) is
 /// held there. 1 taken back, 0 refused.
 pub(super) const RETAKE_SHARED: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
-    readers_lua!(),
+    queue_lua!(now_ms),
+    slots_lua!(keep_for),
+    slots_lua!(live),
+    slots_lua!(slot_holders),
+    slots_lua!(hold_slot),
     "\
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
@@ -567,8 +640,9 @@ return 1"
 /// our entry among the slot holders (KEYS[2], ARGV[3]). 1 taken back, 0
 /// another token holds it.
 pub(super) const RETAKE_SLOT: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
+    queue_lua!(now_ms),
+    slots_lua!(keep_for),
+    slots_lua!(hold_slot),
     "\
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 0
@@ -626,7 +700,10 @@ return r"
 /// (ARGV[4]) leaves the slot holders (KEYS[5]). -1 tells the log the key had
 /// already gone.
 pub(super) const RELEASE: &str = concat!(
-    queue_lua!(),
+    queue_lua!(now_ms),
+    queue_lua!(reader),
+    queue_lua!(front),
+    queue_lua!(wake_front),
     "local slots_key, member = KEYS[5], ARGV[4]\n",
     release!()
 );
@@ -668,9 +745,12 @@ return r"
 /// the channel's own listeners), and our place in the queue goes. 1 dropped,
 /// -1 already gone.
 pub(super) const RELEASE_SHARED: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
-    readers_lua!(),
+    queue_lua!(now_ms),
+    queue_lua!(reader),
+    queue_lua!(front),
+    queue_lua!(wake_front),
+    slots_lua!(live),
+    readers_lua!(live_readers),
     release_shared!()
 );
 
@@ -684,7 +764,11 @@ return 1";
 /// A waiter gives up its place (its --wait ran out, or a signal ended it),
 /// and the front of the queue, which may now include someone new, is woken.
 pub(super) const LEAVE: &str = concat!(
-    queue_lua!(),
+    queue_lua!(now_ms),
+    queue_lua!(reader),
+    queue_lua!(front),
+    queue_lua!(wake_front),
+    queue_lua!(wake),
     "\
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
@@ -714,8 +798,9 @@ return 1"
 /// record: the command exited (ARGV[3] ms) with status ARGV[4]. With
 /// --limit our entry among the slot holders (KEYS[3], ARGV[5]) lapses with it.
 pub(super) const HOLD: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
+    queue_lua!(now_ms),
+    slots_lua!(keep_for),
+    slots_lua!(hold_slot),
     "local slots_key, member = KEYS[3], ARGV[5]\n",
     hold!()
 );
@@ -737,8 +822,13 @@ return 1"
 /// --hold for a reader: our live entry among the readers (KEYS[1]) lapses
 /// ARGV[2] ms from now (the records' hash, KEYS[2], lives as long). 1 done,
 /// 0 no live share here.
-pub(super) const HOLD_SHARED: &str =
-    concat!(queue_lua!(), slots_lua!(), readers_lua!(), hold_shared!());
+pub(super) const HOLD_SHARED: &str = concat!(
+    queue_lua!(now_ms),
+    slots_lua!(keep_for),
+    slots_lua!(hold_slot),
+    readers_lua!(share_left),
+    hold_shared!()
+);
 
 /// `unlock --token`: deletes the lock where its token starts with ARGV[1]
 /// (the whole token, or the prefix `status` shows), and wakes waiters; or,
@@ -747,9 +837,13 @@ pub(super) const HOLD_SHARED: &str =
 /// comparison: no Lua patterns. 1 deleted, 0 held by another token, -1 no
 /// such lock here.
 pub(super) const UNLOCK: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
-    readers_lua!(),
+    queue_lua!(now_ms),
+    queue_lua!(reader),
+    queue_lua!(front),
+    queue_lua!(wake_front),
+    queue_lua!(wake),
+    slots_lua!(live),
+    readers_lua!(live_readers),
     "\
 local function ours(v)
   return string.sub(v, 1, #ARGV[1]) == ARGV[1]
@@ -813,7 +907,11 @@ return 1"
 /// KEYS[1] and KEYS[2], and every reader's share, KEYS[5] and KEYS[6]), and
 /// wakes waiters. 1 if anything held it.
 pub(super) const FORCE: &str = concat!(
-    queue_lua!(),
+    queue_lua!(now_ms),
+    queue_lua!(reader),
+    queue_lua!(front),
+    queue_lua!(wake_front),
+    queue_lua!(wake),
     "\
 local n = redis.call('DEL', KEYS[1])
 redis.pcall('DEL', KEYS[2])
@@ -833,10 +931,10 @@ return n"
 /// flat list of token, ms left, record (a JSON object or false), in one step.
 /// A script rather than a pipeline, which a Cluster connection cannot route.
 pub(super) const INSPECT: &str = concat!(
-    bounded_lua!(),
-    queue_lua!(),
-    slots_lua!(),
-    readers_lua!(),
+    bounded_lua!(bounded_hash), bounded_lua!(bounded_field), bounded_lua!(bounded_value),
+    queue_lua!(now_ms),
+    slots_lua!(live),
+    readers_lua!(live_readers), readers_lua!(share_left),
     "\
 local q = redis.pcall('ZCARD', KEYS[3])
 if type(q) ~= 'number' then
@@ -886,7 +984,7 @@ return out";
 /// `history`: the newest ARGV[1] entries of the history (KEYS[1]), each
 /// as `bounded_lua` reads a record.
 pub(super) const HISTORY: &str = concat!(
-    bounded_lua!(),
+    bounded_lua!(bounded_json),
     "\
 local out = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 for i, e in ipairs(out) do
@@ -913,10 +1011,16 @@ return out"
 /// record (a flat array; a reader's is {'json', its JSON object}), live
 /// waiters, keys deleted}.
 pub(super) const FORGET_LOCK: &str = concat!(
-    bounded_lua!(),
-    queue_lua!(),
-    slots_lua!(),
-    readers_lua!(),
+    bounded_lua!(bounded_hash),
+    bounded_lua!(bounded_field),
+    bounded_lua!(bounded_value),
+    queue_lua!(now_ms),
+    queue_lua!(reader),
+    queue_lua!(front),
+    queue_lua!(wake_front),
+    slots_lua!(live),
+    slots_lua!(slot_holders),
+    readers_lua!(live_readers),
     "\
 local force, pairs = ARGV[1] == 'force', tonumber(ARGV[2])
 local function text(k)
@@ -1044,7 +1148,10 @@ pub(super) const APPEND: &str = concat!(
 /// `record`'s}. With --limit, the slot holders are KEYS[6] and our entry
 /// ARGV[7].
 pub(super) const RELEASE_RECORDING: &str = concat!(
-    queue_lua!(),
+    queue_lua!(now_ms),
+    queue_lua!(reader),
+    queue_lua!(front),
+    queue_lua!(wake_front),
     record!(),
     "local slots_key, member = KEYS[6], ARGV[7]\n",
     "local function release()\n",
@@ -1060,8 +1167,9 @@ return {released, recorded}"
 /// KEYS[3] (ARGV[6], ARGV[7] as in APPEND): {HOLD's answer, `record`'s}.
 /// With --limit, the slot holders are KEYS[4] and our entry ARGV[8].
 pub(super) const HOLD_RECORDING: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
+    queue_lua!(now_ms),
+    slots_lua!(keep_for),
+    slots_lua!(hold_slot),
     record!(),
     "local slots_key, member = KEYS[4], ARGV[8]\n",
     "local function hold()\n",
@@ -1077,9 +1185,12 @@ return {held, recorded}"
 /// the history KEYS[5] (ARGV[5], ARGV[6] as in APPEND): {RELEASE_SHARED's
 /// answer, `record`'s}.
 pub(super) const RELEASE_SHARED_RECORDING: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
-    readers_lua!(),
+    queue_lua!(now_ms),
+    queue_lua!(reader),
+    queue_lua!(front),
+    queue_lua!(wake_front),
+    slots_lua!(live),
+    readers_lua!(live_readers),
     record!(),
     "local function release()\n",
     release_shared!(),
@@ -1094,9 +1205,10 @@ return {released, recorded}"
 /// history KEYS[3] (ARGV[4], ARGV[5] as in APPEND): {HOLD_SHARED's answer,
 /// `record`'s}.
 pub(super) const HOLD_SHARED_RECORDING: &str = concat!(
-    queue_lua!(),
-    slots_lua!(),
-    readers_lua!(),
+    queue_lua!(now_ms),
+    slots_lua!(keep_for),
+    slots_lua!(hold_slot),
+    readers_lua!(share_left),
     record!(),
     "local function hold()\n",
     hold_shared!(),
@@ -1117,5 +1229,79 @@ mod tests {
         for script in [ACQUIRE, ACQUIRE_SHARED, INSPECT, FORGET_LOCK, HISTORY] {
             assert!(script.contains(&cap), "{script}");
         }
+    }
+
+    /// Where `script` calls `f` (`f(...)`, or `pcall(f, ...)`), its
+    /// definition aside.
+    fn calls(script: &str, f: &str) -> bool {
+        let word = |i: usize| {
+            !script[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                && !script[..i].ends_with("local function ")
+        };
+        script.match_indices(&format!("{f}(")).any(|(i, _)| word(i))
+            || script.contains(&format!("pcall({f},"))
+            || script.contains(&format!("pcall({f})"))
+    }
+
+    /// Each script carries the functions it calls and no other: what a
+    /// script carries goes over the wire, and through the server's hash, on
+    /// every request.
+    #[test]
+    fn every_script_defines_what_it_calls_and_nothing_more() {
+        let scripts = [
+            ("ACQUIRE", ACQUIRE),
+            ("ACQUIRE_SHARED", ACQUIRE_SHARED),
+            ("LIMIT_OF", LIMIT_OF),
+            ("MARK", MARK),
+            ("EXTEND", EXTEND),
+            ("EXTEND_SHARED", EXTEND_SHARED),
+            ("RETAKE_SHARED", RETAKE_SHARED),
+            ("RETAKE_SLOT", RETAKE_SLOT),
+            ("RELEASE", RELEASE),
+            ("RELEASE_SHARED", RELEASE_SHARED),
+            ("FORGET", FORGET),
+            ("LEAVE", LEAVE),
+            ("HOLD", HOLD),
+            ("HOLD_SHARED", HOLD_SHARED),
+            ("UNLOCK", UNLOCK),
+            ("DROP", DROP),
+            ("FENCE", FENCE),
+            ("FORCE", FORCE),
+            ("INSPECT", INSPECT),
+            ("DESCRIBE", DESCRIBE),
+            ("MARKERS", MARKERS),
+            ("HISTORY", HISTORY),
+            ("FORGET_LOCK", FORGET_LOCK),
+            ("APPEND", APPEND),
+            ("RELEASE_RECORDING", RELEASE_RECORDING),
+            ("HOLD_RECORDING", HOLD_RECORDING),
+            ("RELEASE_SHARED_RECORDING", RELEASE_SHARED_RECORDING),
+            ("HOLD_SHARED_RECORDING", HOLD_SHARED_RECORDING),
+        ];
+        let defined = |script: &'static str| -> Vec<&'static str> {
+            script
+                .match_indices("local function ")
+                .map(|(at, m)| {
+                    let rest = &script[at + m.len()..];
+                    &rest[..rest.find('(').unwrap_or(0)]
+                })
+                .collect()
+        };
+        let helpers: Vec<&str> = scripts.iter().flat_map(|(_, s)| defined(s)).collect();
+        let mut wrong = Vec::new();
+        for (name, script) in scripts {
+            let own = defined(script);
+            for f in &own {
+                if !calls(script, f) {
+                    wrong.push(format!("{name} never calls {f}"));
+                }
+            }
+            for f in &helpers {
+                if calls(script, f) && !own.contains(f) {
+                    wrong.push(format!("{name} calls {f} without it"));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:?}");
     }
 }
