@@ -44,6 +44,11 @@ pub(super) fn run_locked(
             return Exit::Usage;
         }
     };
+    // Once the guard is forked (a host name may start a resolver thread):
+    // the handshakes then go on while the holder record is made.
+    if guard.is_some() {
+        nodes.connect();
+    }
     let lock = match Lock::new(
         nodes,
         config.keys.clone(),

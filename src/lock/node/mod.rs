@@ -448,7 +448,7 @@ impl Node {
         let cmd = request.command(index)?;
         let mut req = Req::new(
             ticket,
-            cmd.get_packed_command().into(),
+            cmd.get_packed_command(),
             crate::lock::keys::hash_slot(request.key()),
             Instant::now(),
         );
@@ -713,6 +713,16 @@ impl Nodes {
             .max()
             .unwrap_or_default();
         self.names.prepare(&places, timeout);
+    }
+
+    /// Starts connecting to every plain node, so that the handshakes go on
+    /// while the run makes its first request (its holder record, its token).
+    pub(crate) fn connect(&self) {
+        self.prepare();
+        let now = Instant::now();
+        for node in &self.list {
+            node.state().connect(node, now);
+        }
     }
 
     /// How fast the nodes answer (see `quorum`).

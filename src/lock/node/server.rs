@@ -48,7 +48,7 @@ impl Server {
     pub(super) fn read(replies: &[Value], now: Instant) -> Server {
         let mut server = Server::default();
         if let Some(Value::BulkString(text)) = replies.first() {
-            server.info(&String::from_utf8_lossy(text), now);
+            server.info(text, now);
         }
         let pairs = replies.iter().skip(1).filter_map(|r| match r {
             Value::Array(pairs) => Some(pairs),
@@ -70,25 +70,42 @@ impl Server {
         server
     }
 
-    fn info(&mut self, text: &str, now: Instant) {
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-        };
-        self.run_id = field("run_id").map(str::to_string);
-        // A difference of whole seconds of the server's clock: a server
-        // started a moment before a second turned says 1. So one less.
-        self.up = field("uptime_in_seconds")
-            .and_then(|s| s.parse::<u64>().ok())
-            .map(|s| (Duration::from_secs(s.saturating_sub(1)), now));
-        let redis = field("redis_version");
+    /// Its fields from the INFO text, in one pass: a run reads it from
+    /// every node while the lock waits for their votes.
+    fn info(&mut self, text: &[u8], now: Instant) {
+        let (mut redis, mut name, mut valkey) = (None, None, None);
+        for line in text.split(|b| *b == b'\n') {
+            let Some(colon) = line.iter().position(|b| *b == b':') else {
+                continue;
+            };
+            let Ok(value) = std::str::from_utf8(line[colon + 1..].trim_ascii()) else {
+                continue;
+            };
+            if value.is_empty() {
+                continue;
+            }
+            match &line[..colon] {
+                b"run_id" => self.run_id = Some(value.to_string()),
+                // A difference of whole seconds of the server's clock: a
+                // server started a moment before a second turned says 1. So
+                // one less.
+                b"uptime_in_seconds" => {
+                    self.up = value
+                        .parse::<u64>()
+                        .ok()
+                        .map(|s| (Duration::from_secs(s.saturating_sub(1)), now));
+                }
+                b"redis_version" => redis = Some(value),
+                b"server_name" => name = Some(value),
+                b"valkey_version" => valkey = Some(value),
+                _ => {}
+            }
+        }
         self.version = redis.and_then(|v| {
             let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
             Some((parts.next()??, parts.next()??))
         });
-        self.product = match (field("server_name"), field("valkey_version"), redis) {
+        self.product = match (name, valkey, redis) {
             (Some(name), Some(v), _) if name.eq_ignore_ascii_case("valkey") => {
                 Some(format!("Valkey {v}"))
             }

@@ -38,7 +38,7 @@ const KEPT: usize = 256;
 /// A request of the node's, as bytes.
 pub(crate) struct Req {
     pub(super) ticket: u64,
-    pub(super) bytes: Arc<[u8]>,
+    pub(super) bytes: Vec<u8>,
     /// The hash slot of its keys, for a Cluster.
     pub(super) slot: u16,
     /// A Sentinel group asks its sentinels where the primary is first.
@@ -69,7 +69,7 @@ pub(crate) struct Req {
 }
 
 impl Req {
-    pub(super) fn new(ticket: u64, bytes: Arc<[u8]>, slot: u16, now: Instant) -> Req {
+    pub(super) fn new(ticket: u64, bytes: Vec<u8>, slot: u16, now: Instant) -> Req {
         Req {
             ticket,
             bytes,
@@ -258,6 +258,21 @@ impl State {
         self.next
     }
 
+    /// Starts the data connection of a plain server ahead of its first
+    /// request (see `Nodes::connect`). One that failed at once is dropped
+    /// unsaid: the first request opens another, and fails with it.
+    pub(super) fn connect(&mut self, node: &Node, now: Instant) {
+        let Topology::Server { place, .. } = &node.topology else {
+            return;
+        };
+        let place = place.clone();
+        if let Ok(at) = self.data_link(node, &place, now)
+            && !self.data[at].link.alive()
+        {
+            self.data.remove(at);
+        }
+    }
+
     /// Queues `req`: written at once where its connection stands.
     pub(crate) fn submit(&mut self, node: &Node, req: Req, now: Instant) {
         if req.last_word {
@@ -417,6 +432,12 @@ impl State {
                 link.send(Tag::Ticket(req.ticket), &bytes, 2, Duration::ZERO);
             } else {
                 link.send(Tag::Ticket(req.ticket), &req.bytes, 1, Duration::ZERO);
+            }
+            // A plain server redirects nothing: the bytes are not needed
+            // again, and the next node's request reuses their memory
+            // instead of touching fresh pages.
+            if matches!(node.topology, Topology::Server { .. }) {
+                req.bytes = Vec::new();
             }
             // Written now if it can be: a round that does not wait for this
             // node still gets its request onto the wire.
