@@ -360,6 +360,37 @@ end
 // release. Keys are passed as KEYS (one hash slot, see `keys`), never spliced
 // into the Lua text.
 
+// What a script that wakes the queue's front calls.
+macro_rules! waking_lua {
+    () => {
+        concat!(
+            queue_lua!(now_ms),
+            queue_lua!(reader),
+            queue_lua!(front),
+            queue_lua!(wake_front),
+        )
+    };
+}
+
+// What both acquires call (`gate_lua` among them): the queue's front, and
+// the --limit holders, which a plain lock and a --limit lock exclude each
+// other by.
+macro_rules! acquire_lua {
+    () => {
+        concat!(
+            queue_lua!(now_ms),
+            queue_lua!(reader),
+            queue_lua!(front),
+            queue_lua!(writer_waits),
+            slots_lua!(keep_for),
+            slots_lua!(live),
+            slots_lua!(slot_holders),
+            slots_lua!(slot_limit),
+            slots_lua!(hold_slot),
+        )
+    };
+}
+
 /// Takes the lock (KEYS[1]: the lock, or with --limit a slot): SET NX PX,
 /// or, when it already holds our token (a retry after a lost reply), renews
 /// it. In the same atomic step: writes the holder record (KEYS[2]) when
@@ -387,15 +418,7 @@ end
 /// (HGETALL of KEYS[2], under pcall), so that a busy run can say who holds it
 /// without a request of its own}.
 pub(super) const ACQUIRE: &str = concat!(
-    queue_lua!(now_ms),
-    queue_lua!(reader),
-    queue_lua!(front),
-    queue_lua!(writer_waits),
-    slots_lua!(keep_for),
-    slots_lua!(live),
-    slots_lua!(slot_holders),
-    slots_lua!(slot_limit),
-    slots_lua!(hold_slot),
+    acquire_lua!(),
     readers_lua!(live_readers),
     counter_lua!(),
     "local token, mode, n = ARGV[1], ARGV[5], tonumber(ARGV[7])\n",
@@ -482,15 +505,7 @@ return {1}"
 /// checked as such. The queue (KEYS[5], KEYS[6]) as `gate_lua` says, ARGV[5]
 /// to ARGV[7] as for ACQUIRE. The answer as ACQUIRE's.
 pub(super) const ACQUIRE_SHARED: &str = concat!(
-    queue_lua!(now_ms),
-    queue_lua!(reader),
-    queue_lua!(front),
-    queue_lua!(writer_waits),
-    slots_lua!(keep_for),
-    slots_lua!(live),
-    slots_lua!(slot_holders),
-    slots_lua!(slot_limit),
-    slots_lua!(hold_slot),
+    acquire_lua!(),
     readers_lua!(share_left),
     "local token, mode, n = ARGV[1], ARGV[5], tonumber(ARGV[7])\n",
     "local place, lapse_ahead = false, false\n",
@@ -700,10 +715,7 @@ return r"
 /// (ARGV[4]) leaves the slot holders (KEYS[5]). -1 tells the log the key had
 /// already gone.
 pub(super) const RELEASE: &str = concat!(
-    queue_lua!(now_ms),
-    queue_lua!(reader),
-    queue_lua!(front),
-    queue_lua!(wake_front),
+    waking_lua!(),
     "local slots_key, member = KEYS[5], ARGV[4]\n",
     release!()
 );
@@ -745,10 +757,7 @@ return r"
 /// the channel's own listeners), and our place in the queue goes. 1 dropped,
 /// -1 already gone.
 pub(super) const RELEASE_SHARED: &str = concat!(
-    queue_lua!(now_ms),
-    queue_lua!(reader),
-    queue_lua!(front),
-    queue_lua!(wake_front),
+    waking_lua!(),
     slots_lua!(live),
     readers_lua!(live_readers),
     release_shared!()
@@ -764,10 +773,7 @@ return 1";
 /// A waiter gives up its place (its --wait ran out, or a signal ended it),
 /// and the front of the queue, which may now include someone new, is woken.
 pub(super) const LEAVE: &str = concat!(
-    queue_lua!(now_ms),
-    queue_lua!(reader),
-    queue_lua!(front),
-    queue_lua!(wake_front),
+    waking_lua!(),
     queue_lua!(wake),
     "\
 redis.call('ZREM', KEYS[1], ARGV[1])
@@ -837,10 +843,7 @@ pub(super) const HOLD_SHARED: &str = concat!(
 /// comparison: no Lua patterns. 1 deleted, 0 held by another token, -1 no
 /// such lock here.
 pub(super) const UNLOCK: &str = concat!(
-    queue_lua!(now_ms),
-    queue_lua!(reader),
-    queue_lua!(front),
-    queue_lua!(wake_front),
+    waking_lua!(),
     queue_lua!(wake),
     slots_lua!(live),
     readers_lua!(live_readers),
@@ -907,10 +910,7 @@ return 1"
 /// KEYS[1] and KEYS[2], and every reader's share, KEYS[5] and KEYS[6]), and
 /// wakes waiters. 1 if anything held it.
 pub(super) const FORCE: &str = concat!(
-    queue_lua!(now_ms),
-    queue_lua!(reader),
-    queue_lua!(front),
-    queue_lua!(wake_front),
+    waking_lua!(),
     queue_lua!(wake),
     "\
 local n = redis.call('DEL', KEYS[1])
@@ -1014,10 +1014,7 @@ pub(super) const FORGET_LOCK: &str = concat!(
     bounded_lua!(bounded_hash),
     bounded_lua!(bounded_field),
     bounded_lua!(bounded_value),
-    queue_lua!(now_ms),
-    queue_lua!(reader),
-    queue_lua!(front),
-    queue_lua!(wake_front),
+    waking_lua!(),
     slots_lua!(live),
     slots_lua!(slot_holders),
     readers_lua!(live_readers),
@@ -1148,10 +1145,7 @@ pub(super) const APPEND: &str = concat!(
 /// `record`'s}. With --limit, the slot holders are KEYS[6] and our entry
 /// ARGV[7].
 pub(super) const RELEASE_RECORDING: &str = concat!(
-    queue_lua!(now_ms),
-    queue_lua!(reader),
-    queue_lua!(front),
-    queue_lua!(wake_front),
+    waking_lua!(),
     record!(),
     "local slots_key, member = KEYS[6], ARGV[7]\n",
     "local function release()\n",
@@ -1185,10 +1179,7 @@ return {held, recorded}"
 /// the history KEYS[5] (ARGV[5], ARGV[6] as in APPEND): {RELEASE_SHARED's
 /// answer, `record`'s}.
 pub(super) const RELEASE_SHARED_RECORDING: &str = concat!(
-    queue_lua!(now_ms),
-    queue_lua!(reader),
-    queue_lua!(front),
-    queue_lua!(wake_front),
+    waking_lua!(),
     slots_lua!(live),
     readers_lua!(live_readers),
     record!(),
