@@ -1,13 +1,14 @@
 //! Starting the command: its own process group, tied to the guard's life,
 //! owning the terminal while it runs; and how its end maps to our exit status.
 
+use std::cell::Cell;
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
-use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use rustix::process::WaitOptions;
 
@@ -113,22 +114,23 @@ pub(crate) fn start(
 
 const CHILD_STACK: usize = 256 * 1024;
 
-/// The end of the children's stack: made at the first spawn and kept, its
-/// untouched pages costing nothing. Unmapping it after each clone had the
-/// kernel flush the TLB of the CPU the child ran on, where the command then
-/// starts (12-36 µs a run on 3 nodes here). Only the guard spawns, one
-/// command at a time, and the last child is gone or has exec'd when the
-/// next comes.
+/// The end of the children's stack: made at a thread's first spawn and
+/// kept, its untouched pages costing nothing. Unmapping it after each clone
+/// had the kernel flush the TLB of the CPU the child ran on, where the
+/// command then starts (12-36 µs a run on 3 nodes here). One a thread: the
+/// guard spawns from one, one command at a time (the last child is gone or
+/// has exec'd when the next comes), but tests spawn from several at once.
 fn child_stack_end() -> *mut u8 {
-    static STACK: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
-    let mut at = STACK.load(Ordering::Acquire);
-    if at.is_null() {
-        at = Box::leak(Box::<[u8]>::new_uninit_slice(CHILD_STACK))
-            .as_mut_ptr()
-            .cast();
-        STACK.store(at, Ordering::Release);
+    thread_local! {
+        static STACK: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
     }
-    at.wrapping_add(CHILD_STACK)
+    STACK.with(|stack| {
+        if stack.get().is_null() {
+            let made = Box::leak(Box::<[u8]>::new_uninit_slice(CHILD_STACK));
+            stack.set(made.as_mut_ptr().cast());
+        }
+        stack.get().wrapping_add(CHILD_STACK)
+    })
 }
 
 /// What the child needs, prepared before the clone: it may allocate nothing.
