@@ -433,12 +433,6 @@ impl State {
             } else {
                 link.send(Tag::Ticket(req.ticket), &req.bytes, 1, Duration::ZERO);
             }
-            // A plain server redirects nothing: the bytes are not needed
-            // again, and the next node's request reuses their memory
-            // instead of touching fresh pages.
-            if matches!(node.topology, Topology::Server { .. }) {
-                req.bytes = Vec::new();
-            }
             // Written now if it can be: a round that does not wait for this
             // node still gets its request onto the wire.
             let mut events = Vec::new();
