@@ -444,11 +444,15 @@ impl Node {
         request: &R,
         index: usize,
         ticket: u64,
+        alike: Option<&Arc<Vec<u8>>>,
     ) -> Option<Req> {
-        let cmd = request.command(index)?;
+        let bytes = match alike {
+            Some(bytes) => Arc::clone(bytes),
+            None => Arc::new(request.command(index)?.get_packed_command()),
+        };
         let mut req = Req::new(
             ticket,
-            cmd.get_packed_command(),
+            bytes,
             crate::lock::keys::hash_slot(request.key()),
             Instant::now(),
         );

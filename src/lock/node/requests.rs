@@ -28,6 +28,11 @@ pub(crate) trait Request: Send + Sync {
     /// What node `node` is asked; None when it is asked nothing.
     fn command(&self, node: usize) -> Option<Cmd>;
 
+    /// Whether nodes `a` and `b` are asked the same command.
+    fn asks_alike(&self, _a: usize, _b: usize) -> bool {
+        false
+    }
+
     /// A key of the request: its keys share this one's hash slot, which
     /// decides where a Cluster runs it.
     fn key(&self) -> &[u8];
@@ -124,6 +129,10 @@ pub(crate) struct Acquire {
 
 impl Request for Acquire {
     type Answer = Granted;
+
+    fn asks_alike(&self, _: usize, _: usize) -> bool {
+        true
+    }
 
     fn command(&self, _: usize) -> Option<Cmd> {
         let b = &self.key_set;
@@ -627,6 +636,10 @@ impl Request for EndRun {
 
     fn last_word(&self) -> bool {
         true
+    }
+
+    fn asks_alike(&self, a: usize, b: usize) -> bool {
+        self.ours.contains(&a) == self.ours.contains(&b)
     }
 
     fn command(&self, node: usize) -> Option<Cmd> {
@@ -1299,4 +1312,67 @@ fn pairs(fields: &[Value]) -> Vec<(String, String)> {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lock::keys::Keys;
+
+    fn key_set() -> Arc<KeySet> {
+        let keys = Keys::new(b"lock:", b"job").expect("printable");
+        Arc::new(crate::lock::key_set(&keys, None, None))
+    }
+
+    /// Every pair of nodes `asks_alike` names is sent the very bytes each
+    /// would have been packed on its own: the round packs them once.
+    fn alike_means_the_same_bytes<R: Request>(request: &R, nodes: usize) {
+        let packed = |i| request.command(i).map(|c| c.get_packed_command());
+        for a in 0..nodes {
+            for b in 0..nodes {
+                if request.asks_alike(a, b) {
+                    assert_eq!(packed(a), packed(b), "nodes {a} and {b}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nodes_asked_alike_are_asked_the_same_bytes() {
+        let acquire = Acquire {
+            key_set: key_set(),
+            token: Arc::from("t0ken"),
+            ttl: Duration::from_secs(30),
+            record: vec![("host", "vm".to_string())],
+            fence: true,
+            queue: Queue::Check,
+        };
+        assert!(acquire.asks_alike(0, 2));
+        alike_means_the_same_bytes(&acquire, 3);
+        for ours in [vec![0, 2], vec![], vec![0, 1, 2]] {
+            for entry in [None, Some((b"lock:job:runs".to_vec(), "rec".to_string()))] {
+                let end = EndRun {
+                    key_set: key_set(),
+                    token: Arc::from("t0ken"),
+                    ending: Ending::Release,
+                    ours: ours.clone(),
+                    entry,
+                };
+                alike_means_the_same_bytes(&end, 3);
+            }
+        }
+        // A node that holds nothing is asked to append alone, not to release.
+        let end = EndRun {
+            key_set: key_set(),
+            token: Arc::from("t0ken"),
+            ending: Ending::Release,
+            ours: vec![0, 2],
+            entry: Some((b"lock:job:runs".to_vec(), "rec".to_string())),
+        };
+        assert!(end.asks_alike(0, 2) && !end.asks_alike(0, 1));
+        assert_ne!(
+            end.command(0).map(|c| c.get_packed_command()),
+            end.command(1).map(|c| c.get_packed_command())
+        );
+    }
 }

@@ -38,7 +38,8 @@ const KEPT: usize = 256;
 /// A request of the node's, as bytes.
 pub(crate) struct Req {
     pub(super) ticket: u64,
-    pub(super) bytes: Vec<u8>,
+    /// Shared by the nodes asked alike (see `Request::asks_alike`).
+    pub(super) bytes: Arc<Vec<u8>>,
     /// The hash slot of its keys, for a Cluster.
     pub(super) slot: u16,
     /// A Sentinel group asks its sentinels where the primary is first.
@@ -69,7 +70,12 @@ pub(crate) struct Req {
 }
 
 impl Req {
-    pub(super) fn new(ticket: u64, bytes: Vec<u8>, slot: u16, now: Instant) -> Req {
+    /// The command, as written.
+    pub(crate) fn bytes(&self) -> &Arc<Vec<u8>> {
+        &self.bytes
+    }
+
+    pub(super) fn new(ticket: u64, bytes: Arc<Vec<u8>>, slot: u16, now: Instant) -> Req {
         Req {
             ticket,
             bytes,

@@ -98,7 +98,7 @@ impl Node {
         let now = Instant::now();
         let req = Req::new(
             ticket,
-            cmd.get_packed_command(),
+            std::sync::Arc::new(cmd.get_packed_command()),
             crate::lock::keys::hash_slot(key),
             now,
         );
