@@ -76,7 +76,8 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> Exit {
         let mut parser = cli::parser();
         parser
             .try_get_matches_from_mut(&applied.args)
-            .and_then(|m| Cli::from_arg_matches(&m))
+            // `_mut`: the values are taken, not cloned first.
+            .and_then(|mut m| Cli::from_arg_matches_mut(&mut m))
     };
     let cli = match parsed {
         Ok(cli) => cli,
