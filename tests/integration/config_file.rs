@@ -350,6 +350,48 @@ fn a_directory_others_may_write_anywhere_above_the_file_is_refused() {
     assert!(dir.has("ran"), "a sticky directory passes");
 }
 
+/// The same open directory reached through a link from a trusted one
+/// (`trusted/to-sub` → `x/sub`), and through a path that climbs
+/// (`trusted/../x/sub`): each is judged where it leads, and refused.
+#[test]
+fn a_link_or_a_climb_into_an_open_directory_is_refused_too() {
+    let node = RedisNode::start();
+    let dir = tempdir();
+    let open = dir.join("x");
+    let sub = open.join("sub");
+    let trusted = dir.join("trusted");
+    fs::create_dir_all(&sub).expect("mkdir");
+    fs::create_dir(&trusted).expect("mkdir trusted");
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).expect("chmod x");
+    fs::set_permissions(&sub, fs::Permissions::from_mode(0o755)).expect("chmod sub");
+    write_config(
+        &sub,
+        "c.toml",
+        &format!("redis = [\"{}\"]\n", node.url()),
+        0o600,
+    );
+    std::os::unix::fs::symlink(&sub, trusted.join("to-sub")).expect("symlink");
+    for config in [
+        trusted.join("to-sub").join("c.toml"),
+        trusted.join("..").join("x").join("sub").join("c.toml"),
+    ] {
+        let out = Test::new()
+            .current_dir(dir.path())
+            .env("REDLOCK_CONFIG", &config)
+            .args(["-k", "job", "--", "touch", "ran"])
+            .expect_code(64);
+        out.assert_one_error_line();
+        assert!(
+            out.stderr
+                .contains(&format!("chmod go-w {}", open.display())),
+            "{}: {out}",
+            config.display()
+        );
+    }
+    assert!(!dir.has("ran"), "the command ran");
+    assert!(node.keys().is_empty(), "a lock was taken");
+}
+
 /// A node URL the file gives that no run could use is refused with the
 /// file and line, as every other value is: `redis = 5`, a URL without a
 /// scheme, a list with a number in it.
